@@ -1,0 +1,43 @@
+# Two commands do everything: `make book` and `make test`. Each first sets up .venv from
+# requirements.txt (again only when requirements.txt or pyproject.toml changed).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+
+.PHONY: setup book test lint pytest execute lab clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests notebooks
+
+# The unit and property tests, and every notebook under nbval (strict: outputs must match).
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile tests $(NOTEBOOKS) \
+		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# Book tests read _build/html, so the book is built first.
+test: lint book pytest
+
+# Re-run every notebook in place in a fresh kernel, for authors refreshing committed outputs.
+execute: $(STAMP)
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--NotebookClient.record_timing=False --ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis
