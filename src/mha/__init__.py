@@ -9,6 +9,7 @@ from mha.attention import attention
 
 # Chapter 2: self-attention without weights
 from mha.attention import self_attention
+from mha.diagonal import diagonal_violations
 
 # Chapter 3: one head with its own projections
 from mha.single_head import SelfAttention
@@ -26,6 +27,7 @@ from mha.pruning import head_importance, prune_heads
 __all__ = [
     "attention",
     "self_attention",
+    "diagonal_violations",
     "SelfAttention",
     "MultiHeadAttention",
     "head_importance",
