@@ -241,3 +241,16 @@ def test_self_attention_refuses_bad_input():
         mha.self_attention(torch.rand(4))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not broadcast"):
         mha.self_attention(torch.rand(3, 4), mask=torch.ones(2, 2, dtype=torch.bool))
+
+
+def test_equal_norms_do_not_make_the_diagonal_the_maximum_of_every_column():
+    # unit tokens at 0, 10 and 60 degrees: token 2's row is more spread out (Z_2 > Z_1), so
+    # alpha_12 > alpha_22 although s_12 < s_22
+    angles = torch.tensor([0.0, 10.0, 60.0], dtype=torch.float64) * math.pi / 180
+    x = torch.stack([angles.cos(), angles.sin()], dim=-1)
+    _, a = mha.self_attention(x)
+    s = scores_float64(x)
+    z = torch.exp(s).sum(-1)
+    assert torch.equal(a.argmax(-1), torch.arange(3))  # rows: lemma (d) holds
+    assert a[0, 1] > a[1, 1] and s[0, 1] < s[1, 1] and z[1] > z[0]
+    assert math.isclose(a[0, 1].item(), math.exp(s[0, 1].item()) / z[0].item(), rel_tol=1e-12)
