@@ -55,7 +55,7 @@ def pairwise(d):
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets())
-def test_raw_score_is_at_most_the_mean_and_the_max_of_the_two_diagonal_scores(x):
+def test_lemma_a_raw_scores(x):
     s = scores_float64(x)
     s_ii, s_jj = pairwise(diag(s))
     tol = 1e-12 * (s_ii.abs() + s_jj.abs() + 1)
@@ -67,7 +67,7 @@ def test_raw_score_is_at_most_the_mean_and_the_max_of_the_two_diagonal_scores(x)
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_off_diagonal_product_is_at_most_diagonal_product(x):
+def test_lemma_b_pair_product(x):
     _, a = mha.self_attention(x)
     a_ii, a_jj = pairwise(diag(a))
     assert (a * a.transpose(-2, -1) <= a_ii * a_jj * (1 + 1e-9)).all()
@@ -75,7 +75,7 @@ def test_off_diagonal_product_is_at_most_diagonal_product(x):
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_in_every_pair_one_token_weighs_itself_at_least_as_much_as_the_other(x):
+def test_lemma_b_one_of_each_pair_prefers_itself(x):
     _, a = mha.self_attention(x)
     a_ii, _ = pairwise(diag(a))
     i_prefers_j = a > a_ii * (1 + 1e-9)  # (i, j): alpha_ij > alpha_ii
@@ -86,7 +86,7 @@ def test_in_every_pair_one_token_weighs_itself_at_least_as_much_as_the_other(x):
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_row_prefers_another_token_exactly_when_dot_product_exceeds_squared_norm(x):
+def test_lemma_c_row_rule(x):
     _, a = mha.self_attention(x)
     dots = x @ x.transpose(-2, -1)  # float64 reference, independent of the softmax
     gap = dots - diag(dots).unsqueeze(-1)  # x_i . x_j - |x_i|^2
@@ -96,7 +96,7 @@ def test_row_prefers_another_token_exactly_when_dot_product_exceeds_squared_norm
     assert (a[gap < -margin] < a_ii.expand_as(a)[gap < -margin]).all()
 
 
-def test_a_longer_collinear_token_beats_the_diagonal():
+def test_longer_collinear_token_beats_diagonal():
     # x_j = c x_i with c > 1 gives x_i . x_j = c |x_i|^2 > |x_i|^2
     x = torch.tensor([[0.5, -1.0], [0.6, -1.2], [2.0, 1.0]], dtype=torch.float64)
     _, a = mha.self_attention(x)
@@ -105,7 +105,7 @@ def test_a_longer_collinear_token_beats_the_diagonal():
 
 @settings(max_examples=150, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_the_longest_token_puts_most_weight_on_itself(x):
+def test_longest_token_prefers_itself(x):
     _, a = mha.self_attention(x)
     longest = x.norm(dim=-1).argmax(-1, keepdim=True)  # (...,)
     row = a.gather(-2, longest.unsqueeze(-1).expand(*a.shape[:-2], 1, a.shape[-1])).squeeze(-2)
@@ -117,7 +117,7 @@ def test_the_longest_token_puts_most_weight_on_itself(x):
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets(equal_norms=True), st.booleans())
-def test_equal_norms_make_the_diagonal_the_maximum_of_every_row(x, duplicate):
+def test_lemma_d_equal_norms_rows(x, duplicate):
     if duplicate and x.shape[-2] >= 2:
         x = x.clone()
         x[..., 1, :] = x[..., 0, :]  # a repeated token ties with the diagonal, never beats it
@@ -127,7 +127,7 @@ def test_equal_norms_make_the_diagonal_the_maximum_of_every_row(x, duplicate):
     assert not mha.diagonal_violations(a).any()
 
 
-def test_normalised_tokens_after_rms_normalisation_have_equal_norms_and_diagonal_rows():
+def test_rms_normalised_tokens_diagonal_rows():
     g = torch.Generator().manual_seed(7)
     raw = torch.randn(3, 9, 16, generator=g) * torch.rand(3, 9, 1, generator=g) * 5
     x = raw / raw.norm(dim=-1, keepdim=True) * math.sqrt(16)
@@ -137,7 +137,7 @@ def test_normalised_tokens_after_rms_normalisation_have_equal_norms_and_diagonal
 
 # ----- the seed's statement -----
 
-def test_seed_statement_has_a_collinear_counterexample():
+def test_seed_counterexample_collinear():
     # x = (1, 2, 3) with C = 1: s_ij = i * j, so every weight is a ratio of exponentials
     x = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
     _, a = mha.self_attention(x)
@@ -154,7 +154,7 @@ def test_seed_statement_has_a_collinear_counterexample():
     assert torch.equal(mha.diagonal_violations(a), expected)
 
 
-def test_seed_statement_fails_on_random_tokens():
+def test_seed_fails_on_random_tokens():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1000, 8, 1, generator=g, dtype=torch.float64)
     _, a = mha.self_attention(x)
@@ -164,7 +164,7 @@ def test_seed_statement_fails_on_random_tokens():
 
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_seed_statement_holds_for_two_tokens(x):
+def test_seed_holds_for_two_tokens(x):
     x = x[..., :2, :]
     _, a = mha.self_attention(x)
     a_ii, a_jj = pairwise(diag(a))
@@ -175,7 +175,7 @@ def test_seed_statement_holds_for_two_tokens(x):
 
 @settings(max_examples=150, deadline=None)
 @given(token_sets(min_tokens=2))
-def test_weights_are_symmetric_scores_divided_by_each_rows_normaliser(x):
+def test_symmetric_scores_detailed_balance(x):
     _, a = mha.self_attention(x)
     s = scores_float64(x)
     assert torch.equal(s, s.transpose(-2, -1)) or torch.allclose(s, s.transpose(-2, -1))
@@ -194,7 +194,7 @@ def shift_projections(n, strength=4.0):
     return w_q, w_k
 
 
-def test_separate_query_and_key_projections_break_symmetry_and_the_diagonal():
+def test_projections_break_symmetry_and_diagonal():
     n = 6
     x = torch.eye(n, dtype=torch.float64)  # one-hot tokens: equal norms
     _, plain = mha.self_attention(x)
@@ -243,7 +243,7 @@ def test_self_attention_refuses_bad_input():
         mha.self_attention(torch.rand(3, 4), mask=torch.ones(2, 2, dtype=torch.bool))
 
 
-def test_equal_norms_do_not_make_the_diagonal_the_maximum_of_every_column():
+def test_equal_norms_columns_can_fail():
     # unit tokens at 0, 10 and 60 degrees: token 2's row is more spread out (Z_2 > Z_1), so
     # alpha_12 > alpha_22 although s_12 < s_22
     angles = torch.tensor([0.0, 10.0, 60.0], dtype=torch.float64) * math.pi / 180
