@@ -154,6 +154,17 @@ def test_seed_counterexample_collinear():
     assert torch.equal(mha.diagonal_violations(a), expected)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.floats(1e-3, 30.0))
+def test_seed_counterexample_at_every_scale(t):
+    # tokens u, 2u, 3u with |u|^2 / sqrt(C) = t: alpha_12 = 1 / (e^-t + 1 + e^t) and
+    # alpha_22 = 1 / (e^-2t + 1 + e^2t), so alpha_12 > alpha_22 for every t > 0
+    u = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    _, a = mha.self_attention(math.sqrt(t) * u)
+    assert a[0, 1].item() == pytest.approx(1 / (math.exp(-t) + 1 + math.exp(t)), rel=1e-9)
+    assert a[0, 1] > max(a[0, 0], a[1, 1])
+
+
 def test_seed_fails_on_random_tokens():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1000, 8, 1, generator=g, dtype=torch.float64)
