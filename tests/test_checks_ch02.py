@@ -2,6 +2,7 @@
 
 import torch
 
+import mha
 from mha.checks import ch02
 
 
@@ -65,3 +66,35 @@ def test_previous_token_projections_rejects_wrong_answers():
     shapes = ch02.previous_token_projections(
         lambda n: (torch.eye(n + 1), torch.eye(n + 1)))
     assert shapes.status == "wrong" and "shape" in shapes.message
+
+
+def failure_rate_reference():
+    # the exercise's sampling with another seed than the check's
+    g = torch.Generator().manual_seed(5)
+    rates = {}
+    for n in (2, 3, 4, 8, 16, 32):
+        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
+        rates[n] = mha.diagonal_violations(w).flatten(-2).any(-1).double().mean().item()
+    return rates
+
+
+def test_failure_rate_by_tokens_accepts_the_reference():
+    assert ch02.failure_rate_by_tokens(failure_rate_reference).status == "correct"
+
+
+def test_failure_rate_by_tokens_rejects_wrong_answers():
+    rates = failure_rate_reference()
+    # the row-wise statement (S2) instead of the seed's inequality (S1)
+    g = torch.Generator().manual_seed(6)
+    s2 = {}
+    for n in rates:
+        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
+        s2[n] = (w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)).flatten(-2).any(-1)
+        s2[n] = s2[n].double().mean().item()
+    assert ch02.failure_rate_by_tokens(lambda: s2).status == "wrong"
+    assert ch02.failure_rate_by_tokens(lambda: {**rates, 2: 0.2}).status == "wrong"
+    assert ch02.failure_rate_by_tokens(lambda: {**rates, 8: 1.5}).status == "wrong"
+    missing = {n: r for n, r in rates.items() if n != 32}
+    assert ch02.failure_rate_by_tokens(lambda: missing).status == "wrong"
+    as_list = ch02.failure_rate_by_tokens(lambda: list(rates.values()))
+    assert as_list.status == "wrong" and "dict" in as_list.message

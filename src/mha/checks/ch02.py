@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from mha.attention import attention, self_attention
+from mha.diagonal import diagonal_violations
 from mha.exercises import Wrong, exercise_check
 
 
@@ -68,3 +69,32 @@ def previous_token_projections(answer) -> None:
             if not weights[i, i - 1] >= 0.9:
                 raise Wrong(f"n = {n}: token {i} puts weight {weights[i, i - 1].item():.4f} "
                             f"on token {i - 1}; it needs at least 0.9")
+
+
+@exercise_check("2.3")
+def failure_rate_by_tokens(answer) -> None:
+    """``answer()`` must return ``{n: fraction of token sets breaking the seed's inequality}``.
+
+    The sampling is the exercise's: 2000 sets of ``n`` standard normal tokens with ``C = 2``.
+    The check draws its own 2000 sets, so it allows for sampling noise.
+    """
+    sizes = (2, 3, 4, 8, 16, 32)
+    got = answer()
+    if not isinstance(got, dict) or sorted(got) != list(sizes):
+        keys = sorted(got) if isinstance(got, dict) else type(got).__name__
+        raise Wrong(f"expected a dict with keys {sizes}, got {keys}")
+    g = torch.Generator().manual_seed(23)
+    for n in sizes:
+        x = torch.randn(2000, n, 2, generator=g, dtype=torch.float64)
+        _, weights = self_attention(x)
+        expected = diagonal_violations(weights).flatten(-2).any(-1).double().mean().item()
+        try:
+            value = float(got[n])
+        except (TypeError, ValueError) as error:
+            raise Wrong(f"n = {n}: expected a number, got {type(got[n]).__name__}") from error
+        if not 0.0 <= value <= 1.0:
+            raise Wrong(f"n = {n}: a fraction lies in [0, 1], got {value:.4f}")
+        # two estimates from 2000 sets each differ by about 0.016 at most rates: allow ~4 sigma
+        if abs(value - expected) > 0.06:
+            raise Wrong(f"n = {n}: got {value:.4f}, but 2000 fresh token sets give "
+                        f"{expected:.4f}; sampling noise alone rarely differs this much")
