@@ -8,7 +8,9 @@ notebook: it prints one line and records the result for grading.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 from collections.abc import Callable
@@ -39,8 +41,12 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         @functools.wraps(checker)
         def check(answer: object) -> Result:
+            # The answer's own prints are caught and shown indented above the verdict, so the
+            # verdict is the only line of the check that starts with a mark (graders read it).
+            printed = io.StringIO()
             try:
-                checker(answer)
+                with contextlib.redirect_stdout(printed):
+                    checker(answer)
             except NotImplementedError:
                 result = Result(exercise, 0, points, "not done",
                                 "not done yet: the answer still raises NotImplementedError")
@@ -51,6 +57,8 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
                                 f"your answer raised {type(error).__name__}: {error}")
             else:
                 result = Result(exercise, points, points, "correct", "correct")
+            for line in printed.getvalue().splitlines():
+                print(f"    {line}")
             _report(result)
             return result
 
@@ -63,8 +71,8 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
 
 def _report(result: Result) -> None:
     mark = "✓" if result.status == "correct" else "✗"
-    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: "
-          f"{result.message}")
+    message = " ".join(result.message.split())  # one line, whatever the answer raised
+    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
     path = os.environ.get(REPORT_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as report:
