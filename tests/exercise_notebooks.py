@@ -8,7 +8,8 @@ from conventions import NOTEBOOKS, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 
-import exercise_format  # noqa: E402
+import exercise_format as fmt  # noqa: E402  (the tests import these two from here)
+import student_edition  # noqa: E402, F401
 
 FIXTURES = ROOT / "tests" / "fixtures"
 EXAMPLE = FIXTURES / "00_example_exercises.ipynb"
@@ -16,8 +17,8 @@ EXAMPLE = FIXTURES / "00_example_exercises.ipynb"
 
 def has_exercises(path) -> bool:
     try:
-        return bool(exercise_format.parse(exercise_format.load(path)))
-    except exercise_format.FormatError:
+        return bool(fmt.parse(fmt.load(path)))
+    except fmt.FormatError:
         return True  # a broken one counts, so that its tests fail and say why
 
 
@@ -31,8 +32,8 @@ def exercises_of(paths):
     pairs = []
     for path in paths:
         try:
-            found = exercise_format.parse(exercise_format.load(path))
-        except exercise_format.FormatError:
+            found = fmt.parse(fmt.load(path))
+        except fmt.FormatError:
             continue  # test_follows_the_exercise_format reports it
         pairs.extend((path, exercise) for exercise in found)
     return pairs

@@ -13,16 +13,17 @@ pytestmark = pytest.mark.skipif(not (HTML / "index.html").exists(),
                                 reason="the book is not built (make book)")
 
 
-def solution_divs(html):
-    """The opening tag of every sphinx-exercise solution on a page."""
-    return re.findall(r'<div class="[^"]*\bsolution\b[^"]*"[^>]*>', html)
+def solution_classes(html, label):
+    """The classes of every rendered solution whose title links to the exercise ``label``."""
+    return re.findall(r'<div class="([^"]*\bsolution\b[^"]*)"[^>]*>\s*'
+                      r'<p class="admonition-title">[^<]*<a [^>]*href="#' + re.escape(label) + '"',
+                      html)
 
 
 def test_the_instructors_page_is_in_the_book_with_a_folded_example():
     html = (HTML / "book" / "instructors.html").read_text(encoding="utf-8")
     assert 'id="instructors-example"' in html
-    solutions = solution_divs(html)
-    assert solutions and all("dropdown" in tag for tag in solutions)
+    assert solution_classes(html, "instructors-example") == ["solution dropdown admonition"]
 
 
 @pytest.mark.parametrize("path,exercise", exercises_of(NOTEBOOKS),
@@ -30,7 +31,7 @@ def test_the_instructors_page_is_in_the_book_with_a_folded_example():
 def test_every_exercise_renders_with_its_solution_folded(path, exercise):
     html = (HTML / "notebooks" / f"{path.stem}.html").read_text(encoding="utf-8")
     assert f'id="{exercise.label}"' in html, f"{exercise.label} is not rendered as an exercise"
-    tags = [t for t in solution_divs(html) if f"solution-{exercise.label}" in t
-            or exercise.label in t]
-    assert tags, f"the solution of {exercise.label} is not rendered"
-    assert all("dropdown" in t for t in tags), f"the solution of {exercise.label} is not folded"
+    classes = solution_classes(html, exercise.label)
+    assert classes, f"the solution of {exercise.label} is not rendered"
+    assert all("dropdown" in c.split() for c in classes), (
+        f"the solution of {exercise.label} is not folded")

@@ -1,5 +1,6 @@
 """The example checks (mha.checks.ch00) and the check wrapper's verdict line."""
 
+import json
 import math
 
 import pytest
@@ -89,10 +90,24 @@ def test_the_verdict_is_the_only_line_that_starts_with_a_mark(capsys):
     assert [ln for ln in lines if ln[:1] in "✓✗"] == [lines[-1]]
 
 
+def test_what_the_answer_prints_is_shown_but_capped(capsys):
+    def chatty(n):
+        for i in range(1000):
+            print(f"step {i}")
+        return causal_mask(n)
+
+    assert ch00.causal_mask(chatty).status == "correct"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["    step 0", "    step 1"] and len(lines) == 22
+    assert lines[-2] == "    ... (2980 more lines printed by your answer)"
+    assert lines[-1] == "✓ Exercise 0.3 [2/2]: correct"
+
+
 def test_the_grading_report_still_records_every_result(tmp_path, monkeypatch):
     report = tmp_path / "report.jsonl"
     monkeypatch.setenv("MHA_GRADING_REPORT", str(report))
     ch00.scaled_scores(scaled_scores)
     ch00.causal_mask(lambda n: None)
-    lines = report.read_text().splitlines()
-    assert [line.split('"points": ')[1][0] for line in lines] == ["1", "0"]
+    results = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [(r["exercise"], r["points"], r["status"]) for r in results] == [
+        ("0.2", 1, "correct"), ("0.3", 0, "wrong")]

@@ -1,4 +1,4 @@
-"""The exercise format and the student edition (`make student`), over every chapter and the fixture."""
+"""The exercise format and the student edition (`make student`), over every chapter and fixture."""
 
 import json
 import re
@@ -6,10 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import ALL, EXAMPLE, WITH_EXERCISES, exercises_of
+from exercise_notebooks import ALL, EXAMPLE, WITH_EXERCISES, exercises_of, fmt, student_edition
 
-import exercise_format as fmt
-import student_edition
 from conventions import NOTEBOOKS, ROOT
 
 
@@ -149,8 +147,11 @@ def test_a_solution_left_open_or_a_check_without_code_is_a_format_error():
     nb = fmt.load(EXAMPLE)
     without_end = {"cells": [c for c in nb["cells"]
                              if not fmt.SOLUTION_END.search(fmt.source(c))]}
-    with pytest.raises(fmt.FormatError, match="not closed"):
-        fmt.parse(without_end)
+    with pytest.raises(fmt.FormatError, match="cell 8: .* ex-00-2 must be tagged 'solution'"):
+        fmt.parse(without_end)  # the check cell now sits inside the solution
+    cut = next(i for i, c in enumerate(nb["cells"]) if "solution" in fmt.tags(c))
+    with pytest.raises(fmt.FormatError, match="ex-00-2 is not closed"):
+        fmt.parse({"cells": nb["cells"][:cut + 1]})
     without_solution = {"cells": [c for c in nb["cells"] if "solution" not in fmt.tags(c)]}
     with pytest.raises(fmt.FormatError, match="cell"):
         fmt.parse(without_solution)

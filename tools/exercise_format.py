@@ -7,7 +7,8 @@ One exercise is, in cell order:
   a markdown ``{solution-start} ex-NN-K`` and a markdown ``{solution-end}`` (code): there every code
   cell is tagged ``solution`` and holds the student's part between ``### BEGIN SOLUTION`` and
   ``### END SOLUTION``;
-- for code, one or more code cells tagged ``check``, each calling one ``mha.checks.<module>.<check>``.
+- for code, one or more code cells tagged ``check``, each calling one
+  ``mha.checks.<module>.<check>``.
 
 ``parse`` finds the exercises and raises ``FormatError`` (naming the cell) when a notebook breaks
 the format, so the student edition and the grader can rely on it.

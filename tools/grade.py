@@ -127,8 +127,8 @@ def match(relative: str, nb: dict | None, assignments: list[Assignment]) -> Assi
     if by_name:
         return max(by_name, key=lambda a: len(a.name))
     if nb is not None:
-        chapters = {m.group(2) for cell in nb.get("cells", []) if cell.get("cell_type") == "markdown"
-                    for m in LABEL.finditer(source(cell))}
+        chapters = {m.group(2) for cell in nb.get("cells", [])
+                    if cell.get("cell_type") == "markdown" for m in LABEL.finditer(source(cell))}
         candidates = [a for a in assignments if a.chapter in chapters]
         if len(candidates) == 1:
             return candidates[0]

@@ -57,8 +57,7 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
                                 f"your answer raised {type(error).__name__}: {error}")
             else:
                 result = Result(exercise, points, points, "correct", "correct")
-            for line in printed.getvalue().splitlines():
-                print(f"    {line}")
+            _echo(printed.getvalue())
             _report(result)
             return result
 
@@ -69,9 +68,18 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
     return wrap
 
 
+def _echo(printed: str, max_lines: int = 20) -> None:
+    """Show what the answer printed, indented, and at most ``max_lines`` lines of it."""
+    lines = printed.splitlines()
+    for line in lines[:max_lines]:
+        print(f"    {line[:200]}")
+    if len(lines) > max_lines:
+        print(f"    ... ({len(lines) - max_lines} more lines printed by your answer)")
+
+
 def _report(result: Result) -> None:
     mark = "✓" if result.status == "correct" else "✗"
-    message = " ".join(result.message.split())  # one line, whatever the answer raised
+    message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
     print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
     path = os.environ.get(REPORT_ENV)
     if path:
