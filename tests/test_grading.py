@@ -74,10 +74,13 @@ def submissions(folder):
                 "while True:\n    time.sleep(0.05)")
     made["loops_forever"] = (insert_before(nb, "causal_mask", code(stubborn)),
                              {"0.2": 1, "0.3": 0})
-    # prints 30 MB, then solves 0.2
+    # prints 30 MB, tries to write a 100 MB file, then solves 0.2
     nb = answer(student(), "scaled_scores", SOLVED_02)
+    insert_before(nb, "scaled_scores", code(
+        "for _ in range(30):\n    print('x' * 1_000_000)"))
     made["prints"] = (insert_before(nb, "scaled_scores", code(
-        "for _ in range(30):\n    print('x' * 1_000_000)")), {"0.2": 1, "0.3": 0})
+        "with open('big.bin', 'wb') as f:\n    f.write(b'0' * 100 * 2**20)")),
+        {"0.2": 1, "0.3": 0})
     # exits the kernel after solving 0.2
     nb = answer(student(), "scaled_scores", SOLVED_02)
     made["crashes"] = (insert_before(nb, "causal_mask", code("import os\nos._exit(3)")),
@@ -118,7 +121,7 @@ def graded(tmp_path_factory):
         path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
     run = subprocess.run(
         [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE), "--jobs", "2",
-         "--timeout", "40", "--cell-timeout", "8"],
+         "--timeout", "60", "--cell-timeout", "10"],
         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     with (folder / "grades.csv").open() as handle:
@@ -174,8 +177,13 @@ def test_wrong_answers_get_the_checks_reason(graded):
 def test_a_looping_notebook_is_stopped_at_its_time_limit(graded):
     row = next(r for r in graded["log"]
                if r["notebook"] == f"loops_forever/{NAME}" and r["exercise"] == "0.3")
-    assert row["status"] == "stopped after the time limit of 40 s"
-    assert 40 <= float(row["seconds"]) < 40 + 20
+    assert row["status"] == "stopped after the time limit of 60 s"
+    assert 60 <= float(row["seconds"]) < 60 + 20
+
+
+def test_output_and_file_sizes_are_capped(graded):
+    row = next(r for r in graded["log"] if r["notebook"] == f"prints/{NAME}")
+    assert row["errors"] == "1"  # writing the 100 MB file failed: "File too large"
 
 
 def test_a_vandal_changes_no_other_grade_and_its_file_outside_stays_out_of_the_folder(graded):

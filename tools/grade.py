@@ -294,12 +294,15 @@ async def run_one(relative: str, data: bytes, assignments: list[Assignment], *,
             client.async_execute(env=env, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, preexec_fn=_limit_files),
             timeout=timeout)
-    except TimeoutError:
-        unfinished = outcome.problem = f"stopped after the time limit of {timeout:.0f} s"
-    except DeadKernelError:
-        unfinished = outcome.problem = "the kernel died (the notebook crashed or exited)"
-    except Exception as error:  # the notebook cannot be run at all: report it, grade the rest
-        unfinished = outcome.problem = f"could not run: {type(error).__name__}: {error}"[:300]
+    except Exception as error:  # report what stopped the notebook; grade what it got done
+        if isinstance(error, TimeoutError) or time.monotonic() >= deadline:
+            # (stopping the kernel at the deadline can surface as a dead kernel as well)
+            unfinished = f"stopped after the time limit of {timeout:.0f} s"
+        elif isinstance(error, DeadKernelError):
+            unfinished = "the kernel died (the notebook crashed or exited)"
+        else:  # the notebook could not be run at all
+            unfinished = f"could not run: {type(error).__name__}: {error}"[:300]
+        outcome.problem = unfinished
     finally:
         outcome.seconds = time.monotonic() - start
         await _stop(client)
