@@ -110,6 +110,9 @@ def submissions(folder):
     return made
 
 
+STRAY = "stray/notes.ipynb"  # a notebook of no chapter: reported, not graded
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("grading")
@@ -119,6 +122,9 @@ def graded(tmp_path_factory):
         path = folder / who / NAME
         path.parent.mkdir(parents=True)
         path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
+    (folder / STRAY).parent.mkdir()
+    (folder / STRAY).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
+                                            "nbformat_minor": 5}))
     run = subprocess.run(
         [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE), "--jobs", "2",
          "--timeout", "60", "--cell-timeout", "10"],
@@ -160,6 +166,27 @@ def test_solutions_score_full_marks_the_student_edition_zero_and_partial_work_it
 def test_a_misbehaving_submission_gets_exactly_what_it_earned(graded, who):
     expected = graded["made"][who][1]
     assert points(graded, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
+
+
+def test_a_notebook_of_no_chapter_is_reported_and_not_graded(graded):
+    assert STRAY not in {r["notebook"] for r in graded["grades"]}
+    row = next(r for r in graded["log"] if r["notebook"] == STRAY)
+    assert row["status"] == "no chapter notebook matches its name or its exercise labels"
+    assert f"{STRAY}: NOT GRADED" in graded["out"]
+
+
+def test_make_grade_and_make_student_run_the_tools():
+    def make(*args):
+        run = subprocess.run(["make", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+        return run.returncode, run.stdout
+
+    code, out = make("grade")  # without a folder: the usage, and a failure
+    assert code != 0 and "usage: make grade SUBMISSIONS=<folder>" in out
+    code, out = make("-n", "grade", "SUBMISSIONS=subs", "GRADE_OPTS=--jobs 1")
+    assert code == 0 and '.venv/bin/python tools/grade.py "subs" --jobs 1' in out
+    code, out = make("-n", "student")
+    assert code == 0 and "tools/student_edition.py --out _build/student/notebooks" in out
 
 
 def test_the_untouched_edition_is_reported_as_not_done(graded):
