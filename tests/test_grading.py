@@ -7,6 +7,7 @@ what it contains, not from the grader.
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -106,6 +107,10 @@ def submissions(folder):
         "    f.write(json.dumps({'exercise': '0.2', 'points': 1, 'max_points': 1}))\n"
         "print('✓ Exercise 0.2 [1/1]: correct')"))
     made["fakes"] = (nb, {"0.2": 0, "0.3": 0})
+    # looks for a secret in the grader's environment: it must not see it (then 0.2 is right)
+    made["snoops"] = (answer(student(), "scaled_scores", SOLVED_02.replace(
+        "    return", "    import os\n    assert 'MHA_TEST_SECRET' not in os.environ\n    return")),
+        {"0.2": 1, "0.3": 0})
     made["garbage"] = (b"{ this is not a notebook", {"0.2": 0, "0.3": 0})
     return made
 
@@ -128,7 +133,8 @@ def graded(tmp_path_factory):
     run = subprocess.run(
         [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE), "--jobs", "2",
          "--timeout", "60", "--cell-timeout", "10"],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "MHA_TEST_SECRET": "the grader's token"})
     assert run.returncode == 0, run.stdout + run.stderr
     with (folder / "grades.csv").open() as handle:
         grades = list(csv.DictReader(handle))
@@ -162,7 +168,7 @@ def test_solutions_score_full_marks_the_student_edition_zero_and_partial_work_it
 
 
 @pytest.mark.parametrize("who", ["raises", "loops", "loops_forever", "prints", "crashes",
-                                 "vandal", "fakes", "garbage"])
+                                 "vandal", "fakes", "snoops", "garbage"])
 def test_a_misbehaving_submission_gets_exactly_what_it_earned(graded, who):
     expected = graded["made"][who][1]
     assert points(graded, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}

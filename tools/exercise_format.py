@@ -4,11 +4,12 @@ One exercise is, in cell order:
 
 - the prompt: a markdown cell with an ``{exercise}`` directive and ``:label: ex-NN-K``;
 - its solution, either one markdown cell with ``{solution} ex-NN-K`` (prose), or the cells between
-  a markdown ``{solution-start} ex-NN-K`` and a markdown ``{solution-end}`` (code): there every code
-  cell is tagged ``solution`` and holds the student's part between ``### BEGIN SOLUTION`` and
-  ``### END SOLUTION``;
-- for code, one or more code cells tagged ``check``, each calling one
-  ``mha.checks.<module>.<check>``.
+  a markdown ``{solution-start} ex-NN-K`` and a markdown ``{solution-end}`` (code): there the code
+  cells are tagged ``solution`` and hold the student's part between ``### BEGIN SOLUTION`` and
+  ``### END SOLUTION`` (a code cell without the markers is solution as a whole);
+- for code with a check, one or more code cells tagged ``check``, each calling one
+  ``mha.checks.<module>.<check>``; the markers are then required. A code exercise without a check
+  (an experiment) is graded by hand, like a derivation.
 
 ``parse`` finds the exercises and raises ``FormatError`` (naming the cell) when a notebook breaks
 the format, so the student edition and the grader can rely on it.
@@ -44,9 +45,10 @@ class Exercise:
     label: str  # "ex-01-2"
     name: str  # "1.2", the name checks and grades use
     prompt: int  # index of the prompt cell
-    kind: str = "prose"  # "prose" (a derivation, an experiment to discuss) or "code"
+    kind: str = "prose"  # "prose" (a derivation, a question) or "code" (to write, or to run)
     solution: list[int] = field(default_factory=list)  # every cell of the solution
     code: list[int] = field(default_factory=list)  # the solution's code cells
+    marked: list[int] = field(default_factory=list)  # those with BEGIN/END SOLUTION regions
     checks: list[int] = field(default_factory=list)  # the check cells
     calls: list[tuple[str, str]] = field(default_factory=list)  # (module, check) per check cell
 
@@ -101,16 +103,11 @@ def parse(nb: dict) -> list[Exercise]:
             if kind == "markdown" and SOLUTION_END.search(text):
                 gated = None
             elif kind == "code":
-                if "solution" not in tags(cell):
-                    raise FormatError(f"{where}: a code cell inside the solution of "
-                                      f"{gated.label} must be tagged 'solution'")
                 try:
-                    regions = solution_regions(text)
+                    if solution_regions(text):
+                        gated.marked.append(index)
                 except FormatError as error:
                     raise FormatError(f"{where}: {error}") from None
-                if not regions:
-                    raise FormatError(f"{where}: a solution code cell of {gated.label} has no "
-                                      f"{BEGIN} ... {END} region for the student to write")
                 gated.code.append(index)
             elif kind == "markdown" and (EXERCISE.search(text) or SOLUTION.search(text)):
                 raise FormatError(f"{where}: the solution of {gated.label} is not closed by "
@@ -137,7 +134,7 @@ def parse(nb: dict) -> list[Exercise]:
                 current.kind = "code"
                 gated = current
         elif kind == "code" and "check" in tags(cell):
-            calls = CHECK_CALL.findall(source(cell))
+            calls = CHECK_CALL.findall(text)
             if current is None or current.kind != "code" or not current.code:
                 raise FormatError(f"{where}: a check cell that follows no code solution")
             if len(calls) != 1:
@@ -145,7 +142,7 @@ def parse(nb: dict) -> list[Exercise]:
                                   f"found {len(calls)}")
             current.checks.append(index)
             current.calls.append(calls[0])
-        elif kind == "code" and solution_regions(source(cell)):
+        elif kind == "code" and (BEGIN in text or END in text):
             raise FormatError(f"{where}: a {BEGIN} region outside a solution-start/end range")
         elif kind == "code" and "solution" in tags(cell):
             raise FormatError(f"{where}: a cell tagged 'solution' outside a solution range")
@@ -154,8 +151,10 @@ def parse(nb: dict) -> list[Exercise]:
     for exercise in exercises.values():
         if not exercise.solution:
             raise FormatError(f"{exercise.label} has no solution")
-        if exercise.kind == "code" and not exercise.checks:
-            raise FormatError(f"{exercise.label} is a code exercise without a check cell")
+        unmarked = [i for i in exercise.code if i not in exercise.marked]
+        if exercise.checks and unmarked:
+            raise FormatError(f"cell {unmarked[0]}: {exercise.label} has a check, so its solution "
+                              f"code must mark the student's part with {BEGIN} ... {END}")
     return list(exercises.values())
 
 

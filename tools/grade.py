@@ -73,7 +73,10 @@ SUSPICIOUS = {
 }
 
 MAX_FILE_BYTES = 64 * 2**20  # a submission cannot write a file larger than this
-MAX_CELL_OUTPUT = 200_000  # characters of output kept per cell; the rest is dropped
+MAX_CELL_OUTPUT = 1_000_000  # characters of output kept per cell; the rest is dropped
+# The only environment variables a submission sees: no tokens or settings of the grader's account.
+KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH")
+KEPT_ENV_PREFIXES = ("LC_", "JUPYTER", "JPY_", "XDG_", "OMP_", "MKL_")
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Assignment:
     info: dict[int, CheckInfo]  # check cell index -> what that check grades
 
     def max_points(self, exercise: Exercise) -> int | None:
-        if exercise.kind != "code":
+        if not exercise.checks:  # a derivation or an experiment: graded by hand
             return None
         return sum(self.info[i].max_points for i in exercise.checks)
 
@@ -181,12 +184,12 @@ def graded_notebook(submission: dict, assignment: Assignment) -> tuple[dict, dic
         out.append(_clean(assignment.nb["cells"][index]))
     nb = {k: copy.deepcopy(v) for k, v in submission.items() if k != "cells"}
     nb["cells"] = out
-    nb["nbformat"], nb["nbformat_minor"] = 4, 5
+    nb["nbformat"], nb["nbformat_minor"] = 4, 4
     return nb, origin
 
 
 def _clean(cell: dict) -> dict:
-    """A copy of a cell in plain nbformat 4.5, outputs cleared, with a fresh id."""
+    """A copy of a cell in plain nbformat 4.4 (no ids needed), outputs cleared."""
     cell = {"cell_type": cell.get("cell_type", "raw"), "metadata": cell.get("metadata", {}),
             "source": source(cell)}
     if cell["cell_type"] == "code":
@@ -198,7 +201,7 @@ def read_results(nb: dict, origin: dict[int, int], assignment: Assignment, outco
                  unfinished: str) -> None:
     """Points from the output of each restored check cell, and only from there."""
     for exercise in assignment.exercises:
-        if exercise.kind != "code":
+        if not exercise.checks:
             outcome.status[exercise.name] = "by hand"
             continue
         outcome.points[exercise.name] = 0
@@ -279,7 +282,8 @@ async def run_one(relative: str, data: bytes, assignments: list[Assignment], *,
 
     nb = nbformat.from_dict(nb)
     workdir = Path(tempfile.mkdtemp(dir=scratch))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MHA_GRADING")}
+    env = {k: v for k, v in os.environ.items()
+           if k in KEPT_ENV or k.startswith(KEPT_ENV_PREFIXES)}
     env.update(MPLBACKEND="Agg", PYTHONWARNINGS="ignore")
     deadline = time.monotonic() + timeout
     client = Client(nb, kernel_name="python3", allow_errors=True, interrupt_on_timeout=True,

@@ -8,7 +8,8 @@ For every exercise (see ``exercise_format``):
 - a code solution loses its ``{solution-start}`` explanation and its ``{solution-end}`` marker;
   in its code cells each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` region becomes
   ``raise NotImplementedError()`` (nbgrader's stub), so the check says "not done yet" and the
-  notebook still runs to the end; their outputs are cleared;
+  notebook still runs to the end (a region at the top level of a cell, and a code cell without
+  markers, becomes a comment); their outputs are cleared;
 - check cells are kept, their outputs cleared.
 
 Everything else (prose, chapter code, figures and their outputs) is kept as it is.
@@ -77,7 +78,11 @@ def student_edition(nb: dict) -> dict:
                 cells.append(answer_cell(exercise.label, exercise.name))
             elif index in exercise.code:
                 stubbed = clear_outputs(cell)
-                stubbed["source"] = stub_regions(source(cell))
+                stubbed["source"] = (stub_regions(source(cell)) if index in exercise.marked
+                                     else "\n".join(TOP_LEVEL_STUB))  # all of it is solution
+                # the grader finds the student's answer by this tag
+                stubbed.setdefault("metadata", {})["tags"] = sorted(
+                    set(stubbed["metadata"].get("tags", [])) | {"solution"})
                 cells.append(stubbed)
             # the markdown of a code solution (its explanation, solution-start/end) is dropped
         elif index in checks:
