@@ -69,7 +69,7 @@ def test_causal_padding_mask_check_accepts_the_solution():
 
 
 @pytest.mark.parametrize("wrong", [
-    lambda lengths, n: causal_padding_mask(lengths, n).transpose(-2, -1),  # keys and queries swapped
+    lambda lengths, n: causal_padding_mask(lengths, n).transpose(-2, -1),   # i and j swapped
     lambda lengths, n: causal_padding_mask(lengths, n).float(),             # not bool
     lambda lengths, n: ~causal_padding_mask(lengths, n),                    # True = blocked
     lambda lengths, n: torch.tril(torch.ones(len(lengths), n, n, dtype=torch.bool)),  # no padding

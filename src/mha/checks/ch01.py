@@ -49,7 +49,7 @@ def stable_softmax(answer) -> None:
 
 @exercise_check("1.3")
 def causal_padding_mask(answer) -> None:
-    """Exercise 1.3: ``causal_padding_mask(lengths, n)`` -> bool ``(B, n, n)``, True = may attend."""
+    """Exercise 1.3: ``causal_padding_mask(lengths, n)``: bool ``(B, n, n)``, True = may attend."""
     for lengths, n in [([3], 3), ([5, 3], 5), ([1, 4, 2], 6), ([6, 6], 6)]:
         got = answer(torch.tensor(lengths), n)
         what = f"for lengths={lengths}, n={n}"
