@@ -23,6 +23,7 @@ from mha.multi_head import MultiHeadAttention
 
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
+from mha.head_roles import head_confidence, positional_heads, relative_offsets
 
 __all__ = [
     "attention",
@@ -33,4 +34,7 @@ __all__ = [
     "MultiHeadAttention",
     "head_importance",
     "prune_heads",
+    "head_confidence",
+    "relative_offsets",
+    "positional_heads",
 ]
