@@ -189,3 +189,26 @@ def test_naive_softmax_of_a_fully_masked_row_is_nan_but_attention_gives_zeros():
     out, weights = mha.attention(q, k, v, mask=mask)
     assert (out[0] == 0).all() and (weights[0] == 0).all()
     torch.testing.assert_close(weights[1].sum(), torch.tensor(1.0))
+
+
+def test_dot_product_variance_scales_with_sigma_to_the_fourth():
+    # exercise 1.1: components of variance sigma^2 give Var(q.k) = d_k sigma^4
+    g = torch.Generator().manual_seed(8)
+    sigma, d_k = 2.0, 16
+    q, k = sigma * draw(g, 20000, d_k), sigma * draw(g, 20000, d_k)
+    dots = (q * k).sum(-1)
+    assert abs(dots.var().item() / (d_k * sigma**4) - 1) < 0.1
+    assert abs((dots / (sigma**2 * math.sqrt(d_k))).var().item() - 1) < 0.1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 8))
+def test_entropy_of_the_weights_never_decreases_with_the_temperature(seed, n_k):
+    # exercise 1.6: dH/d(1/T) = -(1/T) Var_alpha(s) <= 0
+    scores = 3 * draw(torch.Generator().manual_seed(seed), 4, n_k)
+    temperatures = torch.logspace(-2, 3, 60, dtype=torch.float64)
+    log_p = torch.log_softmax(scores[None] / temperatures[:, None, None], dim=-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)            # (temperature, row)
+    assert (entropy[1:] >= entropy[:-1] - 1e-12).all()
+    torch.testing.assert_close(entropy[-1], torch.full((4,), math.log(n_k),
+                                                       dtype=torch.float64), atol=1e-3, rtol=0)
