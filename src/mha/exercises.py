@@ -3,7 +3,7 @@
 A chapter's checks live in ``mha.checks.chNN``. Each is a function made with ``exercise_check``:
 it takes the student's answer (usually a function), raises ``Wrong`` with a helpful message when
 the answer is wrong, and returns nothing when it is right. Calling a check never stops the
-notebook: it prints one line and records the result for grading.
+notebook: it prints one line, the verdict, which is what grading reads (tools/grade.py).
 """
 
 from __future__ import annotations
@@ -11,15 +11,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import json
-import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
-
-#: Where a grading run collects results (one JSON line per check); unset for students.
-REPORT_ENV = "MHA_GRADING_REPORT"
 
 
 class Wrong(Exception):
@@ -34,9 +29,12 @@ class Result:
     status: str  # "correct", "wrong", "not done", "error"
     message: str
 
+    def _ipython_display_(self) -> None:
+        """The check has printed its verdict already: a notebook shows nothing more."""
+
 
 def exercise_check(exercise: str, points: int = 1) -> Callable:
-    """Turn ``checker(answer)`` into a check that prints and records its verdict."""
+    """Turn ``checker(answer)`` into a check that prints its verdict and returns it."""
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         @functools.wraps(checker)
@@ -81,10 +79,6 @@ def _report(result: Result) -> None:
     mark = "✓" if result.status == "correct" else "✗"
     message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
     print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
-    path = os.environ.get(REPORT_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as report:
-            report.write(json.dumps(asdict(result)) + "\n")
 
 
 def expect_close(what: str, got: object, expected: torch.Tensor,
