@@ -59,7 +59,7 @@ def chunked_attention(
     blocks = []
     for q_start in range(0, n_q, chunk_size):
         q = query[..., q_start:q_start + chunk_size, :] * scale
-        rows = torch.arange(q_start, q_start + q.shape[-2])[:, None]
+        rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None]
         m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
         o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
@@ -68,7 +68,7 @@ def chunked_attention(
                 break  # every later key is in the future of every query of this block
             s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
             if causal:
-                cols = torch.arange(k_start, k_start + s.shape[-1])[None, :]
+                cols = torch.arange(k_start, k_start + s.shape[-1], device=q.device)[None, :]
                 s = s.masked_fill(cols > rows, float("-inf"))
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             # while a query has seen only -inf scores, shift by 0 instead of -inf (no NaN)
