@@ -17,6 +17,7 @@ from mha.single_head import SelfAttention
 from mha.multi_head import MultiHeadAttention
 
 # Chapter 5: convolution as attention
+from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
 
 # Chapter 6: positions
 
@@ -28,6 +29,9 @@ __all__ = [
     "self_attention",
     "SelfAttention",
     "MultiHeadAttention",
+    "GridSelfAttention",
+    "conv_to_attention",
+    "quadratic_encoding",
     "head_importance",
     "prune_heads",
 ]
