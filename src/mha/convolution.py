@@ -161,9 +161,11 @@ def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention
     A K x K kernel gives ``h = K^2`` heads; head ``h = u K + v`` attends to the shift
     ``Delta_h = (u - K//2, v - K//2)`` with width ``alpha`` and applies the tap
     ``W_h = conv.weight[:, :, u, v]`` (``C_out x C_in``) through its value and output
-    projections, ``W_V,h^T W_O,h^T = W_h`` (``W_V,h = W_h`` and ``W_O,h = I`` when
-    ``C_out <= C_in``, else ``W_V,h = I`` and ``W_O,h = W_h``); the conv's bias is the output
-    bias. Then ``layer(x) = conv(x) + err`` with, for every output entry,
+    projections: with ``V_h`` the head's block of ``v_proj.weight`` (``d_v x C_in``) and ``O_h``
+    its block of ``out_proj.weight`` (``C_out x d_v``), ``O_h @ V_h = W_h``. The head dimension
+    is ``d_v = min(C_in, C_out)``: ``V_h = W_h, O_h = I`` when ``C_out <= C_in``, else
+    ``V_h = I, O_h = W_h``. The conv's bias is the output bias. Then
+    ``layer(x) = conv(x) + err`` with, for every output entry,
 
         |err| <= eps(alpha) * sum_h range_h,   eps(alpha) = 4 e^-alpha / (1 - e^-alpha)^2,
 
