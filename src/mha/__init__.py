@@ -23,6 +23,7 @@ from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_enco
 
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
+from mha.head_roles import head_confidence, positional_heads, relative_offsets
 
 __all__ = [
     "attention",
@@ -34,4 +35,7 @@ __all__ = [
     "quadratic_encoding",
     "head_importance",
     "prune_heads",
+    "head_confidence",
+    "relative_offsets",
+    "positional_heads",
 ]
