@@ -93,10 +93,10 @@ def test_bad_inputs_raise_with_the_shape():
         mha.GridSelfAttention(1, 1, 1, padding=-1)
 
 
-def test_relative_offsets_are_key_minus_query():
-    from mha.convolution import relative_offsets
+def test_pixel_offsets_are_key_minus_query():
+    from mha.convolution import pixel_offsets
 
-    delta = relative_offsets(2, 3, padding=1)  # keys on a 4 x 5 grid starting at (-1, -1)
+    delta = pixel_offsets(2, 3, padding=1)  # keys on a 4 x 5 grid starting at (-1, -1)
     assert delta.shape == (6, 20, 2)
     for q in range(6):
         for k in range(20):
@@ -159,7 +159,7 @@ def test_error_against_alpha_is_below_the_bound(seed, alpha):
 def test_weights_become_one_hot_on_the_shift_as_alpha_grows():
     layer = mha.conv_to_attention(nn.Conv2d(1, 1, 3, padding=1).double(), alpha=60.0)
     weights = layer.attention_weights(4, 5)  # (9, 20, 6 * 7)
-    offsets = mha.convolution.relative_offsets(4, 5, padding=1).double()
+    offsets = mha.convolution.pixel_offsets(4, 5, padding=1).double()
     target = (offsets[None] == layer.centres[:, None, None, :]).all(-1).double()
     torch.testing.assert_close(weights, target, rtol=0, atol=1e-20)
 

@@ -21,7 +21,7 @@ from mha._checks import require_float_tensor
 from mha.multi_head import MultiHeadAttention
 
 
-def relative_offsets(height: int, width: int, padding: int = 0) -> torch.Tensor:
+def pixel_offsets(height: int, width: int, padding: int = 0) -> torch.Tensor:
     r"""Offsets ``delta = key - query`` between the pixels of an image and of its padded grid.
 
     Queries are the ``height * width`` pixels in row-major order; keys are the pixels of the
@@ -65,7 +65,7 @@ def quadratic_encoding(
             f"alpha must have shape ({centres.shape[0]},), one width per head, "
             f"got {tuple(alpha.shape)}"
         )
-    delta = relative_offsets(height, width, padding).to(centres)
+    delta = pixel_offsets(height, width, padding).to(centres)
     r = torch.cat([delta.pow(2).sum(-1, keepdim=True), delta], dim=-1)  # (n_q, n_k, 3)
     v = -alpha[:, None] * torch.cat([torch.ones_like(alpha)[:, None], -2 * centres], dim=-1)
     return torch.einsum("hd,qkd->hqk", v, r)
