@@ -21,8 +21,13 @@ from conventions import NOTEBOOKS, ROOT
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("colab")
+    # build from a copy: setuptools leaves build/ and *.egg-info next to the sources
+    source = tmp / "source"
+    shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ["pyproject.toml", "README.md"]:
+        shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(tmp / "dist"), str(ROOT)],
+                    "--no-build-isolation", "-w", str(tmp / "dist"), str(source)],
                    check=True, capture_output=True)
     (wheel,) = (tmp / "dist").glob("mha-*.whl")
     venv = tmp / "venv"

@@ -8,7 +8,9 @@ notebook: it prints one line and records the result for grading.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 from collections.abc import Callable
@@ -39,8 +41,12 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         @functools.wraps(checker)
         def check(answer: object) -> Result:
+            # The answer's own prints are caught and shown indented above the verdict, so the
+            # verdict is the only line of the check that starts with a mark (graders read it).
+            printed = io.StringIO()
             try:
-                checker(answer)
+                with contextlib.redirect_stdout(printed):
+                    checker(answer)
             except NotImplementedError:
                 result = Result(exercise, 0, points, "not done",
                                 "not done yet: the answer still raises NotImplementedError")
@@ -51,6 +57,7 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
                                 f"your answer raised {type(error).__name__}: {error}")
             else:
                 result = Result(exercise, points, points, "correct", "correct")
+            _echo(printed.getvalue())
             _report(result)
             return result
 
@@ -61,10 +68,19 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
     return wrap
 
 
+def _echo(printed: str, max_lines: int = 20) -> None:
+    """Show what the answer printed, indented, and at most ``max_lines`` lines of it."""
+    lines = printed.splitlines()
+    for line in lines[:max_lines]:
+        print(f"    {line[:200]}")
+    if len(lines) > max_lines:
+        print(f"    ... ({len(lines) - max_lines} more lines printed by your answer)")
+
+
 def _report(result: Result) -> None:
     mark = "✓" if result.status == "correct" else "✗"
-    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: "
-          f"{result.message}")
+    message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
+    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
     path = os.environ.get(REPORT_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as report:
