@@ -18,6 +18,7 @@ from mha.single_head import SelfAttention
 from mha.multi_head import MultiHeadAttention
 
 # Chapter 5: convolution as attention
+from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
 
 # Chapter 6: positions, and what attention costs
 from mha.positional import encoding_frequencies, relative_rotation, sinusoidal_encoding
@@ -37,6 +38,9 @@ __all__ = [
     "self_attention",
     "SelfAttention",
     "MultiHeadAttention",
+    "GridSelfAttention",
+    "conv_to_attention",
+    "quadratic_encoding",
     "encoding_frequencies",
     "sinusoidal_encoding",
     "relative_rotation",
