@@ -19,8 +19,14 @@ from mha.single_head import SelfAttention
 from mha.multi_head import MultiHeadAttention
 
 # Chapter 5: convolution as attention
+from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
 
-# Chapter 6: positions
+# Chapter 6: positions, and what attention costs
+from mha.positional import encoding_frequencies, relative_rotation, sinusoidal_encoding
+from mha.rotary import RotaryMultiHeadAttention, apply_rotary
+from mha.alibi import alibi_bias, alibi_slopes
+from mha.chunked import chunked_attention
+from mha import cost, measure, position_task
 
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
@@ -34,6 +40,20 @@ __all__ = [
     "diagonal_violations",
     "SelfAttention",
     "MultiHeadAttention",
+    "GridSelfAttention",
+    "conv_to_attention",
+    "quadratic_encoding",
+    "encoding_frequencies",
+    "sinusoidal_encoding",
+    "relative_rotation",
+    "apply_rotary",
+    "RotaryMultiHeadAttention",
+    "alibi_slopes",
+    "alibi_bias",
+    "chunked_attention",
+    "cost",
+    "measure",
+    "position_task",
     "head_importance",
     "prune_heads",
     "head_confidence",
