@@ -11,10 +11,12 @@ from mha.attention import attention
 from mha.attention import self_attention
 
 # Chapter 3: one head with its own projections
+from mha.lookup_task import lookup_task
 from mha.single_head import SelfAttention
 
 # Chapter 4: multi-head attention
 from mha.multi_head import MultiHeadAttention
+from mha.split_input import SplitInputAttention
 
 # Chapter 5: convolution as attention
 
@@ -27,7 +29,9 @@ __all__ = [
     "attention",
     "self_attention",
     "SelfAttention",
+    "lookup_task",
     "MultiHeadAttention",
+    "SplitInputAttention",
     "head_importance",
     "prune_heads",
 ]
