@@ -314,3 +314,35 @@ def test_mask_errors_name_the_shapes():
         layer(x, head_mask=torch.ones(3))
     with pytest.raises(ValueError, match="head_mask must be a torch.Tensor, got list"):
         layer(x, head_mask=[1.0, 1.0])
+
+
+# --- FLOPs (seed 002, implied): the matrix products do not depend on h when d_k = d / h ---
+
+def test_matmul_flops_are_independent_of_h():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    d, n = 32, 10
+    x = torch.randn(2, n, d)
+    for h in (1, 2, 4, 8, 32):
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            mha.MultiHeadAttention(d, h)(x)
+        # per sequence: projections 6 n d^2, scores 2 n^2 d, A V 2 n^2 d, W_O 2 n d^2
+        assert counter.get_total_flops() == 2 * (8 * n * d * d + 4 * n * n * d)
+
+
+# --- chapter 3's limit and chapter 4's remedy, trained (a few seconds) ---
+
+def test_two_lookups_need_two_heads():
+    """One head (any width) stays at the bound (1 - 1/n)/2; two heads of half the width solve it."""
+    n, m = 6, 3
+    d = 3 * n + 2 * m
+    bound = 0.5 * (1 - 1 / n)
+    errors = {}
+    for name, layer in [("one", lambda: mha.MultiHeadAttention(d, 1, head_dim=16)),
+                        ("two", lambda: mha.MultiHeadAttention(d, 2, head_dim=8))]:
+        torch.manual_seed(0)
+        model = mha.LookupModel(layer(), d, 2 * m)
+        mha.train_lookup(model, n, m, n_lookups=2, steps=400, seed=0)
+        errors[name] = mha.relative_error(model, n, m, n_lookups=2)
+    assert errors["one"] > bound - 0.03
+    assert errors["two"] < 0.05

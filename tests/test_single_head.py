@@ -151,3 +151,27 @@ def test_lookup_task_is_reproducible_and_checks_its_arguments():
     assert all(torch.equal(s, t) for s, t in zip(a, b, strict=True))
     with pytest.raises(ValueError, match="n_tokens must be a positive int, got 0"):
         mha.lookup_task(2, 0, 2)
+
+
+def test_one_head_learns_the_single_lookup_and_a_projection_cannot():
+    torch.manual_seed(0)
+    n, m = 6, 3
+    d = 2 * n + m
+    model = mha.LookupModel(mha.SelfAttention(d, 8, 8), 8, m)
+    losses = mha.train_lookup(model, n, m, steps=300, seed=0)
+    assert losses[-1] < 0.05 * losses[0]
+    assert mha.relative_error(model, n, m) < 0.05
+    # the best per-token affine map, fitted by least squares in float64, stays near 1
+    x, y, _ = mha.lookup_task(4096, n, m, generator=torch.Generator().manual_seed(1))
+    rows = torch.cat([x.reshape(-1, d), torch.ones(x.shape[0] * n, 1)], 1).double()
+    flat = y.reshape(-1, m).double()
+    residual = rows @ torch.linalg.lstsq(rows, flat).solution - flat
+    assert residual.square().mean() / flat.square().mean() > 0.95
+
+
+def test_relative_error_of_the_zero_predictor_is_one():
+    class Zero(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(*x.shape[:2], 4)
+
+    assert abs(mha.relative_error(Zero(), 5, 2, n_lookups=2) - 1.0) < 1e-6

@@ -11,7 +11,7 @@ from mha.attention import attention
 from mha.attention import self_attention
 
 # Chapter 3: one head with its own projections
-from mha.lookup_task import lookup_task
+from mha.lookup_task import LookupModel, lookup_task, relative_error, train_lookup
 from mha.single_head import SelfAttention
 
 # Chapter 4: multi-head attention
@@ -30,6 +30,9 @@ __all__ = [
     "self_attention",
     "SelfAttention",
     "lookup_task",
+    "LookupModel",
+    "train_lookup",
+    "relative_error",
     "MultiHeadAttention",
     "SplitInputAttention",
     "head_importance",

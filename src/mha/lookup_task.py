@@ -10,6 +10,7 @@ requested in slot ``r``. The answer lives in another token, so no per-token map 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 def lookup_task(
@@ -55,3 +56,53 @@ def lookup_task(
         dim=-1,
     )
     return x, target, source
+
+
+class LookupModel(nn.Module):
+    """An attention layer followed by a linear read-out: ``x (B, n, d) -> (B, n, out_features)``.
+
+    ``attention`` is any module whose call ``attention(x)`` returns ``(output, weights)``
+    with ``output`` of shape ``(B, n, in_features)`` (``mha.SelfAttention``,
+    ``mha.MultiHeadAttention``, ...). The read-out is per token, so every exchange between
+    tokens happens in the attention layer.
+    """
+
+    def __init__(self, attention: nn.Module, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.attention = attention
+        self.readout = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.readout(self.attention(x)[0])
+
+
+def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
+                   batch: int = 2048, seed: int = 12345) -> float:
+    r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero."""
+    x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
+                          generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return ((model(x) - y).square().mean() / y.square().mean()).item()
+
+
+def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
+                 steps: int = 400, batch: int = 128, lr: float = 1e-2,
+                 seed: int = 0) -> list[float]:
+    """Fit ``model`` to the look-up task with Adam on the squared error; returns the losses.
+
+    Every step draws a fresh batch from a generator seeded with ``seed``, so a run is
+    reproducible given the model's initial weights.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
+        loss = (model(x) - y).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
