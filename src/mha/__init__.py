@@ -24,6 +24,7 @@ from mha.split_input import SplitInputAttention
 
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
+from mha.head_roles import head_confidence, positional_heads, relative_offsets
 
 __all__ = [
     "attention",
@@ -37,4 +38,7 @@ __all__ = [
     "SplitInputAttention",
     "head_importance",
     "prune_heads",
+    "head_confidence",
+    "relative_offsets",
+    "positional_heads",
 ]

@@ -1,0 +1,1 @@
+"""Exercise checks, one module per chapter: ``mha.checks.ch01`` and so on."""

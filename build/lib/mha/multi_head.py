@@ -1,0 +1,189 @@
+"""Multi-head attention: h heads, each with its own projections, concatenated and projected."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha._checks import require_broadcastable_mask, require_float_tensor
+from mha.attention import attention
+
+
+class MultiHeadAttention(nn.Module):
+    r"""Multi-head attention (Vaswani et al. 2017), batch first.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
+    ``head_i = Attention(Q W_Q,i, K W_K,i, V W_V,i)``.
+
+    The h per-head projections ``W_Q,i`` (``embed_dim x head_dim``) are stored side by side in one
+    ``nn.Linear`` (``q_proj``, output ``num_heads * head_dim``), and likewise for keys and values:
+    one big projection split into heads computes exactly the h separate ones.
+
+    Args:
+        embed_dim: feature size d of the queries and of the output.
+        num_heads: number of heads h.
+        kdim, vdim: feature sizes of keys and values (default ``embed_dim``), for cross-attention.
+        bias: add biases to the four projections.
+        head_dim: d_k = d_v per head; defaults to ``embed_dim // num_heads``.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        bias: bool = True,
+        head_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
+                           ("kdim", kdim), ("vdim", vdim), ("head_dim", head_dim)]:
+            if size is not None and (not isinstance(size, int) or size < 1):
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        if head_dim is None:
+            if embed_dim % num_heads:
+                raise ValueError(
+                    f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}; "
+                    f"pass head_dim to choose the size of each head"
+                )
+            head_dim = embed_dim // num_heads
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.kdim = kdim or embed_dim
+        self.vdim = vdim or embed_dim
+        inner = num_heads * head_dim
+        self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, inner, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        head_mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        r"""Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
+
+        Shapes: ``query`` ``(B, n_q, embed_dim)``, ``key`` ``(B, n_k, kdim)``,
+        ``value`` ``(B, n_k, vdim)``; ``key`` defaults to ``query`` and ``value`` to ``key``.
+
+        - ``mask``: bool (**True = may attend**) or float (added to the scores), broadcastable
+          to ``(B, h, n_q, n_k)``; e.g. ``(n_q, n_k)`` for a causal mask or ``(B, 1, 1, n_k)``
+          for padding.
+        - ``head_mask``: gates ``xi`` of shape ``(h,)`` or ``(B, h)`` multiplying each head's
+          output before ``W_O`` (Michel et al. 2019); 0 removes a head, and gradients flow
+          into float gates.
+        - ``need_weights=False`` skips the weights and uses PyTorch's fused
+          ``scaled_dot_product_attention``.
+
+        Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
+        weights are each head's attention distribution, before any ``head_mask`` gate.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        self._check_inputs(query, key, value)
+        batch, n_q, _ = query.shape
+        n_k = key.shape[1]
+
+        q = self._split_heads(self.q_proj(query))
+        k = self._split_heads(self.k_proj(key))
+        v = self._split_heads(self.v_proj(value))
+        if mask is not None:
+            require_broadcastable_mask(mask, torch.Size((batch, self.num_heads, n_q, n_k)))
+
+        if need_weights:
+            heads, weights = attention(q, k, v, mask=mask)
+        else:
+            heads, weights = self._fused_attention(q, k, v, mask), None
+
+        if head_mask is not None:
+            heads = heads * self._gates(head_mask, batch)
+        merged = heads.transpose(1, 2).reshape(batch, n_q, self.num_heads * self.head_dim)
+        return self.out_proj(merged), weights
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, n, h * head_dim) -> (B, h, n, head_dim)."""
+        batch, n, _ = x.shape
+        return x.view(batch, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    @staticmethod
+    def _fused_attention(q, k, v, mask):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if mask is not None and mask.is_floating_point():
+            # With a float mask a query whose keys are all -inf comes out NaN; the course's
+            # convention (and the bool-mask path of the fused kernel) is a zero output.
+            blocked = (mask == float("-inf")).all(dim=-1, keepdim=True)
+            out = out.masked_fill(blocked, 0.0)
+        return out
+
+    def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
+        h = self.num_heads
+        if not isinstance(head_mask, torch.Tensor):
+            raise ValueError(f"head_mask must be a torch.Tensor, got {type(head_mask).__name__}")
+        if tuple(head_mask.shape) not in [(h,), (batch, h)]:
+            raise ValueError(
+                f"head_mask must have shape ({h},) or ({batch}, {h}) for {h} heads, "
+                f"got {tuple(head_mask.shape)}"
+            )
+        return head_mask.reshape(-1, h, 1, 1)
+
+    def _check_inputs(self, query, key, value) -> None:
+        for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),
+                              ("value", value, self.vdim)]:
+            require_float_tensor(name, x)
+            if x.dim() != 3 or x.shape[-1] != size:
+                raise ValueError(
+                    f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}"
+                )
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key and value need the same batch size: {tuple(query.shape)}, "
+                f"{tuple(key.shape)}, {tuple(value.shape)}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"key and value need the same number of tokens: key {tuple(key.shape)}, "
+                f"value {tuple(value.shape)}"
+            )
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of ``module``'s weights in the course's layout.
+
+        The copy computes the same outputs and per-head weights. Note two conventions that
+        differ: this module is always batch first (transpose the inputs of a module built with
+        ``batch_first=False``), and its bool masks mean True = may attend, where
+        ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
+        not attend (pass ``~mask``). Dropout is not copied: compare with ``module.eval()``.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise ValueError(f"expected nn.MultiheadAttention, got {type(module).__name__}")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported")
+        bias = module.in_proj_bias is not None
+        ours = cls(module.embed_dim, module.num_heads, kdim=module.kdim, vdim=module.vdim,
+                   bias=bias)
+        ours.to(device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype)
+        if module._qkv_same_embed_dim:
+            w_q, w_k, w_v = module.in_proj_weight.chunk(3)
+        else:
+            w_q, w_k, w_v = module.q_proj_weight, module.k_proj_weight, module.v_proj_weight
+        with torch.no_grad():
+            for proj, w in [(ours.q_proj, w_q), (ours.k_proj, w_k), (ours.v_proj, w_v)]:
+                proj.weight.copy_(w)
+            ours.out_proj.weight.copy_(module.out_proj.weight)
+            if bias:
+                for proj, b in zip([ours.q_proj, ours.k_proj, ours.v_proj],
+                                   module.in_proj_bias.chunk(3), strict=True):
+                    proj.bias.copy_(b)
+                ours.out_proj.bias.copy_(module.out_proj.bias)
+        return ours

@@ -1,0 +1,52 @@
+"""One head with its own projections W_Q, W_K, W_V (seed 000: "attention with weights")."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mha._checks import require_float_tensor
+from mha.attention import attention
+
+
+class SelfAttention(nn.Module):
+    r"""``softmax(X W_Q (X W_K)^T / sqrt(d_k)) X W_V``: one head, no output projection.
+
+    Args:
+        embed_dim: feature size C of the input tokens.
+        key_dim: d_k, the size of queries and keys (default ``embed_dim``).
+        value_dim: d_v, the size of values and so of the output (default ``embed_dim``).
+        bias: add biases to the projections (the seed's formula has none).
+
+    ``forward(x, mask=None)``: ``x`` ``(B, n, C)`` -> ``(output (B, n, d_v), weights (B, n, n))``.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, size in [("embed_dim", embed_dim), ("key_dim", key_dim),
+                           ("value_dim", value_dim)]:
+            if size is not None and (not isinstance(size, int) or size < 1):
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        self.embed_dim = embed_dim
+        self.key_dim = key_dim or embed_dim
+        self.value_dim = value_dim or embed_dim
+        self.w_q = nn.Linear(embed_dim, self.key_dim, bias=bias)
+        self.w_k = nn.Linear(embed_dim, self.key_dim, bias=bias)
+        self.w_v = nn.Linear(embed_dim, self.value_dim, bias=bias)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        require_float_tensor("x", x, min_dim=2)
+        if x.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"x must have {self.embed_dim} features in its last dimension, "
+                f"got shape {tuple(x.shape)}"
+            )
+        return attention(self.w_q(x), self.w_k(x), self.w_v(x), mask=mask)

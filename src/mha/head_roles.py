@@ -1,0 +1,74 @@
+"""What a head does, read off its attention weights (Voita et al. 2019)."""
+
+from __future__ import annotations
+
+import torch
+
+from mha._checks import require_float_tensor
+
+
+def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
+    require_float_tensor("weights", weights, min_dim=4)
+    batch, _, n_q, n_k = weights.shape
+    if weights.dim() != 4 or n_q != n_k:
+        raise ValueError(
+            f"weights must be self-attention weights of shape (batch, heads, n, n), "
+            f"got {tuple(weights.shape)}"
+        )
+    if token_mask is None:
+        return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
+    if token_mask.dtype != torch.bool or tuple(token_mask.shape) != (batch, n_q):
+        raise ValueError(
+            f"token_mask must be a bool tensor of shape ({batch}, {n_q}) (True = real token), "
+            f"got {token_mask.dtype} of shape {tuple(token_mask.shape)}"
+        )
+    return token_mask
+
+
+def head_confidence(weights: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Each head's confidence: the mean, over real query tokens, of its largest weight.
+
+    ``weights``: ``(batch, heads, n, n)``; ``token_mask``: ``(batch, n)``, True for real tokens
+    (padding is left out). Returns ``(heads,)``. A head that always puts all its weight on one
+    key has confidence 1; one that spreads evenly over n keys has 1/n.
+    """
+    token_mask = _check(weights, token_mask)
+    top = weights.max(dim=-1).values  # (batch, heads, n)
+    real = token_mask[:, None, :].to(top.dtype)
+    return (top * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
+
+
+def relative_offsets(
+    weights: torch.Tensor, token_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""For each head, the most common offset ``j - i`` of its largest weight, and how often.
+
+    For each real query ``i`` take the key ``j`` with the largest weight (among real keys). Returns
+    ``(offsets, shares)``, both ``(heads,)``: the most frequent offset and the fraction of real
+    queries whose largest weight falls exactly there.
+    """
+    token_mask = _check(weights, token_mask)
+    n = weights.shape[-1]
+    masked = weights.masked_fill(~token_mask[:, None, None, :], float("-inf"))
+    offset = masked.argmax(dim=-1) - torch.arange(n, device=weights.device)  # (batch, heads, n)
+    offsets, shares = [], []
+    for head in range(weights.shape[1]):
+        values = offset[:, head][token_mask]
+        counts = torch.bincount(values + n - 1, minlength=2 * n - 1)
+        best = int(counts.argmax())
+        offsets.append(best - (n - 1))
+        shares.append(counts[best].item() / values.numel())
+    return torch.tensor(offsets), torch.tensor(shares, dtype=torch.float64)
+
+
+def positional_heads(
+    weights: torch.Tensor, token_mask: torch.Tensor | None = None, threshold: float = 0.9
+) -> list[tuple[int, int, float]]:
+    r"""Voita et al.'s positional heads: those whose largest weight falls at one fixed relative
+    offset for at least ``threshold`` of the real tokens. Returns ``(head, offset, share)`` tuples.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must lie in (0, 1], got {threshold}")
+    offsets, shares = relative_offsets(weights, token_mask)
+    return [(h, int(offsets[h]), float(shares[h]))
+            for h in range(len(offsets)) if shares[h] >= threshold]
