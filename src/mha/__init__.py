@@ -13,10 +13,12 @@ from mha.attention import self_attention
 from mha.diagonal import diagonal_violations
 
 # Chapter 3: one head with its own projections
+from mha.lookup_task import LookupModel, lookup_task, relative_error, train_lookup
 from mha.single_head import SelfAttention
 
 # Chapter 4: multi-head attention
 from mha.multi_head import MultiHeadAttention
+from mha.split_input import SplitInputAttention
 
 # Chapter 5: convolution as attention
 from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
@@ -39,7 +41,12 @@ __all__ = [
     "self_attention",
     "diagonal_violations",
     "SelfAttention",
+    "lookup_task",
+    "LookupModel",
+    "train_lookup",
+    "relative_error",
     "MultiHeadAttention",
+    "SplitInputAttention",
     "GridSelfAttention",
     "conv_to_attention",
     "quadratic_encoding",
