@@ -86,19 +86,22 @@ def train(
     extra_loss: Callable[[], torch.Tensor] | None = None,
     forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
     on_step: Callable[[int], None] | None = None,
+    param_groups: list[dict] | None = None,
 ) -> dict[str, float]:
     r"""Adam with a cosine-decaying learning rate on ``cross_entropy + extra_loss()``.
 
     ``batches(step)`` returns ``(tokens, targets)``; ``forward(tokens)`` returns logits
     (default: ``model(tokens)[0]``); ``extra_loss`` adds a penalty (the L0 term of the
-    Hard Concrete gates); ``on_step(step)`` runs after each update (to record gate values).
+    Hard Concrete gates); ``on_step(step)`` runs after each update (to record gate values);
+    ``param_groups`` (Adam's groups, e.g. a larger ``lr`` for gates) replaces the default of
+    all of ``model``'s trainable parameters at ``lr``.
     Returns the last loss and the wall-clock seconds taken.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     forward = forward or (lambda tokens: model(tokens)[0])
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=lr)
+    groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    optimizer = torch.optim.Adam(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     model.train()
     start = time.perf_counter()
