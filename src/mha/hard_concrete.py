@@ -89,6 +89,7 @@ class HardConcreteGates(nn.Module):
 
     def forward(self, batch: int | None = None, generator: torch.Generator | None = None
                 ) -> torch.Tensor:
+        """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval."""
         if not self.training:
             low, high = self.stretch
             return (low + (high - low) * torch.sigmoid(self.log_alpha)).clamp(0.0, 1.0)
