@@ -1,4 +1,4 @@
-"""The chapter-7 toy task: a look-up that needs both a positional and a content head.
+"""The chapter-7 toy task: a look-up that needs both a positional and a content look-up.
 
 Each sequence holds ``n`` random symbols ``x_0 ... x_{n-1}`` from a vocabulary of ``V``. At
 position ``i`` the answer is
@@ -7,8 +7,8 @@ position ``i`` the answer is
     ``y_i = x_{i+1}``  otherwise,
 
 with indices taken cyclically (mod ``n``). Reading the neighbours is a *positional* look-up
-(a head attending at offset -1 or +1); deciding which neighbour is a *content* look-up (a head
-matching the current symbol against all others).
+(a head attending at offset -1 or +1); deciding which neighbour is a *content* look-up (the
+current symbol compared with all others).
 
 The model sees a start symbol ``BOS = V`` in front of every sequence (position 0, no answer:
 its target is ``IGNORE``). Attention weights sum to one, so a head that spreads its weight over
