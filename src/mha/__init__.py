@@ -24,7 +24,7 @@ from mha.multi_head import MultiHeadAttention
 from mha.pruning import head_importance, prune_heads
 from mha.head_roles import head_confidence, positional_heads, relative_offsets
 from mha.encoder import EncoderBlock, TinyEncoder
-from mha.lookup_task import lookup_batch, lookup_targets, token_accuracy
+from mha.neighbour_task import lookup_batch, lookup_targets, token_accuracy
 from mha.pruning_curves import iterative_pruning_order, masks_along, pruning_curve, pruning_order
 from mha.hard_concrete import HardConcreteGates, hard_concrete_sample, prob_nonzero
 from mha.content_heads import same_token_weight

@@ -1,4 +1,4 @@
-"""The chapter-7 toy task: a look-up that needs both a positional and a content look-up.
+"""The chapter-7 toy task, a neighbour look-up: it needs both a positional and a content look-up.
 
 Each sequence holds ``n`` random symbols ``x_0 ... x_{n-1}`` from a vocabulary of ``V``. At
 position ``i`` the answer is
