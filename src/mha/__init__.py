@@ -33,6 +33,11 @@ from mha import cost, measure, position_task
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
 from mha.head_roles import head_confidence, positional_heads, relative_offsets
+from mha.encoder import EncoderBlock, TinyEncoder
+from mha.neighbour_task import lookup_batch, lookup_targets, token_accuracy
+from mha.pruning_curves import iterative_pruning_order, masks_along, pruning_curve, pruning_order
+from mha.hard_concrete import HardConcreteGates, hard_concrete_sample, prob_nonzero
+from mha.content_heads import same_token_weight
 
 __all__ = [
     "attention",
@@ -66,4 +71,17 @@ __all__ = [
     "head_confidence",
     "relative_offsets",
     "positional_heads",
+    "EncoderBlock",
+    "TinyEncoder",
+    "lookup_batch",
+    "lookup_targets",
+    "token_accuracy",
+    "pruning_order",
+    "masks_along",
+    "pruning_curve",
+    "iterative_pruning_order",
+    "HardConcreteGates",
+    "hard_concrete_sample",
+    "prob_nonzero",
+    "same_token_weight",
 ]
