@@ -124,7 +124,7 @@ def test_alibi_as_a_float_mask_matches_torch_multihead_attention():
     ours = mha.MultiHeadAttention.from_torch(reference)
     x = torch.randn(3, 6, 16, dtype=torch.float64)
     bias = mha.alibi_bias(4, 6, dtype=torch.float64)  # (h, n, n)
-    out, weights = ours(x, mask=bias)
+    out, weights = ours(x, mask=bias[None])  # (1, h, n, n): a 3-D mask is ambiguous
     # torch wants a (batch * heads, n, n) float mask, added to the scores
     expected, expected_weights = reference(x, x, x, attn_mask=bias.repeat(3, 1, 1),
                                            average_attn_weights=False)

@@ -84,7 +84,8 @@ class PositionToyModel(nn.Module):
                                  f"got a sequence of {n}")
             x = x + self.positions.weight[:n]
         if self.encoding == "alibi":
-            mask = alibi_bias(self.num_heads, n, causal=True, dtype=x.dtype)
+            # (1, heads, n, n): the same biases for every sequence of the batch
+            mask = alibi_bias(self.num_heads, n, causal=True, dtype=x.dtype)[None]
         else:
             mask = torch.ones(n, n, dtype=torch.bool).tril()  # causal: True = may attend
         out, _ = self.attn(x, mask=mask)
