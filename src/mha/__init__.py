@@ -24,6 +24,9 @@ from mha.multi_head import MultiHeadAttention
 from mha.pruning import head_importance, prune_heads
 from mha.head_roles import head_confidence, positional_heads, relative_offsets
 
+# Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
+from mha import pretrained
+
 __all__ = [
     "attention",
     "self_attention",
@@ -34,4 +37,5 @@ __all__ = [
     "head_confidence",
     "relative_offsets",
     "positional_heads",
+    "pretrained",
 ]
