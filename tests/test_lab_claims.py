@@ -10,9 +10,10 @@ import scipy.stats
 import torch
 
 import mha
-from conventions import ROOT
 from mha.pretrained import embed, load_minilm, minilm_source, prune_encoder
 from mha.similarity_pairs import GRADES, GROUPS, similarity_pairs
+
+from conventions import ROOT
 
 transformers = pytest.importorskip("transformers")
 

@@ -202,3 +202,15 @@ def test_attention_to_keys_against_a_loop():
 
 def test_public_names():
     assert mha.pretrained.load_minilm is pretrained.load_minilm
+
+
+def test_fused_path_without_attentions_gives_the_same_hidden_states(ours):
+    encoder, tokenizer = ours
+    batch = tokenizer(BATCHES[1], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        with_maps = encoder(batch["input_ids"], batch["attention_mask"])
+        fused = encoder(batch["input_ids"], batch["attention_mask"], output_attentions=False)
+    assert fused.attentions == ()
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(fused.last_hidden_state[real], with_maps.last_hidden_state[real],
+                               atol=1e-5, rtol=1e-4)
