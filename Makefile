@@ -21,7 +21,7 @@ book: $(STAMP)
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests notebooks
+	$(BIN)/ruff check src tests tools notebooks
 
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
 pytest: $(STAMP)
@@ -41,3 +41,14 @@ lab: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
+
+# The student edition of every chapter (solutions replaced by stubs) in _build/student/notebooks/.
+.PHONY: student grade
+student: $(STAMP)
+	$(BIN)/python tools/student_edition.py --out _build/student/notebooks
+
+# Grade every notebook under SUBMISSIONS; writes SUBMISSIONS/grades.csv and grading_log.csv.
+# GRADE_OPTS passes options on, e.g. GRADE_OPTS="--timeout 600 --jobs 4" (see tools/grade.py -h).
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder>"; exit 2; }
+	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" $(GRADE_OPTS)

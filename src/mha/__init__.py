@@ -6,6 +6,7 @@ here, and use this one from then on.
 
 # Chapter 1: scaled dot-product attention
 from mha.attention import attention
+from mha.scoring import AdditiveScore, additive_scores
 
 # Chapter 2: self-attention without weights
 from mha.attention import self_attention
@@ -29,6 +30,8 @@ from mha import pretrained
 
 __all__ = [
     "attention",
+    "additive_scores",
+    "AdditiveScore",
     "self_attention",
     "SelfAttention",
     "MultiHeadAttention",

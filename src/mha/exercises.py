@@ -3,21 +3,18 @@
 A chapter's checks live in ``mha.checks.chNN``. Each is a function made with ``exercise_check``:
 it takes the student's answer (usually a function), raises ``Wrong`` with a helpful message when
 the answer is wrong, and returns nothing when it is right. Calling a check never stops the
-notebook: it prints one line and records the result for grading.
+notebook: it prints one line, the verdict, which is what grading reads (tools/grade.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import json
-import os
+import io
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
-
-#: Where a grading run collects results (one JSON line per check); unset for students.
-REPORT_ENV = "MHA_GRADING_REPORT"
 
 
 class Wrong(Exception):
@@ -32,15 +29,22 @@ class Result:
     status: str  # "correct", "wrong", "not done", "error"
     message: str
 
+    def _ipython_display_(self) -> None:
+        """The check has printed its verdict already: a notebook shows nothing more."""
+
 
 def exercise_check(exercise: str, points: int = 1) -> Callable:
-    """Turn ``checker(answer)`` into a check that prints and records its verdict."""
+    """Turn ``checker(answer)`` into a check that prints its verdict and returns it."""
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         @functools.wraps(checker)
         def check(answer: object) -> Result:
+            # The answer's own prints are caught and shown indented above the verdict, so the
+            # verdict is the only line of the check that starts with a mark (graders read it).
+            printed = io.StringIO()
             try:
-                checker(answer)
+                with contextlib.redirect_stdout(printed):
+                    checker(answer)
             except NotImplementedError:
                 result = Result(exercise, 0, points, "not done",
                                 "not done yet: the answer still raises NotImplementedError")
@@ -51,6 +55,7 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
                                 f"your answer raised {type(error).__name__}: {error}")
             else:
                 result = Result(exercise, points, points, "correct", "correct")
+            _echo(printed.getvalue())
             _report(result)
             return result
 
@@ -61,14 +66,19 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
     return wrap
 
 
+def _echo(printed: str, max_lines: int = 20) -> None:
+    """Show what the answer printed, indented, and at most ``max_lines`` lines of it."""
+    lines = printed.splitlines()
+    for line in lines[:max_lines]:
+        print(f"    {line[:200]}")
+    if len(lines) > max_lines:
+        print(f"    ... ({len(lines) - max_lines} more lines printed by your answer)")
+
+
 def _report(result: Result) -> None:
     mark = "✓" if result.status == "correct" else "✗"
-    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: "
-          f"{result.message}")
-    path = os.environ.get(REPORT_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as report:
-            report.write(json.dumps(asdict(result)) + "\n")
+    message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
+    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
 
 
 def expect_close(what: str, got: object, expected: torch.Tensor,

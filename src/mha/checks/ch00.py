@@ -1,0 +1,46 @@
+"""Checks of the worked example in the instructors' guide (exercises 0.2 and 0.3).
+
+Chapter 0 is not a chapter of the book: it is the small example notebook
+(``tests/fixtures/00_example_exercises.ipynb``) that shows the exercise format and on which the
+student-edition and grading tools are tested.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mha.exercises import Wrong, exercise_check, expect_close
+
+
+@exercise_check("0.2", points=1)
+def scaled_scores(answer) -> None:
+    """``answer(q, k)`` must return ``q @ k.T / sqrt(d_k)`` of shape ``(n_q, n_k)``."""
+    generator = torch.Generator().manual_seed(2)
+    for n_q, n_k, d_k in [(3, 5, 4), (1, 2, 16), (6, 6, 1)]:
+        q = torch.randn(n_q, d_k, generator=generator)
+        k = torch.randn(n_k, d_k, generator=generator)
+        # the reference, in float64 and written as a sum over the feature axis
+        expected = (q.double()[:, None, :] * k.double()[None, :, :]).sum(-1) / math.sqrt(d_k)
+        got = answer(q.clone(), k.clone())
+        expect_close(f"for q of shape {(n_q, d_k)} and k of shape {(n_k, d_k)}", got,
+                     expected.float())
+
+
+@exercise_check("0.3", points=2)
+def causal_mask(answer) -> None:
+    """``answer(n)`` must return the ``(n, n)`` bool mask with True where key ``j <= i``."""
+    for n in [1, 2, 5]:
+        got = answer(n)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
+            what = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__
+            raise Wrong(f"for n={n}: expected a bool tensor (True = may attend), got {what}")
+        if got.shape != (n, n):
+            raise Wrong(f"for n={n}: expected shape {(n, n)}, got {tuple(got.shape)}")
+        for i in range(n):
+            for j in range(n):
+                allowed = j <= i  # a query may look at its own position and earlier ones
+                if bool(got[i, j]) != allowed:
+                    raise Wrong(f"for n={n}: entry ({i}, {j}) is {bool(got[i, j])}, but query "
+                                f"{i} {'may' if allowed else 'may not'} attend to key {j}")

@@ -1,0 +1,119 @@
+"""Checks for the exercises of chapter 1 (attention recap).
+
+Each check calls the student's function on inputs it makes itself, compares with a reference it
+computes another way, and raises ``Wrong`` saying which input failed and how, never the answer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mha.attention import attention
+from mha.exercises import Wrong, exercise_check, expect_close
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@exercise_check("1.2")
+def stable_softmax(answer) -> None:
+    """Exercise 1.2: ``stable_softmax(scores, temperature)`` over the last dimension."""
+    g = _generator(12)
+    cases = [
+        ("random scores of shape (4, 7), temperature 1",
+         torch.randn(4, 7, generator=g), 1.0),
+        ("random scores of shape (2, 3, 5), temperature 0.25",
+         torch.randn(2, 3, 5, generator=g), 0.25),
+        ("random scores of shape (3, 6), temperature 10",
+         torch.randn(3, 6, generator=g), 10.0),
+        ("scores [[1000, 999, 998]] (float32), temperature 1",
+         torch.tensor([[1000.0, 999.0, 998.0]]), 1.0),
+        ("scores [[-1000, -1001, -1002]] (float32), temperature 1",
+         torch.tensor([[-1000.0, -1001.0, -1002.0]]), 1.0),
+        ("scores [[3, 1, 0]] (float32), temperature 0.001",
+         torch.tensor([[3.0, 1.0, 0.0]]), 0.001),
+    ]
+    for what, scores, temperature in cases:
+        got = answer(scores.clone(), temperature)
+        if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
+            raise Wrong(f"for {what}: your answer contains inf or nan "
+                        f"(does exp overflow or underflow?)")
+        # The reference: exp of the scores relative to their row maximum, in float64, so that
+        # nothing overflows and the digits are exact enough to compare with float32.
+        s = scores.double() / temperature
+        e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+        expected = (e / e.sum(dim=-1, keepdim=True)).to(scores.dtype)
+        expect_close(f"for {what}", got, expected)
+
+
+@exercise_check("1.3")
+def causal_padding_mask(answer) -> None:
+    """Exercise 1.3: ``causal_padding_mask(lengths, n)``: bool ``(B, n, n)``, True = may attend."""
+    for lengths, n in [([3], 3), ([5, 3], 5), ([1, 4, 2], 6), ([6, 6], 6)]:
+        got = answer(torch.tensor(lengths), n)
+        what = f"for lengths={lengths}, n={n}"
+        if not isinstance(got, torch.Tensor):
+            raise Wrong(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
+        if got.dtype != torch.bool:
+            raise Wrong(f"{what}: expected a bool tensor (True = may attend), got {got.dtype}")
+        if got.shape != (len(lengths), n, n):
+            raise Wrong(f"{what}: expected shape {(len(lengths), n, n)}, "
+                        f"got {tuple(got.shape)}")
+        for b, length in enumerate(lengths):
+            for i in range(n):
+                for j in range(n):
+                    allowed = j <= i and j < length
+                    if bool(got[b, i, j]) != allowed:
+                        reason = ("a key after the query" if j > i else
+                                  "a padding key" if j >= length else "a real, earlier key")
+                        raise Wrong(f"{what}: entry [{b}, {i}, {j}] (query {i} and {reason}) "
+                                    f"should be {allowed}")
+
+
+@exercise_check("1.5")
+def nearest_key_features(answer) -> None:
+    """Exercise 1.5: features that make dot-product attention pick the nearest key."""
+    g = _generator(15)
+    for trial in range(20):
+        n_k = 2 + trial % 7
+        q = torch.rand(3, 1, generator=g, dtype=torch.float64) * 4 - 2
+        k = torch.rand(n_k, 1, generator=g, dtype=torch.float64) * 4 - 2
+        got = answer(q.clone(), k.clone())
+        if not (isinstance(got, tuple) and len(got) == 2
+                and all(isinstance(t, torch.Tensor) for t in got)):
+            raise Wrong("expected a pair (query_features, key_features) of tensors")
+        q_feat, k_feat = got
+        if q_feat.shape[:-1] != (3,) or k_feat.shape[:-1] != (n_k,) or q_feat.dim() != 2:
+            raise Wrong(f"for q of shape {tuple(q.shape)} and k of shape {tuple(k.shape)}: "
+                        f"expected features of shapes (3, f) and ({n_k}, f), got "
+                        f"{tuple(q_feat.shape)} and {tuple(k_feat.shape)}")
+        if q_feat.shape[-1] != k_feat.shape[-1]:
+            raise Wrong(f"query features have {q_feat.shape[-1]} entries but key features "
+                        f"{k_feat.shape[-1]}: a dot product needs the same number")
+        _, weights = attention(q_feat.double(), k_feat.double(), k.double())
+        chosen = weights.argmax(dim=-1)
+        nearest = (q - k.T).abs().argmin(dim=-1)
+        for i in range(3):
+            if chosen[i] != nearest[i]:
+                keys = ", ".join(f"{x:.3f}" for x in k[:, 0].tolist())
+                raise Wrong(f"for the query {q[i, 0]:.3f} and the keys [{keys}], the largest "
+                            f"weight falls on {k[chosen[i], 0]:.3f}, but the nearest key is "
+                            f"{k[nearest[i], 0]:.3f}")
+
+
+@exercise_check("1.6")
+def entropy_curve(answer) -> None:
+    """Exercise 1.6: mean entropy of ``softmax(scores / T)`` for each temperature T."""
+    g = _generator(16)
+    scores = torch.randn(5, 8, generator=g, dtype=torch.float64) * 3
+    temperatures = [0.01, 0.1, 1.0, 10.0, 100.0]
+    got = answer(scores.clone(), temperatures)
+    # The reference sums p log p with p computed in float64, one temperature at a time.
+    expected = []
+    for temperature in temperatures:
+        p = torch.softmax(scores / temperature, dim=-1)
+        plogp = torch.where(p > 0, p * p.log(), torch.zeros_like(p))
+        expected.append(-plogp.sum(dim=-1).mean())
+    expect_close(f"for scores of shape (5, 8) and temperatures {temperatures}",
+                 got, torch.stack(expected))

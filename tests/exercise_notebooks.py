@@ -1,0 +1,39 @@
+"""The notebooks the exercise tools are tested on: every chapter with exercises, and the fixture."""
+
+from __future__ import annotations
+
+import sys
+
+from conventions import NOTEBOOKS, ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+import exercise_format as fmt  # noqa: E402  (the tests import these two from here)
+import student_edition  # noqa: E402, F401
+
+FIXTURES = ROOT / "tests" / "fixtures"
+EXAMPLE = FIXTURES / "00_example_exercises.ipynb"
+
+
+def has_exercises(path) -> bool:
+    try:
+        return bool(fmt.parse(fmt.load(path)))
+    except fmt.FormatError:
+        return True  # a broken one counts, so that its tests fail and say why
+
+
+# chapters as they are merged, and the example notebook, which always has exercises
+WITH_EXERCISES = [p for p in NOTEBOOKS if has_exercises(p)] + [EXAMPLE]
+ALL = list(NOTEBOOKS) + [EXAMPLE]
+
+
+def exercises_of(paths):
+    """(notebook, exercise) pairs, for tests parametrized per exercise."""
+    pairs = []
+    for path in paths:
+        try:
+            found = fmt.parse(fmt.load(path))
+        except fmt.FormatError:
+            continue  # test_follows_the_exercise_format reports it
+        pairs.extend((path, exercise) for exercise in found)
+    return pairs

@@ -1,0 +1,214 @@
+"""The claims of chapter 1 (attention recap), each against an independent reference."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha
+
+
+def draw(g, *shape):
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+def test_hand_example_weights_and_outputs():
+    # the chapter's example: every score is 0, 1 or 2, so the weights are ratios of powers of e
+    q = torch.tensor([[2.0, 0, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0]], dtype=torch.float64)
+    k = torch.tensor([[2.0, 0, 0, 0], [0, 2, 0, 0], [0, 0, 2, 2]], dtype=torch.float64)
+    v = torch.tensor([[10.0, 0], [0, 10], [10, 10]], dtype=torch.float64)
+    out, weights = mha.attention(q, k, v)
+    e = math.e
+    rows = [[e**2, 1, 1], [1, 1, e**2], [e, e, 1]]
+    expected = torch.tensor([[x / sum(r) for x in r] for r in rows], dtype=torch.float64)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(out, expected @ v)
+    assert round(out[2, 0].item(), 3) == round(10 * (e + 1) / (2 * e + 1), 3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6))
+def test_output_lies_between_the_smallest_and_largest_value(seed, n_q, n_k, d_v):
+    # each output row is a convex combination of the value rows
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = draw(g, n_q, 3), draw(g, n_k, 3), draw(g, n_k, d_v)
+    out, _ = mha.attention(q, k, v)
+    assert (out >= v.min(0).values - 1e-12).all() and (out <= v.max(0).values + 1e-12).all()
+
+
+def test_self_attention_output_has_d_v_features_not_d():
+    # seed 001: "self-attention computes Y in R^{n x d}" holds only when d_v = d
+    g = torch.Generator().manual_seed(0)
+    n, d, d_k, d_v = 4, 6, 3, 2
+    x = draw(g, n, d)
+    w_q, w_k, w_v = draw(g, d, d_k), draw(g, d, d_k), draw(g, d, d_v)
+    y, weights = mha.attention(x @ w_q, x @ w_k, x @ w_v)
+    assert y.shape == (n, d_v) and weights.shape == (n, n)
+    reference = F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+    torch.testing.assert_close(y, reference)
+    # with d_v = d (here Q = K = V = X, seed 000's self-attention) the output is n x d
+    assert mha.self_attention(x)[0].shape == (n, d)
+
+
+def test_self_attention_with_projections_is_attention_of_three_views_of_x():
+    # seed 000 writes self-attention as Q = K = V; with weights, Q, K, V are three different
+    # projections of the same X, and Q = K = V = X is the special case W = identity
+    torch.manual_seed(0)
+    layer = mha.SelfAttention(5, key_dim=3, value_dim=4).double()
+    x = draw(torch.Generator().manual_seed(1), 2, 6, 5)
+    out, _ = layer(x)
+    q, k, v = x @ layer.w_q.weight.T, x @ layer.w_k.weight.T, x @ layer.w_v.weight.T
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    identity = mha.SelfAttention(5).double()
+    for proj in (identity.w_q, identity.w_k, identity.w_v):
+        proj.weight.data = torch.eye(5, dtype=torch.float64)
+    torch.testing.assert_close(identity(x)[0], mha.self_attention(x)[0])
+
+
+def test_dot_product_variance_grows_like_d_k_and_the_scale_removes_it():
+    # Vaswani et al., footnote 4: components with mean 0 and variance 1 give Var(q.k) = d_k
+    g = torch.Generator().manual_seed(4)
+    for d_k in (1, 4, 16, 64, 256):
+        q, k = draw(g, 8000, d_k), draw(g, 8000, d_k)
+        dots = (q * k).sum(-1)
+        assert abs(dots.var().item() / d_k - 1) < 0.1
+        assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.1
+
+
+def test_dividing_by_sqrt_of_the_width_shrinks_per_head_score_variance_to_one_over_h():
+    # seed 000 divides by sqrt(C); with h heads of size d_k = C / h that gives variance 1 / h
+    g = torch.Generator().manual_seed(5)
+    width, heads = 256, 8
+    d_k = width // heads
+    q, k = draw(g, 20000, d_k), draw(g, 20000, d_k)
+    dots = (q * k).sum(-1)
+    assert abs((dots / math.sqrt(width)).var().item() * heads - 1) < 0.1
+    assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.1
+    # mha.attention's default is the per-head 1/sqrt(d_k)
+    v = draw(g, 7, 3)
+    _, default = mha.attention(q[:5], k[:7], v)
+    _, per_head = mha.attention(q[:5], k[:7], v, scale=1 / math.sqrt(d_k))
+    torch.testing.assert_close(default, per_head)
+
+
+def test_softmax_jacobian_is_diag_minus_outer_product():
+    g = torch.Generator().manual_seed(6)
+    s = draw(g, 7)
+    a = torch.softmax(s, -1)
+    jac = torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), s)
+    torch.testing.assert_close(jac, torch.diag(a) - torch.outer(a, a))
+
+
+def test_unscaled_scores_saturate_the_softmax_and_shrink_its_gradient():
+    g = torch.Generator().manual_seed(7)
+    max_raw, max_scaled, grad_raw, grad_scaled = [], [], [], []
+    for d_k in (1, 16, 256):
+        q, k = draw(g, 500, 1, d_k), draw(g, 500, 16, d_k)
+        dots = (q @ k.transpose(-2, -1))[:, 0]
+        for scores, maxes, grads in ((dots, max_raw, grad_raw),
+                                     (dots / math.sqrt(d_k), max_scaled, grad_scaled)):
+            a = torch.softmax(scores, -1)
+            jac = torch.diag_embed(a) - a[:, :, None] * a[:, None, :]
+            maxes.append(a.max(-1).values.mean().item())
+            grads.append(torch.linalg.matrix_norm(jac).mean().item())
+    assert max_raw[0] < max_raw[1] < max_raw[2] and max_raw[2] > 0.9
+    assert max(max_scaled) - min(max_scaled) < 0.1
+    assert grad_raw[2] < grad_scaled[2] / 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 6))
+def test_temperature_limits_are_a_hard_look_up_and_a_plain_average(seed, n_k):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = draw(g, 4, 3), draw(g, n_k, 3), draw(g, n_k, 2)
+    scores = q @ k.T
+    top2 = scores.topk(2, dim=-1).values
+    if (top2[:, 0] - top2[:, 1]).min() < 1e-3:
+        return  # a near tie: the T -> 0 limit splits the weight
+    cold_out, cold = mha.attention(q, k, v, scale=1e5)     # temperature 1e-5
+    hot_out, hot = mha.attention(q, k, v, scale=1e-10)     # temperature 1e10
+    torch.testing.assert_close(cold, F.one_hot(scores.argmax(-1), n_k).double())
+    torch.testing.assert_close(cold_out, v[scores.argmax(-1)])
+    torch.testing.assert_close(hot, torch.full_like(hot, 1 / n_k))
+    torch.testing.assert_close(hot_out, v.mean(0).expand_as(hot_out))
+
+
+def test_a_tie_at_zero_temperature_splits_the_weight():
+    q = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    _, weights = mha.attention(q, k, k, scale=1e4)
+    torch.testing.assert_close(weights, torch.tensor([[0.5, 0.5, 0.0]], dtype=torch.float64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.integers(0, 4))
+def test_padding_does_not_change_the_real_tokens(seed, length, n_pad):
+    g = torch.Generator().manual_seed(seed)
+    n = length + n_pad
+    q, k, v = draw(g, n, 3), draw(g, n, 3), draw(g, n, 2)
+    key_is_real = (torch.arange(n) < length)[None, :]        # (1, n_k), broadcast over queries
+    out, weights = mha.attention(q, k, v, mask=key_is_real)
+    alone, _ = mha.attention(q[:length], k[:length], v[:length])
+    torch.testing.assert_close(out[:length], alone)
+    assert (weights[:, length:] == 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 7), st.data())
+def test_causal_outputs_ignore_the_future(seed, n, data):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = draw(g, 2, n, 3), draw(g, 2, n, 3), draw(g, 2, n, 4)
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    out, weights = mha.attention(q, k, v, mask=causal)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    t = data.draw(st.integers(0, n - 1))
+    k2, v2 = k.clone(), v.clone()
+    k2[:, t + 1:] = draw(g, 2, n - t - 1, 3)
+    v2[:, t + 1:] = draw(g, 2, n - t - 1, 4)
+    out2, _ = mha.attention(q, k2, v2, mask=causal)
+    torch.testing.assert_close(out2[:, : t + 1], out[:, : t + 1])
+    assert (weights.triu(1) == 0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.integers(1, 6))
+def test_unmasked_weights_are_positive_on_every_key_including_its_own(seed, n, d):
+    # seed 001: self-attention "attends to all other elements"; it attends to itself as well
+    x = draw(torch.Generator().manual_seed(seed), n, d)
+    _, weights = mha.self_attention(x)
+    assert (weights > 0).all() and (weights.diagonal() > 0).all()
+
+
+def test_naive_softmax_of_a_fully_masked_row_is_nan_but_attention_gives_zeros():
+    scores = torch.full((1, 3), float("-inf"))
+    assert torch.isnan(torch.softmax(scores, -1)).all()
+    q, k, v = torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 5)
+    mask = torch.tensor([[False, False, False], [True, True, False]])
+    out, weights = mha.attention(q, k, v, mask=mask)
+    assert (out[0] == 0).all() and (weights[0] == 0).all()
+    torch.testing.assert_close(weights[1].sum(), torch.tensor(1.0))
+
+
+def test_dot_product_variance_scales_with_sigma_to_the_fourth():
+    # exercise 1.1: components of variance sigma^2 give Var(q.k) = d_k sigma^4
+    g = torch.Generator().manual_seed(8)
+    sigma, d_k = 2.0, 16
+    q, k = sigma * draw(g, 20000, d_k), sigma * draw(g, 20000, d_k)
+    dots = (q * k).sum(-1)
+    assert abs(dots.var().item() / (d_k * sigma**4) - 1) < 0.1
+    assert abs((dots / (sigma**2 * math.sqrt(d_k))).var().item() - 1) < 0.1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 8))
+def test_entropy_of_the_weights_never_decreases_with_the_temperature(seed, n_k):
+    # exercise 1.6: dH/d(1/T) = -(1/T) Var_alpha(s) <= 0
+    scores = 3 * draw(torch.Generator().manual_seed(seed), 4, n_k)
+    temperatures = torch.logspace(-2, 3, 60, dtype=torch.float64)
+    log_p = torch.log_softmax(scores[None] / temperatures[:, None, None], dim=-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)            # (temperature, row)
+    assert (entropy[1:] >= entropy[:-1] - 1e-12).all()
+    torch.testing.assert_close(entropy[-1], torch.full((4,), math.log(n_k),
+                                                       dtype=torch.float64), atol=1e-3, rtol=0)

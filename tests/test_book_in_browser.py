@@ -1,0 +1,132 @@
+"""The built book as a reader sees it, in a real browser (Debian's chromium via Playwright).
+
+`make test` builds the book first; these tests open every page of _build/html over a local HTTP
+server with the network otherwise unused, and save a screenshot per page to _build/screenshots/.
+"""
+
+import functools
+import http.server
+import shutil
+import threading
+
+import pytest
+
+from conventions import NOTEBOOKS, ROOT, book_config
+
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+CHAPTERS = [f"notebooks/{p.stem}.html" for p in NOTEBOOKS]
+PAGES = CHAPTERS + [f"book/{p.stem}.html" for p in sorted((ROOT / "book").glob("*.md"))]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+# the text a reader sees outside code: raw TeX delimiters there mean MathJax did not typeset it
+VISIBLE_PROSE = """() => {
+  const article = document.querySelector('main article') || document.body;
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('pre, code, .highlight, mjx-container, script, style, .cell_output')
+      .forEach(e => e.remove());
+  return copy.innerText;
+}"""
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (HTML / "index.html").exists():
+        pytest.fail("the book is not built: run `make book` (make test builds it first)")
+    handler = functools.partial(QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: `apt-get install chromium` (.ci/run does this)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(server, browser):
+    pages = []
+
+    def load(path):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        pages.append(page)
+        outside = []
+        page.on("request", lambda r: outside.append(r.url)
+                if not r.url.startswith((server, "data:", "blob:")) else None)
+        page.goto(f"{server}/{path}", wait_until="load")
+        # Sphinx adds MathJax only to pages with maths; it typesets after load: wait for it
+        page.has_maths = page.locator('script[src*="mathjax"]').count() > 0
+        if page.has_maths:
+            page.wait_for_function("() => window.MathJax && window.MathJax.startup"
+                                   " && window.MathJax.startup.promise", timeout=20_000)
+            page.evaluate("() => window.MathJax.startup.promise")
+        page.outside_requests = outside
+        return page
+
+    yield load
+    for page in pages:
+        page.close()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_renders_maths_offline_and_images(open_page, path):
+    page = open_page(path)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / (path.replace("/", "_").replace(".html", ".png"))),
+                    full_page=True)
+    prose = page.evaluate(VISIBLE_PROSE)
+    for raw in ["$$", "\\(", "\\[", "\\begin{"]:
+        assert raw not in prose, f"untypeset maths ({raw!r}) in {path}"
+    if page.has_maths:
+        assert page.evaluate("() => window.MathJax.version").startswith("3.")
+    broken = page.evaluate("""() => [...document.images]
+        .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)""")
+    assert not broken, f"images that did not load: {broken}"
+    assert page.outside_requests == [], f"{path} loads from the network"
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_chapter_has_typeset_maths_numbered_figures_and_launch_buttons(open_page, path):
+    page = open_page(path)
+    assert page.has_maths and page.locator("mjx-container").count() > 0, "no typeset formula"
+    images = page.locator("figure img")
+    for i in range(images.count()):
+        assert images.nth(i).get_attribute("alt"), f"figure {i + 1} has no alt text"
+    repo = book_config()["repository"]["url"].removeprefix("https://github.com/")
+    notebook = path.replace(".html", ".ipynb")
+    colab = f"https://colab.research.google.com/github/{repo}/blob/main/{notebook}"
+    assert page.locator(f'a[href="{colab}"]').count() == 1, "no Colab button for this notebook"
+    binder = page.locator(f'a[href^="https://mybinder.org/v2/gh/{repo}/main"]')
+    assert binder.count() == 1 and notebook in binder.get_attribute("href")
+
+
+@pytest.mark.parametrize("path", CHAPTERS)
+def test_exercises_are_shown_and_solutions_folded(open_page, path):
+    page = open_page(path)
+    exercises = page.locator(".exercise")
+    solutions = page.locator(".solution")
+    assert exercises.count() >= 4, f"{path} has {exercises.count()} exercises"
+    assert solutions.count() >= 1
+    for i in range(solutions.count()):
+        body = solutions.nth(i).locator(":scope > :not(.admonition-title)")
+        for j in range(body.count()):
+            assert not body.nth(j).is_visible(), f"solution {i + 1} of {path} is not folded"

@@ -1,0 +1,134 @@
+"""The checks of chapter 1's exercises accept the reference solutions and reject wrong ones."""
+
+import math
+
+import pytest
+import torch
+
+import mha.checks.ch01 as checks
+
+
+def status(check, answer):
+    return check(answer).status
+
+
+# ----- 1.2 stable softmax -----
+
+def stable_softmax(scores, temperature):
+    s = scores / temperature
+    e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def naive_softmax(scores, temperature):
+    e = torch.exp(scores / temperature)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_over_wrong_dim(scores, temperature):
+    return torch.softmax(scores / temperature, dim=0)
+
+
+def softmax_ignoring_temperature(scores, temperature):
+    return stable_softmax(scores, 1.0)
+
+
+def test_stable_softmax_check_accepts_the_solution_and_torch_softmax():
+    assert status(checks.stable_softmax, stable_softmax) == "correct"
+    assert status(checks.stable_softmax, lambda s, t: torch.softmax(s / t, dim=-1)) == "correct"
+
+
+@pytest.mark.parametrize("wrong", [naive_softmax, softmax_over_wrong_dim,
+                                   softmax_ignoring_temperature])
+def test_stable_softmax_check_rejects_wrong_answers(wrong):
+    assert status(checks.stable_softmax, wrong) == "wrong"
+
+
+def test_a_check_reports_not_done_and_errors_without_raising(capsys):
+    def not_done(scores, temperature):
+        raise NotImplementedError()
+
+    assert status(checks.stable_softmax, not_done) == "not done"
+    assert status(checks.stable_softmax, lambda s: s) == "error"  # wrong signature
+    out = capsys.readouterr().out
+    assert "Exercise 1.2 [0/1]: not done yet" in out
+    assert "def " not in out and "max(" not in out, "a check must not print the solution"
+
+
+# ----- 1.3 causal padding mask -----
+
+def causal_padding_mask(lengths, n):
+    positions = torch.arange(n)
+    causal = positions[None, :] <= positions[:, None]                # (n, n): key j <= query i
+    real_key = positions[None, None, :] < lengths[:, None, None]     # (B, 1, n)
+    return causal & real_key
+
+
+def test_causal_padding_mask_check_accepts_the_solution():
+    assert status(checks.causal_padding_mask, causal_padding_mask) == "correct"
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda lengths, n: causal_padding_mask(lengths, n).transpose(-2, -1),   # i and j swapped
+    lambda lengths, n: causal_padding_mask(lengths, n).float(),             # not bool
+    lambda lengths, n: ~causal_padding_mask(lengths, n),                    # True = blocked
+    lambda lengths, n: torch.tril(torch.ones(len(lengths), n, n, dtype=torch.bool)),  # no padding
+    lambda lengths, n: causal_padding_mask(lengths, n)[0],                  # batch dropped
+])
+def test_causal_padding_mask_check_rejects_wrong_answers(wrong):
+    assert status(checks.causal_padding_mask, wrong) == "wrong"
+
+
+# ----- 1.5 nearest-key features -----
+
+def nearest_key_features(q, k):
+    # q.k' - k'^2/2 = -(q - k')^2/2 + q^2/2, and softmax ignores the q^2/2 shared by a row
+    return torch.cat([q, torch.ones_like(q)], dim=-1), torch.cat([k, -k**2 / 2], dim=-1)
+
+
+def test_nearest_key_features_check_accepts_the_solution():
+    assert status(checks.nearest_key_features, nearest_key_features) == "correct"
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda q, k: (q, k),                                                    # raw dot product
+    lambda q, k: (torch.cat([q, torch.ones_like(q)], -1), torch.cat([k, k**2 / 2], -1)),
+    lambda q, k: (torch.cat([q, q], -1), k),                                # sizes differ
+])
+def test_nearest_key_features_check_rejects_wrong_answers(wrong):
+    assert status(checks.nearest_key_features, wrong) == "wrong"
+
+
+# ----- 1.6 entropy curve -----
+
+def entropy_curve(scores, temperatures):
+    curve = []
+    for temperature in temperatures:
+        log_p = torch.log_softmax(scores / temperature, dim=-1)
+        curve.append(-(log_p.exp() * log_p).sum(dim=-1).mean())
+    return torch.stack(curve)
+
+
+def test_entropy_curve_check_accepts_the_solution():
+    assert status(checks.entropy_curve, entropy_curve) == "correct"
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda s, ts: entropy_curve(s, ts) / math.log(2),                  # bits, not nats
+    lambda s, ts: torch.stack([-(torch.softmax(s * t, -1) * torch.log_softmax(s * t, -1))
+                               .sum(-1).mean() for t in ts]),          # multiplies by T
+    lambda s, ts: entropy_curve(s, ts)[:-1],                           # a value missing
+])
+def test_entropy_curve_check_rejects_wrong_answers(wrong):
+    assert status(checks.entropy_curve, wrong) == "wrong"
+
+
+def test_grading_report_gets_one_json_line_per_check(tmp_path, monkeypatch):
+    report = tmp_path / "grades.jsonl"
+    monkeypatch.setenv("MHA_GRADING_REPORT", str(report))
+    checks.causal_padding_mask(causal_padding_mask)
+    checks.stable_softmax(naive_softmax)
+    lines = report.read_text().splitlines()
+    assert len(lines) == 2
+    assert '"exercise": "1.3"' in lines[0] and '"points": 1' in lines[0]
+    assert '"exercise": "1.2"' in lines[1] and '"points": 0' in lines[1]
