@@ -10,20 +10,34 @@ from mha.scoring import AdditiveScore, additive_scores
 
 # Chapter 2: self-attention without weights
 from mha.attention import self_attention
+from mha.diagonal import diagonal_violations
 
 # Chapter 3: one head with its own projections
+from mha.lookup_task import LookupModel, lookup_task, relative_error, train_lookup
 from mha.single_head import SelfAttention
 
 # Chapter 4: multi-head attention
 from mha.multi_head import MultiHeadAttention
+from mha.split_input import SplitInputAttention
 
 # Chapter 5: convolution as attention
+from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
 
-# Chapter 6: positions
+# Chapter 6: positions, and what attention costs
+from mha.positional import encoding_frequencies, relative_rotation, sinusoidal_encoding
+from mha.rotary import RotaryMultiHeadAttention, apply_rotary
+from mha.alibi import alibi_bias, alibi_slopes
+from mha.chunked import chunked_attention
+from mha import cost, measure, position_task
 
 # Chapter 7: head importance and pruning
 from mha.pruning import head_importance, prune_heads
 from mha.head_roles import head_confidence, positional_heads, relative_offsets
+from mha.encoder import EncoderBlock, TinyEncoder
+from mha.neighbour_task import lookup_batch, lookup_targets, token_accuracy
+from mha.pruning_curves import iterative_pruning_order, masks_along, pruning_curve, pruning_order
+from mha.hard_concrete import HardConcreteGates, hard_concrete_sample, prob_nonzero
+from mha.content_heads import same_token_weight
 
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
@@ -33,12 +47,45 @@ __all__ = [
     "additive_scores",
     "AdditiveScore",
     "self_attention",
+    "diagonal_violations",
     "SelfAttention",
+    "lookup_task",
+    "LookupModel",
+    "train_lookup",
+    "relative_error",
     "MultiHeadAttention",
+    "SplitInputAttention",
+    "GridSelfAttention",
+    "conv_to_attention",
+    "quadratic_encoding",
+    "encoding_frequencies",
+    "sinusoidal_encoding",
+    "relative_rotation",
+    "apply_rotary",
+    "RotaryMultiHeadAttention",
+    "alibi_slopes",
+    "alibi_bias",
+    "chunked_attention",
+    "cost",
+    "measure",
+    "position_task",
     "head_importance",
     "prune_heads",
     "head_confidence",
     "relative_offsets",
     "positional_heads",
+    "EncoderBlock",
+    "TinyEncoder",
+    "lookup_batch",
+    "lookup_targets",
+    "token_accuracy",
+    "pruning_order",
+    "masks_along",
+    "pruning_curve",
+    "iterative_pruning_order",
+    "HardConcreteGates",
+    "hard_concrete_sample",
+    "prob_nonzero",
+    "same_token_weight",
     "pretrained",
 ]

@@ -48,13 +48,15 @@ def attention(
         scale = 1.0 / math.sqrt(query.shape[-1])
 
     scores = (query @ key.transpose(-2, -1)) * scale
-    if mask is not None:
-        require_broadcastable_mask(mask, scores.shape)
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ value, weights
 
+    require_broadcastable_mask(mask, scores.shape)
+    if mask.dtype == torch.bool:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    else:
+        scores = scores + mask
     # Rows with no allowed key would be softmax(-inf, ..., -inf) = NaN. Give them finite scores
     # (so no NaN reaches the backward pass either) and zero weights afterwards.
     has_key = (scores > float("-inf")).any(dim=-1, keepdim=True)

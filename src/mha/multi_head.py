@@ -14,7 +14,11 @@ class MultiHeadAttention(nn.Module):
     r"""Multi-head attention (Vaswani et al. 2017), batch first.
 
     ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
-    ``head_i = Attention(Q W_Q,i, K W_K,i, V W_V,i)``.
+    ``head_i = softmax(Q W_Q,i (K W_K,i)^T / sqrt(d_k)) V W_V,i``, where
+    ``W_Q,i`` is ``(embed_dim, d_k)``, ``W_K,i`` is ``(kdim, d_k)``, ``W_V,i`` is
+    ``(vdim, d_v)`` and ``W_O`` is ``(h d_v, embed_dim)`` (here ``d_k = d_v = head_dim``):
+    ``(B, n_q, embed_dim) -> q (B, h, n_q, d_k)``, scores and weights ``(B, h, n_q, n_k)``,
+    heads ``(B, h, n_q, d_v)`` -> concatenated ``(B, n_q, h d_v)`` -> ``(B, n_q, embed_dim)``.
 
     The h per-head projections ``W_Q,i`` (``embed_dim x head_dim``) are stored side by side in one
     ``nn.Linear`` (``q_proj``, output ``num_heads * head_dim``), and likewise for keys and values:
@@ -41,7 +45,9 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
                            ("kdim", kdim), ("vdim", vdim), ("head_dim", head_dim)]:
-            if size is not None and (not isinstance(size, int) or size < 1):
+            # bool is an int in Python; MultiHeadAttention(8, True) is a bug, not one head
+            if size is not None and (not isinstance(size, int) or isinstance(size, bool)
+                                     or size < 1):
                 raise ValueError(f"{name} must be a positive int, got {size!r}")
         if head_dim is None:
             if embed_dim % num_heads:
@@ -78,7 +84,8 @@ class MultiHeadAttention(nn.Module):
 
         - ``mask``: bool (**True = may attend**) or float (added to the scores), broadcastable
           to ``(B, h, n_q, n_k)``; e.g. ``(n_q, n_k)`` for a causal mask or ``(B, 1, 1, n_k)``
-          for padding.
+          for padding. A 3-D mask is refused: ``(B, n_q, n_k)`` would line ``B`` up with the
+          heads.
         - ``head_mask``: gates ``xi`` of shape ``(h,)`` or ``(B, h)`` multiplying each head's
           output before ``W_O`` (Michel et al. 2019); 0 removes a head, and gradients flow
           into float gates.
@@ -93,12 +100,12 @@ class MultiHeadAttention(nn.Module):
         self._check_inputs(query, key, value)
         batch, n_q, _ = query.shape
         n_k = key.shape[1]
+        if mask is not None:
+            self._check_mask(mask, batch, n_q, n_k)
 
         q = self._split_heads(self.q_proj(query))
         k = self._split_heads(self.k_proj(key))
         v = self._split_heads(self.v_proj(value))
-        if mask is not None:
-            require_broadcastable_mask(mask, torch.Size((batch, self.num_heads, n_q, n_k)))
 
         if need_weights:
             heads, weights = attention(q, k, v, mask=mask)
@@ -115,8 +122,22 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, self.num_heads, self.head_dim).transpose(1, 2)
 
+    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
+        target = torch.Size((batch, self.num_heads, n_q, n_k))
+        require_broadcastable_mask(mask, target)
+        if mask.dim() == 3:
+            # (B, n_q, n_k) would broadcast batch against heads when B == h (or B == 1):
+            # silently wrong, so ask for the unambiguous 4-D form instead
+            raise ValueError(
+                f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
+                f"use (n_q, n_k) = ({n_q}, {n_k}) for all, or (B, 1, n_q, n_k) = "
+                f"({batch}, 1, {n_q}, {n_k}) per sequence"
+            )
+
     @staticmethod
     def _fused_attention(q, k, v, mask):
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         if mask is not None and mask.is_floating_point():
             # With a float mask a query whose keys are all -inf comes out NaN; the course's

@@ -18,7 +18,13 @@ class SelfAttention(nn.Module):
         value_dim: d_v, the size of values and so of the output (default ``embed_dim``).
         bias: add biases to the projections (the seed's formula has none).
 
-    ``forward(x, mask=None)``: ``x`` ``(B, n, C)`` -> ``(output (B, n, d_v), weights (B, n, n))``.
+    ``forward(x, mask=None)``: ``x`` ``(B, n, C)`` (or ``(n, C)``) ->
+    ``(output (B, n, d_v), weights (B, n, n))``; ``Q = x W_Q`` and ``K = x W_K`` are
+    ``(B, n, d_k)``, ``V = x W_V`` is ``(B, n, d_v)``. ``mask`` as in ``mha.attention``
+    (bool, True = may attend, broadcastable to ``(B, n, n)``).
+
+    ``w_q``, ``w_k``, ``w_v`` are ``nn.Linear`` layers, which store the transpose: the
+    seed's ``W_Q`` is ``w_q.weight.T``.
     """
 
     def __init__(
@@ -31,7 +37,10 @@ class SelfAttention(nn.Module):
         super().__init__()
         for name, size in [("embed_dim", embed_dim), ("key_dim", key_dim),
                            ("value_dim", value_dim)]:
-            if size is not None and (not isinstance(size, int) or size < 1):
+            optional = size is None and name != "embed_dim"
+            # bool is an int in Python, but SelfAttention(True) is a bug
+            if not optional and (not isinstance(size, int) or isinstance(size, bool)
+                                 or size < 1):
                 raise ValueError(f"{name} must be a positive int, got {size!r}")
         self.embed_dim = embed_dim
         self.key_dim = key_dim or embed_dim

@@ -1,0 +1,64 @@
+"""ALiBi (Press et al. 2022): attention with linear biases instead of position embeddings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _require_positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    r"""The head-specific slopes ``m_1 .. m_h`` of ALiBi, shape ``(num_heads,)``, float64.
+
+    For ``h`` a power of two the slopes are the geometric sequence ``m_i = 2^{-8i/h}``
+    (``h = 8``: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's code, take the ``h'`` slopes
+    of the largest power of two ``h' < h`` and add every other slope of ``2h'`` heads.
+    """
+    _require_positive_int("num_heads", num_heads)
+
+    def geometric(h: int) -> list[float]:
+        return [2.0 ** (-8.0 * i / h) for i in range(1, h + 1)]
+
+    if num_heads & (num_heads - 1) == 0:
+        slopes = geometric(num_heads)
+    else:
+        below = 2 ** math.floor(math.log2(num_heads))
+        slopes = geometric(below) + geometric(2 * below)[0::2][: num_heads - below]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def alibi_bias(
+    num_heads: int,
+    num_positions: int,
+    *,
+    causal: bool = True,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    r"""The float mask ALiBi adds to the attention scores, shape ``(num_heads, n, n)``.
+
+    .. math::
+        B_{h, i, j} = -m_h\,(i - j) \quad (j \le i), \qquad
+        B_{h, i, j} = -\infty \quad (j > i, \text{ if causal}),
+
+    so a key ``i - j`` tokens back costs ``m_h`` per token of distance. ``causal=False`` gives
+    the symmetric variant ``-m_h |i - j|`` (it cannot tell a key before the query from one
+    after it). The bias depends on ``i`` and ``j`` only through ``i - j``: it is the same for
+    every sequence length, which is what lets a model trained on short inputs run on long ones.
+    Pass it as ``mask`` to :func:`mha.attention` or :class:`mha.MultiHeadAttention` (it
+    broadcasts to ``(batch, heads, n, n)``).
+    """
+    _require_positive_int("num_heads", num_heads)
+    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or num_positions < 0:
+        raise ValueError(f"num_positions must be a non-negative int, got {num_positions!r}")
+    i = torch.arange(num_positions, dtype=torch.float64)
+    distance = i[:, None] - i[None, :]  # (n, n): i - j
+    bias = -alibi_slopes(num_heads)[:, None, None] * distance.abs()
+    if causal:
+        bias = bias.masked_fill(distance < 0, float("-inf"))
+    return bias.to(dtype or torch.get_default_dtype())

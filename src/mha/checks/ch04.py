@@ -1,0 +1,73 @@
+"""Checks for the exercises of chapter 4 (multi-head attention)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mha.exercises import Wrong, exercise_check, expect_close
+from mha.multi_head import MultiHeadAttention
+
+
+@exercise_check("4.1")
+def pack_heads(answer) -> None:
+    """``answer(w_qs, w_ks, w_vs, w_o)`` must return an ``mha.MultiHeadAttention`` (no biases)
+    computing ``Concat_i(softmax(X W_Q,i (X W_K,i)^T / sqrt(d_k)) X W_V,i) W_O``."""
+    g = torch.Generator().manual_seed(41)
+    d, h, dk = 6, 3, 4  # h * d_k != d on purpose
+    w_qs = [torch.randn(d, dk, generator=g) for _ in range(h)]
+    w_ks = [torch.randn(d, dk, generator=g) for _ in range(h)]
+    w_vs = [torch.randn(d, dk, generator=g) for _ in range(h)]
+    w_o = torch.randn(h * dk, d, generator=g)
+    layer = answer([w.clone() for w in w_qs], [w.clone() for w in w_ks],
+                   [w.clone() for w in w_vs], w_o.clone())
+    if not isinstance(layer, MultiHeadAttention):
+        raise Wrong(f"expected an mha.MultiHeadAttention, got {type(layer).__name__}")
+    if (layer.num_heads, layer.head_dim) != (h, dk):
+        raise Wrong(f"expected {h} heads of size {dk}, got {layer.num_heads} of size "
+                    f"{layer.head_dim}")
+    x = torch.randn(2, 5, d, generator=g)
+    with torch.no_grad():
+        out, weights = layer(x)
+    x64 = x.double()
+    heads, expected_weights = [], []
+    for w_q, w_k, w_v in zip(w_qs, w_ks, w_vs, strict=True):
+        scores = (x64 @ w_q.double()) @ (x64 @ w_k.double()).transpose(-2, -1) / math.sqrt(dk)
+        a = torch.softmax(scores, dim=-1)
+        heads.append(a @ (x64 @ w_v.double()))
+        expected_weights.append(a)
+    expect_close("each head's attention weights", weights, torch.stack(expected_weights, 1))
+    expect_close("the output", out, torch.cat(heads, dim=-1) @ w_o.double())
+
+
+@exercise_check("4.2")
+def course_mask(answer) -> None:
+    """``answer(key_padding_mask, attn_mask)`` must turn nn.MultiheadAttention's bool masks
+    (True = do not attend; either may be None) into one course mask (True = may attend)
+    of shape ``(B, 1, n_q, n_k)``."""
+    g = torch.Generator().manual_seed(42)
+    batch, n_q, n_k = 3, 4, 5
+    padding = torch.rand(batch, n_k, generator=g) < 0.3
+    blocked = torch.rand(n_q, n_k, generator=g) < 0.3
+    cases = [
+        ("key_padding_mask only", padding, None, ~padding[:, None, None, :]),
+        ("attn_mask only", None, blocked, ~blocked.expand(1, 1, n_q, n_k)),
+        ("both masks", padding, blocked, ~(padding[:, None, None, :] | blocked)),
+    ]
+    for name, kpm, am, expected in cases:
+        got = answer(None if kpm is None else kpm.clone(), None if am is None else am.clone())
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
+            raise Wrong(f"{name}: expected a bool tensor, got "
+                        f"{getattr(got, 'dtype', type(got).__name__)}")
+        if got.dim() == 3:
+            raise Wrong(f"{name}: a 3-D mask {tuple(got.shape)} is ambiguous; use 4-D")
+        try:
+            got_full = torch.broadcast_to(got, (batch, 1, n_q, n_k))
+        except RuntimeError:
+            raise Wrong(f"{name}: a mask of shape {tuple(got.shape)} does not broadcast to "
+                        f"(B, 1, n_q, n_k) = {(batch, 1, n_q, n_k)}") from None
+        wrong = (got_full != expected.expand(batch, 1, n_q, n_k)).sum().item()
+        if wrong:
+            raise Wrong(f"{name}: {wrong} of {batch * n_q * n_k} entries differ "
+                        f"(remember: True means may attend)")

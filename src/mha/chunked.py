@@ -1,0 +1,84 @@
+"""Attention in chunks with an online softmax: the same output, no n x n matrix in memory."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mha._checks import require_float_tensor
+
+
+def chunked_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    chunk_size: int = 1024,
+    scale: float | None = None,
+    causal: bool = False,
+) -> torch.Tensor:
+    r"""``softmax(Q K^T * scale) V`` computed block by block (Milakov & Gimelshein 2018;
+    Rabe & Staats 2021; the idea inside FlashAttention).
+
+    Queries are taken ``chunk_size`` at a time; for each query block the keys and values are
+    read ``chunk_size`` at a time while three running quantities are updated per query:
+    the largest score so far ``m``, the softmax denominator ``l`` relative to ``m`` and the
+    unnormalised output ``o``. A new block of scores ``S`` updates them as
+
+    .. math::
+        m' = \max(m, \max_j S_j),\quad
+        l' = l\,e^{m - m'} + \sum_j e^{S_j - m'},\quad
+        o' = o\,e^{m - m'} + \sum_j e^{S_j - m'} v_j,
+
+    and the output is ``o / l``: exactly softmax attention, because every term ends up
+    scaled by the same ``e^{-m_final}``. At most a ``(chunk_size, chunk_size)`` block of scores
+    exists at any time, so the extra memory is ``O(chunk_size^2)`` instead of ``O(n_q n_k)``.
+
+    Shapes: ``query`` ``(..., n_q, d_k)``, ``key`` ``(..., n_k, d_k)``, ``value``
+    ``(..., n_k, d_v)``; returns ``(..., n_q, d_v)`` (no weights: they are never formed).
+    ``scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` lets query ``i`` see keys
+    ``j <= i`` only (and skips blocks entirely in the future). A query with no key to see
+    gets the zero vector, as in :func:`mha.attention`.
+    """
+    require_float_tensor("query", query, min_dim=2)
+    require_float_tensor("key", key, min_dim=2)
+    require_float_tensor("value", value, min_dim=2)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key need the same feature size d_k: query "
+                         f"{tuple(query.shape)}, key {tuple(key.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value need the same number of tokens n_k: key "
+                         f"{tuple(key.shape)}, value {tuple(value.shape)}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    blocks = []
+    for q_start in range(0, n_q, chunk_size):
+        q = query[..., q_start:q_start + chunk_size, :] * scale
+        rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None]
+        m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
+        l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
+        o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
+        for k_start in range(0, n_k, chunk_size):
+            if causal and k_start > rows[-1, 0]:
+                break  # every later key is in the future of every query of this block
+            s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
+            if causal:
+                cols = torch.arange(k_start, k_start + s.shape[-1], device=q.device)[None, :]
+                s = s.masked_fill(cols > rows, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            # while a query has seen only -inf scores, shift by 0 instead of -inf (no NaN)
+            shift = m_new.masked_fill(m_new == float("-inf"), 0.0)
+            p = torch.exp(s - shift)
+            correction = torch.exp(m - shift)
+            l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
+            o = o * correction + p @ value[..., k_start:k_start + chunk_size, :]
+            m = m_new
+        blocks.append(torch.where(l > 0, o / l.clamp_min(torch.finfo(l.dtype).tiny), 0.0))
+    if not blocks:  # no queries
+        return query.new_zeros((*query.shape[:-1], value.shape[-1]))
+    return torch.cat(blocks, dim=-2)

@@ -1,0 +1,31 @@
+"""Content heads: how much attention a head puts on other tokens holding the query's symbol."""
+
+from __future__ import annotations
+
+import torch
+
+from mha._checks import require_float_tensor
+
+
+def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    r"""Each head's mean weight on *other* positions with the same symbol as the query.
+
+    For head ``h``: the mean over batch and queries ``i`` of
+    ``sum_{j != i, tokens_j = tokens_i} weights[b, h, i, j]``.
+    ``weights``: ``(batch, heads, n, n)`` self-attention weights; ``tokens``: integer
+    ``(batch, n)``. Returns ``(heads,)``. A head that matches content (a look-up of "where else
+    does my symbol occur?") scores high; a positional head scores about the chance that its
+    neighbour holds the same symbol.
+    """
+    require_float_tensor("weights", weights, min_dim=4)
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must have shape (batch, heads, n, n), got "
+                         f"{tuple(weights.shape)}")
+    batch, _, n, _ = weights.shape
+    if (not isinstance(tokens, torch.Tensor) or tokens.is_floating_point()
+            or tuple(tokens.shape) != (batch, n)):
+        raise ValueError(f"tokens must be an integer tensor of shape ({batch}, {n}), got "
+                         f"{tuple(getattr(tokens, 'shape', ()))}")
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n)
+    same &= ~torch.eye(n, dtype=torch.bool, device=tokens.device)  # other positions only
+    return (weights * same[:, None].to(weights.dtype)).sum(dim=-1).mean(dim=(0, 2))

@@ -1,0 +1,149 @@
+"""A tiny pre-norm transformer encoder built from ``mha.MultiHeadAttention``, with head gates."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from mha.multi_head import MultiHeadAttention
+from mha.pruning import prune_heads
+
+
+class EncoderBlock(nn.Module):
+    r"""One pre-norm block: ``x + MHA(LN(x))``, then ``x + MLP(LN(x))``.
+
+    Pre-norm (layer norm before each sublayer, the residual stream left untouched) trains
+    stably without a learning-rate warm-up, which keeps the toy runs short.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(embed_dim)
+        self.attn = MultiHeadAttention(embed_dim, num_heads)
+        self.norm2 = nn.LayerNorm(embed_dim)
+        self.mlp = nn.Sequential(nn.Linear(embed_dim, mlp_dim), nn.GELU(),
+                                 nn.Linear(mlp_dim, embed_dim))
+
+    def forward(
+        self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``."""
+        attended, weights = self.attn(self.norm1(x), head_mask=head_mask,
+                                      need_weights=need_weights)
+        x = x + attended
+        return x + self.mlp(self.norm2(x)), weights
+
+
+class TinyEncoder(nn.Module):
+    r"""Token and learned position embeddings, ``num_layers`` pre-norm blocks, a linear read-out.
+
+    ``logits = W_out LN(block_L(... block_1(E[tokens] + P[:n])))``, one prediction per token.
+
+    Args:
+        vocab_size: number of input symbols.
+        num_classes: number of output classes per token.
+        max_len: the longest sequence (the number of learned position vectors).
+        embed_dim: width d of the residual stream.
+        num_heads: heads per layer (each of size ``embed_dim // num_heads``).
+        num_layers: number of blocks.
+        mlp_dim: hidden width of the MLPs (default ``2 * embed_dim``).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        max_len: int,
+        *,
+        embed_dim: int = 64,
+        num_heads: int = 8,
+        num_layers: int = 2,
+        mlp_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, size in [("vocab_size", vocab_size), ("num_classes", num_classes),
+                           ("max_len", max_len), ("num_layers", num_layers)]:
+            if not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        self.max_len = max_len
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        self.position_embedding = nn.Parameter(torch.randn(max_len, embed_dim))
+        self.blocks = nn.ModuleList(
+            EncoderBlock(embed_dim, num_heads, mlp_dim or 2 * embed_dim)
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(embed_dim)
+        self.readout = nn.Linear(embed_dim, num_classes)
+
+    @property
+    def heads_per_layer(self) -> list[int]:
+        """The number of heads of each layer (they differ after structural pruning)."""
+        return [block.attn.num_heads for block in self.blocks]
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        head_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        r"""Per-token class scores.
+
+        ``tokens``: integer ``(B, n)`` with ``n <= max_len``. ``head_mask``: gates ``xi`` of
+        shape ``(layers, heads)`` (one per head, shared by the batch) or ``(B, layers, heads)``;
+        layer ``l``'s heads are multiplied by ``head_mask[..., l, :]`` (Michel et al. 2019).
+        Returns ``(logits (B, n, num_classes), weights)`` where ``weights`` is a list with one
+        ``(B, h_l, n, n)`` tensor per layer when ``need_weights`` is True, else None.
+        """
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len:
+            raise ValueError(f"tokens must have shape (batch, n) with 1 <= n <= {self.max_len}, "
+                             f"got {tuple(tokens.shape)}")
+        gates = self._split_head_mask(head_mask, tokens.shape[0])
+        x = self.token_embedding(tokens) + self.position_embedding[: tokens.shape[1]]
+        all_weights = []
+        for block, gate in zip(self.blocks, gates, strict=True):
+            x, weights = block(x, head_mask=gate, need_weights=need_weights)
+            all_weights.append(weights)
+        return self.readout(self.norm(x)), (all_weights if need_weights else None)
+
+    def _split_head_mask(self, head_mask: torch.Tensor | None, batch: int) -> list:
+        layers = len(self.blocks)
+        if head_mask is None:
+            return [None] * layers
+        heads = self.heads_per_layer
+        if len(set(heads)) != 1:
+            raise ValueError(f"head_mask needs the same number of heads in every layer, "
+                             f"this encoder has {heads}")
+        shapes = [(layers, heads[0]), (batch, layers, heads[0])]
+        if not isinstance(head_mask, torch.Tensor) or tuple(head_mask.shape) not in shapes:
+            raise ValueError(f"head_mask must have shape {shapes[0]} or {shapes[1]}, got "
+                             f"{tuple(getattr(head_mask, 'shape', ()))}")
+        return list(head_mask.unbind(dim=-2))
+
+    def pruned(self, keep: torch.Tensor) -> TinyEncoder:
+        """A copy whose layer ``l`` keeps only the heads ``h`` with ``keep[l, h]`` True.
+
+        Uses ``mha.prune_heads`` layer by layer, so the copy computes what this encoder
+        computes with ``head_mask=keep.float()``, with fewer parameters. Each layer must keep
+        at least one head.
+        """
+        heads = self.heads_per_layer
+        if (not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool
+                or keep.dim() != 2 or keep.shape[0] != len(heads)):
+            raise ValueError(f"keep must be a bool tensor of shape (layers, heads) = "
+                             f"({len(heads)}, heads), got {getattr(keep, 'dtype', None)} of shape "
+                             f"{tuple(getattr(keep, 'shape', ()))}")
+        smaller = copy.deepcopy(self)
+        for layer, (block, row) in enumerate(zip(smaller.blocks, keep, strict=True)):
+            if row.numel() != heads[layer] or not row.any():
+                raise ValueError(f"layer {layer} has {heads[layer]} heads and must keep at "
+                                 f"least one, got keep row {row.tolist()}")
+            removed: Sequence[int] = (~row).nonzero().flatten().tolist()
+            block.attn = prune_heads(block.attn, removed)
+        return smaller

@@ -1,0 +1,107 @@
+r"""Hard Concrete gates with an L0 penalty (Louizos et al. 2018), as Voita et al. (2019) use.
+
+A gate ``z`` in [0, 1] is drawn by squashing logistic noise, stretching it to ``(low, high)``
+with ``low < 0 < 1 < high`` and clipping back to [0, 1]:
+
+    ``u ~ U(0, 1)``,  ``s = sigmoid((log u - log(1 - u) + log_alpha) / beta)``,
+    ``z = clip(low + (high - low) s, 0, 1)``.
+
+The stretch puts a point mass at exactly 0 and at exactly 1, yet ``z`` stays differentiable in
+``log_alpha`` where it is not clipped. The expected number of open gates, the L0 norm, has the
+closed form
+
+    ``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _check_params(temperature: float, stretch: tuple[float, float]) -> None:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    low, high = stretch
+    if not (low < 0 and high > 1):
+        raise ValueError(f"stretch must be (low, high) with low < 0 and high > 1, got {stretch}")
+
+
+def hard_concrete_sample(
+    log_alpha: torch.Tensor,
+    u: torch.Tensor,
+    temperature: float = 0.33,
+    stretch: tuple[float, float] = (-0.1, 1.1),
+) -> torch.Tensor:
+    r"""Gates ``z = clip(low + (high - low) sigmoid((logit(u) + log_alpha) / beta), 0, 1)``.
+
+    ``u``: uniform noise in (0, 1), broadcastable with ``log_alpha`` (any shape).
+    """
+    _check_params(temperature, stretch)
+    if not isinstance(u, torch.Tensor) or ((u <= 0) | (u >= 1)).any():
+        raise ValueError("u must be a tensor of uniform noise strictly inside (0, 1)")
+    low, high = stretch
+    s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + log_alpha) / temperature)
+    return (low + (high - low) * s).clamp(0.0, 1.0)
+
+
+def prob_nonzero(
+    log_alpha: torch.Tensor,
+    temperature: float = 0.33,
+    stretch: tuple[float, float] = (-0.1, 1.1),
+) -> torch.Tensor:
+    r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise."""
+    _check_params(temperature, stretch)
+    low, high = stretch
+    return torch.sigmoid(log_alpha - temperature * math.log(-low / high))
+
+
+class HardConcreteGates(nn.Module):
+    r"""A tensor of learnable Hard Concrete gates, e.g. shape ``(layers, heads)``.
+
+    In training mode ``forward(batch)`` samples fresh gates ``(batch, *shape)`` (one draw per
+    example, which lowers the variance of the gradient); in eval mode it returns the
+    deterministic gates ``clip(low + (high - low) sigmoid(log_alpha), 0, 1)`` of shape
+    ``shape``, as Voita et al. do at test time. ``l0_penalty()`` is the expected number of open
+    gates, ``sum P(z != 0)``.
+
+    Args:
+        shape: shape of the gate tensor.
+        temperature: beta; smaller is closer to a 0/1 gate.
+        stretch: the interval ``(low, high)`` before clipping.
+        init_log_alpha: starting value of every ``log_alpha`` (large = gates start open).
+    """
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        temperature: float = 0.33,
+        stretch: tuple[float, float] = (-0.1, 1.1),
+        init_log_alpha: float = 3.0,
+    ) -> None:
+        super().__init__()
+        _check_params(temperature, stretch)
+        self.temperature = temperature
+        self.stretch = stretch
+        self.log_alpha = nn.Parameter(torch.full(tuple(shape), float(init_log_alpha)))
+
+    def forward(self, batch: int | None = None, generator: torch.Generator | None = None
+                ) -> torch.Tensor:
+        """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval."""
+        if not self.training:
+            low, high = self.stretch
+            return (low + (high - low) * torch.sigmoid(self.log_alpha)).clamp(0.0, 1.0)
+        size = self.log_alpha.shape if batch is None else (batch, *self.log_alpha.shape)
+        # keep u away from 0 and 1 so that logit(u) stays finite
+        u = torch.rand(size, generator=generator).clamp(1e-6, 1 - 1e-6)
+        return hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)
+
+    def prob_nonzero(self) -> torch.Tensor:
+        """``P(z != 0)`` for every gate, the shape of ``log_alpha``."""
+        return prob_nonzero(self.log_alpha, self.temperature, self.stretch)
+
+    def l0_penalty(self) -> torch.Tensor:
+        """The expected number of nonzero gates (a differentiable scalar)."""
+        return self.prob_nonzero().sum()

@@ -1,0 +1,108 @@
+"""A synthetic look-up task: each token must fetch content from other tokens (chapters 3 and 4).
+
+Every token carries a name (a one-hot id, all names of a sequence distinct), ``n_lookups``
+requested names (one-hot each) and ``n_lookups`` content vectors. The target of token ``i``
+is, for look-up ``r``, the ``r``-th content vector of the token whose name token ``i``
+requested in slot ``r``. The answer lives in another token, so no per-token map (``X W`` or a
+1x1 convolution) can produce it; with two look-ups the answer lives in two different tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def lookup_task(
+    batch: int,
+    n_tokens: int,
+    content_dim: int,
+    n_lookups: int = 1,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Draw a batch of the look-up task.
+
+    Token ``i`` is the row ``[name_i | want_{i,1} | ... | want_{i,L} | c_{i,1} | ... | c_{i,L}]``
+    of size ``d = (1 + L) n + L m`` (``n`` tokens, ``L`` look-ups, contents of size ``m``):
+    ``name_i`` and ``want_{i,r}`` are one-hot in ``R^n``, the contents are standard normal.
+    The target of token ``i`` is ``[c_{p_1(i),1} | ... | c_{p_L(i),L}]`` where ``p_r(i)`` is
+    the token whose name is ``want_{i,r}``.
+
+    Returns ``x`` ``(batch, n, d)``, ``target`` ``(batch, n, L m)`` and ``source``
+    ``(batch, n, L)``, the index ``p_r(i)`` of the token each look-up must read.
+    """
+    for name, value in [("batch", batch), ("n_tokens", n_tokens),
+                        ("content_dim", content_dim), ("n_lookups", n_lookups)]:
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    n, m, lookups = n_tokens, content_dim, n_lookups
+    # distinct names per sequence: a random permutation of 0..n-1
+    names = torch.argsort(torch.rand(batch, n, generator=generator), dim=-1)
+    wants = torch.randint(0, n, (batch, n, lookups), generator=generator)
+    contents = torch.randn(batch, n, lookups, m, generator=generator)
+
+    # source[b, i, r] = the j with names[b, j] == wants[b, i, r]
+    position_of_name = torch.argsort(names, dim=-1)
+    source = torch.gather(position_of_name.unsqueeze(-1).expand(-1, -1, lookups), 1, wants)
+
+    one_hot = torch.nn.functional.one_hot
+    parts = [one_hot(names, n).float()]
+    parts += [one_hot(wants[..., r], n).float() for r in range(lookups)]
+    parts += [contents[:, :, r] for r in range(lookups)]
+    x = torch.cat(parts, dim=-1)
+    target = torch.cat(
+        [torch.gather(contents[:, :, r], 1, source[..., r : r + 1].expand(-1, -1, m))
+         for r in range(lookups)],
+        dim=-1,
+    )
+    return x, target, source
+
+
+class LookupModel(nn.Module):
+    """An attention layer followed by a linear read-out: ``x (B, n, d) -> (B, n, out_features)``.
+
+    ``attention`` is any module whose call ``attention(x)`` returns ``(output, weights)``
+    with ``output`` of shape ``(B, n, in_features)`` (``mha.SelfAttention``,
+    ``mha.MultiHeadAttention``, ...). The read-out is per token, so every exchange between
+    tokens happens in the attention layer.
+    """
+
+    def __init__(self, attention: nn.Module, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.attention = attention
+        self.readout = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.readout(self.attention(x)[0])
+
+
+def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
+                   batch: int = 2048, seed: int = 12345) -> float:
+    r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero."""
+    x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
+                          generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return ((model(x) - y).square().mean() / y.square().mean()).item()
+
+
+def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
+                 steps: int = 400, batch: int = 128, lr: float = 1e-2,
+                 seed: int = 0) -> list[float]:
+    """Fit ``model`` to the look-up task with Adam on the squared error; returns the losses.
+
+    Every step draws a fresh batch from a generator seeded with ``seed``, so a run is
+    reproducible given the model's initial weights.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
+        loss = (model(x) - y).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -1,0 +1,124 @@
+"""What a computation costs, measured on this machine: wall time and peak memory.
+
+The results depend on the machine and on what else runs on it; compare them with each other
+(ratios, slopes), never with fixed numbers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+#: The attention implementations ``peak_memory`` can run.
+METHODS = ("plain", "chunked")
+
+# Runs in a fresh Python process, so that no memory of the caller counts. On Linux the peak
+# resident set size (VmHWM) can be reset before each call (write "5" to /proc/self/clear_refs);
+# elsewhere ru_maxrss, a high-water mark over the whole process, is the best there is.
+_MEMORY_SCRIPT = """
+import os, resource, sys
+import torch
+import mha
+
+method, d, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sizes = [int(n) for n in sys.argv[4:]]
+torch.set_num_threads(1)
+LINUX = os.path.exists("/proc/self/clear_refs")
+
+
+def status(field):
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) * 1024  # the kernel reports kB
+
+
+def reset_peak():
+    if LINUX:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return status("VmRSS")
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS
+
+
+def peak():
+    return status("VmHWM") if LINUX else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def run(q, k, v):
+    if method == "plain":
+        # the formula as written: the (n, n) scores, then the (n, n) weights, then times V
+        return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
+    return mha.chunked_attention(q, k, v, chunk_size=chunk)
+
+
+g = torch.Generator().manual_seed(0)
+largest = [torch.randn(1, sizes[-1], d, generator=g) for _ in range(3)]
+# warm up on a small input: the kernels' one-off allocations are not the call's
+run(*(x[:, : min(sizes[0], 64)] for x in largest))
+for n in sizes:
+    before = reset_peak()
+    out = run(*(x[:, :n] for x in largest))
+    print(max(0, peak() - before))  # RSS can shrink during a call: no growth then
+    del out
+"""
+
+
+def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
+                chunk_size: int = 1024) -> list[int]:
+    """Bytes by which self-attention calls on ``(1, n, d)`` inputs raised peak memory.
+
+    Runs ``method`` in one fresh subprocess, once for each ``n`` in ``sizes`` (increasing):
+    ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which forms the
+    ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes the same,
+    with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
+    :func:`mha.chunked_attention`. Entry ``i`` is how far the process's peak resident set size
+    rose above its size just before the call on ``sizes[i]`` (Linux: ``VmHWM``, reset before
+    each call). Elsewhere only ``ru_maxrss``, the peak over the whole process, exists: then
+    entry ``i`` is exact when memory grows with ``n`` and an upper bound otherwise. Needs a
+    POSIX system.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    sizes = list(sizes)
+    for name, size in [("d", d), ("chunk_size", chunk_size)] + [("n", n) for n in sizes]:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    if not sizes or sizes != sorted(sizes):
+        raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
+    done = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, method, str(d), str(chunk_size),
+         *map(str, sizes)],
+        capture_output=True, text=True, check=True,
+    )
+    return [int(line) for line in done.stdout.split()]
+
+
+def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
+    """The fastest of ``repeats`` wall-clock times of ``fn()``, in seconds (after one warm-up).
+
+    The minimum is the least noisy estimate on a shared machine: other work only adds time.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def loglog_slope(sizes: object, values: object) -> float:
+    """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``."""
+    x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
+                         f"and {y.shape}")
+    if not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
+        raise ValueError(f"sizes and values must be positive and finite, got {x} and {y}")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])

@@ -1,0 +1,120 @@
+"""The chapter-7 toy task, a neighbour look-up: it needs both a positional and a content look-up.
+
+Each sequence holds ``n`` random symbols ``x_0 ... x_{n-1}`` from a vocabulary of ``V``. At
+position ``i`` the answer is
+
+    ``y_i = x_{i-1}``  if the symbol ``x_i`` occurs somewhere else in the sequence,
+    ``y_i = x_{i+1}``  otherwise,
+
+with indices taken cyclically (mod ``n``). Reading the neighbours is a *positional* look-up
+(a head attending at offset -1 or +1); deciding which neighbour is a *content* look-up (the
+current symbol compared with all others).
+
+The model sees a start symbol ``BOS = V`` in front of every sequence (position 0, no answer:
+its target is ``IGNORE``). Attention weights sum to one, so a head that spreads its weight over
+the copies of ``x_i`` returns the same average for one copy as for three; the start symbol is a
+place to park weight, and the weight left on it, ``1 / (1 + copies)``, tells the copies apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+#: The target of the start position: ignored by the loss and the accuracy.
+IGNORE = -100
+
+
+def lookup_targets(tokens: torch.Tensor) -> torch.Tensor:
+    """The answers ``y`` (same shape as ``tokens`` ``(B, n)``) of the look-up task."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
+        raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
+                         f"{tuple(getattr(tokens, 'shape', ()))}")
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n): x_i == x_j
+    repeated = same.sum(dim=-1) > 1  # x_i == x_j for some j != i
+    previous = tokens.roll(1, dims=1)  # previous[:, i] = x_{i-1}
+    following = tokens.roll(-1, dims=1)  # following[:, i] = x_{i+1}
+    return torch.where(repeated, previous, following)
+
+
+def lookup_batch(
+    batch_size: int, seq_len: int, vocab_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random sequences and their answers, both ``(B, 1 + n)``.
+
+    ``tokens[:, 0]`` is the start symbol ``V`` and ``tokens[:, 1:]`` are ``n`` symbols drawn
+    uniformly from ``0..V-1``; ``targets[:, 0]`` is ``IGNORE`` and ``targets[:, 1:]`` is
+    ``lookup_targets(tokens[:, 1:])``. A model for it needs ``V + 1`` input symbols, ``V``
+    classes and ``1 + n`` positions.
+    """
+    for name, value, low in [("batch_size", batch_size, 1), ("seq_len", seq_len, 3),
+                             ("vocab_size", vocab_size, 2)]:
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    symbols = torch.randint(vocab_size, (batch_size, seq_len), generator=generator)
+    start = torch.full((batch_size, 1), vocab_size)
+    ignore = torch.full((batch_size, 1), IGNORE)
+    return torch.cat([start, symbols], 1), torch.cat([ignore, lookup_targets(symbols)], 1)
+
+
+def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """The fraction of positions (targets other than ``IGNORE``) where ``argmax logits`` is right.
+
+    ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
+    """
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} do not match targets "
+                         f"{tuple(targets.shape)}")
+    scored = targets != IGNORE
+    return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the scored positions: ``logits (B, n, C)``, ``targets (B, n)``."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+
+def train(
+    model: nn.Module,
+    batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    steps: int,
+    lr: float = 3e-3,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
+    forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    on_step: Callable[[int], None] | None = None,
+    param_groups: list[dict] | None = None,
+) -> dict[str, float]:
+    r"""Adam with a cosine-decaying learning rate on ``cross_entropy + extra_loss()``.
+
+    ``batches(step)`` returns ``(tokens, targets)``; ``forward(tokens)`` returns logits
+    (default: ``model(tokens)[0]``); ``extra_loss`` adds a penalty (the L0 term of the
+    Hard Concrete gates); ``on_step(step)`` runs after each update (to record gate values);
+    ``param_groups`` (Adam's groups, e.g. a larger ``lr`` for gates) replaces the default of
+    all of ``model``'s trainable parameters at ``lr``.
+    Returns the last loss and the wall-clock seconds taken.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    forward = forward or (lambda tokens: model(tokens)[0])
+    groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    optimizer = torch.optim.Adam(groups, lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    model.train()
+    start = time.perf_counter()
+    for step in range(steps):
+        tokens, targets = batches(step)
+        loss = cross_entropy(forward(tokens), targets)
+        if extra_loss is not None:
+            loss = loss + extra_loss()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        if on_step is not None:
+            on_step(step)
+    model.eval()
+    return {"loss": loss.item(), "seconds": time.perf_counter() - start}

@@ -1,0 +1,133 @@
+"""A toy task that needs positions: copy the previous token. One small model, five encodings.
+
+The task: a sequence of random tokens ``t_0 .. t_{n-1}``; at every position ``i >= 1`` predict
+``t_{i-1}``. Content alone cannot say which token came just before: the model has to know where
+each token is. The model is one causal attention layer with a residual connection:
+
+``logits = W_out (E + attn(E))`` with ``E`` the token embeddings (plus the position encoding
+for ``"sinusoidal"`` and ``"learned"``); ``"rope"`` rotates queries and keys instead and
+``"alibi"`` adds linear biases to the scores.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mha.alibi import alibi_bias
+from mha.multi_head import MultiHeadAttention
+from mha.positional import sinusoidal_encoding
+from mha.rotary import RotaryMultiHeadAttention
+
+#: The position encodings the toy model can use.
+ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
+
+#: Target value for positions with no target (position 0 has no previous token).
+IGNORE = -100
+
+
+def previous_token_batch(
+    batch: int, length: int, vocab_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens ``(batch, length)`` and their targets ``target[i] = token[i-1]``.
+
+    Both have shape ``(batch, length)``; ``target[0]`` is ``IGNORE``. Tokens are drawn
+    uniformly from ``0 .. vocab_size - 1``.
+    """
+    for name, size in [("batch", batch), ("length", length), ("vocab_size", vocab_size)]:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    tokens = torch.randint(vocab_size, (batch, length), generator=generator)
+    targets = torch.full_like(tokens, IGNORE)
+    targets[:, 1:] = tokens[:, :-1]
+    return tokens, targets
+
+
+class PositionToyModel(nn.Module):
+    """One causal attention layer on token embeddings, with the chosen position encoding.
+
+    Args:
+        encoding: one of ``ENCODINGS``.
+        vocab_size: number of token ids.
+        embed_dim, num_heads: size of the attention layer.
+        max_positions: rows of the ``"learned"`` position table (positions it can look up).
+    """
+
+    def __init__(self, encoding: str, vocab_size: int, embed_dim: int = 32, num_heads: int = 4,
+                 max_positions: int = 256) -> None:
+        super().__init__()
+        if encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+        self.encoding = encoding
+        self.num_heads = num_heads
+        self.max_positions = max_positions
+        self.embed = nn.Embedding(vocab_size, embed_dim)
+        if encoding == "learned":
+            self.positions = nn.Embedding(max_positions, embed_dim)
+        if encoding == "rope":
+            self.attn = RotaryMultiHeadAttention(embed_dim, num_heads)
+        else:
+            self.attn = MultiHeadAttention(embed_dim, num_heads)
+        self.readout = nn.Linear(embed_dim, vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)``."""
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
+        n = tokens.shape[1]
+        x = self.embed(tokens)
+        if self.encoding == "sinusoidal":
+            x = x + sinusoidal_encoding(n, x.shape[-1], dtype=x.dtype)
+        if self.encoding == "learned":
+            if n > self.max_positions:
+                raise ValueError(f"the learned table has {self.max_positions} positions, "
+                                 f"got a sequence of {n}")
+            x = x + self.positions.weight[:n]
+        if self.encoding == "alibi":
+            mask = alibi_bias(self.num_heads, n, causal=True, dtype=x.dtype)
+        else:
+            mask = torch.ones(n, n, dtype=torch.bool).tril()  # causal: True = may attend
+        out, _ = self.attn(x, mask=mask)
+        return self.readout(x + out)
+
+
+def train_position_model(
+    encoding: str,
+    *,
+    length: int = 16,
+    vocab_size: int = 16,
+    steps: int = 300,
+    batch: int = 64,
+    lr: float = 1e-2,
+    seed: int = 0,
+    max_positions: int = 256,
+) -> PositionToyModel:
+    """Train a ``PositionToyModel`` with Adam on fresh batches of ``length`` tokens.
+
+    Everything random (initial weights, batches) is drawn from ``seed``.
+    """
+    torch.manual_seed(seed)
+    model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
+    generator = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
+    for _ in range(steps):
+        tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
+        loss = loss_fn(model(tokens).flatten(0, 1), targets.flatten())
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return model.eval()
+
+
+@torch.no_grad()
+def previous_token_accuracy(
+    model: PositionToyModel, length: int, *, batch: int = 256, seed: int = 1
+) -> float:
+    """Share of positions ``1 .. length-1`` where the model predicts the previous token."""
+    vocab_size = model.readout.out_features
+    generator = torch.Generator().manual_seed(seed)
+    tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
+    predicted = model(tokens).argmax(dim=-1)
+    keep = targets != IGNORE
+    return (predicted[keep] == targets[keep]).float().mean().item()

@@ -1,0 +1,99 @@
+"""Rotary position embeddings (RoPE, Su et al. 2021): rotate queries and keys by their position."""
+
+from __future__ import annotations
+
+import torch
+
+from mha._checks import require_float_tensor
+from mha.attention import attention
+from mha.multi_head import MultiHeadAttention
+from mha.positional import encoding_frequencies
+
+
+def apply_rotary(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
+    r"""Rotate feature pair ``(x_{2j}, x_{2j+1})`` of the token at position ``p`` by ``p omega_j``.
+
+    .. math::
+        \begin{pmatrix} y_{2j} \\ y_{2j+1} \end{pmatrix} =
+        \begin{pmatrix} \cos p\omega_j & -\sin p\omega_j \\ \sin p\omega_j & \cos p\omega_j
+        \end{pmatrix}
+        \begin{pmatrix} x_{2j} \\ x_{2j+1} \end{pmatrix},
+        \qquad \omega_j = \mathrm{base}^{-2j/d}
+
+    (the frequencies of the sinusoidal encoding). In complex numbers: ``y_j = x_j e^{i p omega_j}``
+    with ``x_j = x_{2j} + i x_{2j+1}``. Applied to queries at ``m`` and keys at ``n``, the score
+    ``q_m . k_n = Re sum_j q_j conj(k_j) e^{i (m - n) omega_j}`` depends on the positions only
+    through the offset ``m - n``.
+
+    Shapes: ``x`` ``(..., n, d)`` with ``d`` even, e.g. ``(batch, heads, n, head_dim)``;
+    ``positions`` ``(n,)`` (default ``0 .. n-1``) or broadcastable to ``x.shape[:-1]``.
+    Returns a tensor of ``x``'s shape; rotations keep every vector's norm.
+    """
+    require_float_tensor("x", x, min_dim=2)
+    n, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"the last dimension of x must be even to form pairs, got shape "
+                         f"{tuple(x.shape)}")
+    if positions is None:
+        positions = torch.arange(n, device=x.device)
+    if not isinstance(positions, torch.Tensor):
+        raise ValueError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
+    try:
+        torch.broadcast_shapes(positions.shape, x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast to "
+                         f"x's tokens {tuple(x.shape[:-1])}") from None
+    # angles in float64 so that large positions keep their precision, then x's dtype
+    omega = encoding_frequencies(d, base).to(x.device)
+    angles = positions.to(torch.float64)[..., None] * omega  # (..., n, d/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
+    return rotated.flatten(-2)
+
+
+class RotaryMultiHeadAttention(MultiHeadAttention):
+    r"""Multi-head self-attention whose per-head queries and keys are rotated by ``apply_rotary``.
+
+    The parameters are those of :class:`mha.MultiHeadAttention` (``head_dim`` must be even);
+    only the step between the projections and the attention changes:
+    ``head_i = Attention(RoPE(X W_Q,i), RoPE(X W_K,i), X W_V,i)``. Values are not rotated.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        bias: bool = True,
+        head_dim: int | None = None,
+        base: float = 10000.0,
+    ) -> None:
+        super().__init__(embed_dim, num_heads, bias=bias, head_dim=head_dim)
+        if self.head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim, got {self.head_dim}")
+        encoding_frequencies(self.head_dim, base)  # validates base
+        self.base = base
+
+    def forward(  # type: ignore[override]
+        self,
+        x: torch.Tensor,
+        *,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Self-attention on ``x`` ``(B, n, embed_dim)`` with tokens at ``positions`` ``(n,)``.
+
+        ``mask`` as in :class:`mha.MultiHeadAttention`. Returns ``(output (B, n, embed_dim),
+        weights (B, h, n, n))``.
+        """
+        self._check_inputs(x, x, x)
+        batch, n, _ = x.shape
+        q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
+        k = apply_rotary(self._split_heads(self.k_proj(x)), positions, self.base)
+        v = self._split_heads(self.v_proj(x))
+        heads, weights = attention(q, k, v, mask=mask)
+        merged = heads.transpose(1, 2).reshape(batch, n, self.num_heads * self.head_dim)
+        return self.out_proj(merged), weights

@@ -1,0 +1,100 @@
+"""The checks of chapter 2's exercises accept the reference solutions and reject wrong ones."""
+
+import torch
+
+import mha
+from mha.checks import ch02
+
+
+def prefers_other_reference(x):
+    dots = x @ x.transpose(-2, -1)
+    return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def previous_token_reference(n):
+    w_q = 4.0 * torch.eye(n, dtype=torch.float64)
+    # key j is 4 e_{j+1}, so query i (4 e_i) matches key i - 1 only
+    w_k = 4.0 * torch.eye(n, dtype=torch.float64).roll(-1, dims=0)
+    w_k[-1] = 0.0  # the last token is nobody's previous token
+    return w_q, w_k
+
+
+def test_prefers_other_accepts_the_reference():
+    assert ch02.prefers_other(prefers_other_reference).status == "correct"
+
+
+def test_prefers_other_rejects_wrong_answers(capsys):
+    # comparing with |x_j|^2 instead of |x_i|^2 (the column's diagonal, not the row's)
+    def column_diagonal(x):
+        dots = x @ x.transpose(-2, -1)
+        return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)
+
+    result = ch02.prefers_other(column_diagonal)
+    assert result.status == "wrong" and "(i=" in result.message
+    assert ch02.prefers_other(lambda x: prefers_other_reference(x).int()).status == "wrong"
+    assert ch02.prefers_other(lambda x: prefers_other_reference(x)[..., :-1]).status == "wrong"
+    assert ch02.prefers_other(lambda x: 1 / 0).status == "error"
+
+    def not_done(x):
+        raise NotImplementedError()
+
+    assert ch02.prefers_other(not_done).status == "not done"
+    assert "✗ Exercise 2.2" in capsys.readouterr().out
+
+
+def test_previous_token_projections_accepts_the_reference():
+    assert ch02.previous_token_projections(previous_token_reference).status == "correct"
+
+
+def test_previous_token_projections_rejects_wrong_answers():
+    identity = ch02.previous_token_projections(
+        lambda n: (torch.eye(n, dtype=torch.float64), torch.eye(n, dtype=torch.float64)))
+    assert identity.status == "wrong" and "token 1" in identity.message
+
+    def next_token(n):  # attends to i + 1 instead of i - 1
+        w_q, w_k = previous_token_reference(n)
+        return w_q, w_k.roll(2, dims=0)
+
+    assert ch02.previous_token_projections(next_token).status == "wrong"
+
+    def too_weak(n):  # the right pattern, too little weight
+        w_q, w_k = previous_token_reference(n)
+        return w_q / 4, w_k / 4
+
+    assert ch02.previous_token_projections(too_weak).status == "wrong"
+    assert ch02.previous_token_projections(lambda n: torch.eye(n)).status == "wrong"
+    shapes = ch02.previous_token_projections(
+        lambda n: (torch.eye(n + 1), torch.eye(n + 1)))
+    assert shapes.status == "wrong" and "shape" in shapes.message
+
+
+def failure_rate_reference():
+    # the exercise's sampling with another seed than the check's
+    g = torch.Generator().manual_seed(5)
+    rates = {}
+    for n in (2, 3, 4, 8, 16, 32):
+        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
+        rates[n] = mha.diagonal_violations(w).flatten(-2).any(-1).double().mean().item()
+    return rates
+
+
+def test_failure_rate_by_tokens_accepts_the_reference():
+    assert ch02.failure_rate_by_tokens(failure_rate_reference).status == "correct"
+
+
+def test_failure_rate_by_tokens_rejects_wrong_answers():
+    rates = failure_rate_reference()
+    # the row-wise statement (S2) instead of the seed's inequality (S1)
+    g = torch.Generator().manual_seed(6)
+    s2 = {}
+    for n in rates:
+        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
+        s2[n] = (w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)).flatten(-2).any(-1)
+        s2[n] = s2[n].double().mean().item()
+    assert ch02.failure_rate_by_tokens(lambda: s2).status == "wrong"
+    assert ch02.failure_rate_by_tokens(lambda: {**rates, 2: 0.2}).status == "wrong"
+    assert ch02.failure_rate_by_tokens(lambda: {**rates, 8: 1.5}).status == "wrong"
+    missing = {n: r for n, r in rates.items() if n != 32}
+    assert ch02.failure_rate_by_tokens(lambda: missing).status == "wrong"
+    as_list = ch02.failure_rate_by_tokens(lambda: list(rates.values()))
+    assert as_list.status == "wrong" and "dict" in as_list.message

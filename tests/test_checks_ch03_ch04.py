@@ -1,0 +1,101 @@
+"""The exercise checks of chapters 3 and 4 accept the reference solutions and reject wrong ones."""
+
+import torch
+
+import mha
+import mha.checks.ch03
+import mha.checks.ch04
+
+# --- 3.1: the seed's matrices into mha.SelfAttention ---
+
+def matrices_solution(w_q, w_k, w_v):
+    layer = mha.SelfAttention(w_q.shape[0], key_dim=w_q.shape[1], value_dim=w_v.shape[1])
+    with torch.no_grad():  # nn.Linear stores W^T
+        layer.w_q.weight.copy_(w_q.T)
+        layer.w_k.weight.copy_(w_k.T)
+        layer.w_v.weight.copy_(w_v.T)
+    return layer
+
+
+def matrices_swapped_q_and_k(w_q, w_k, w_v):
+    return matrices_solution(w_k, w_q, w_v)
+
+
+def test_check_3_1():
+    assert mha.checks.ch03.self_attention_from_matrices(matrices_solution).status == "correct"
+    assert mha.checks.ch03.self_attention_from_matrices(matrices_swapped_q_and_k).status == "wrong"
+
+    def not_done(w_q, w_k, w_v):
+        raise NotImplementedError()
+
+    assert mha.checks.ch03.self_attention_from_matrices(not_done).status == "not done"
+
+
+# --- 3.3: the best per-token projection ---
+
+def projection_solution(x, target):
+    rows = torch.cat([x.reshape(-1, x.shape[-1]), torch.ones(x.shape[0] * x.shape[1], 1)], 1)
+    flat = target.reshape(-1, target.shape[-1])
+    solution = torch.linalg.lstsq(rows.double(), flat.double(), driver="gelsd").solution
+    return (rows.double() @ solution - flat.double()).square().mean().item()
+
+
+def projection_without_bias(x, target):
+    rows = x.reshape(-1, x.shape[-1]).double()
+    flat = target.reshape(-1, target.shape[-1]).double()
+    solution = torch.linalg.lstsq(rows, flat, driver="gelsd").solution
+    return (rows @ solution - flat).square().mean().item()
+
+
+def test_check_3_3():
+    assert mha.checks.ch03.best_projection_error(projection_solution).status == "correct"
+    assert mha.checks.ch03.best_projection_error(projection_without_bias).status == "wrong"
+
+
+# --- 4.1: h separate heads packed into one module ---
+
+def pack_solution(w_qs, w_ks, w_vs, w_o):
+    d, dk = w_qs[0].shape
+    layer = mha.MultiHeadAttention(d, len(w_qs), head_dim=dk, bias=False)
+    with torch.no_grad():
+        layer.q_proj.weight.copy_(torch.cat(w_qs, dim=1).T)
+        layer.k_proj.weight.copy_(torch.cat(w_ks, dim=1).T)
+        layer.v_proj.weight.copy_(torch.cat(w_vs, dim=1).T)
+        layer.out_proj.weight.copy_(w_o.T)
+    return layer
+
+
+def pack_interleaved(w_qs, w_ks, w_vs, w_o):
+    """Wrong: interleaves the heads' columns (stack on the last dim) instead of concatenating."""
+    d, dk = w_qs[0].shape
+    layer = mha.MultiHeadAttention(d, len(w_qs), head_dim=dk, bias=False)
+    with torch.no_grad():
+        for proj, ws in [(layer.q_proj, w_qs), (layer.k_proj, w_ks), (layer.v_proj, w_vs)]:
+            proj.weight.copy_(torch.stack(ws, dim=-1).reshape(d, -1).T)
+        layer.out_proj.weight.copy_(w_o.T)
+    return layer
+
+
+def test_check_4_1():
+    assert mha.checks.ch04.pack_heads(pack_solution).status == "correct"
+    assert mha.checks.ch04.pack_heads(pack_interleaved).status == "wrong"
+
+
+# --- 4.2: nn.MultiheadAttention's masks into the course's convention ---
+
+def mask_solution(key_padding_mask, attn_mask):
+    allowed = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+    if key_padding_mask is not None:
+        allowed = allowed & ~key_padding_mask[:, None, None, :]
+    if attn_mask is not None:
+        allowed = allowed & ~attn_mask
+    return allowed
+
+
+def mask_not_inverted(key_padding_mask, attn_mask):
+    return ~mask_solution(key_padding_mask, attn_mask)
+
+
+def test_check_4_2():
+    assert mha.checks.ch04.course_mask(mask_solution).status == "correct"
+    assert mha.checks.ch04.course_mask(mask_not_inverted).status == "wrong"

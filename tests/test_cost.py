@@ -1,0 +1,159 @@
+"""Chapter 6: what attention costs: FLOP counts, measurement helpers, chunked attention."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import mha
+from mha import cost, measure
+
+
+def counted_flops(fn, *args):
+    with FlopCounterMode(display=False) as counter:
+        fn(*args)
+    return counter.get_total_flops()
+
+
+@settings(max_examples=20, deadline=None)
+@given(n_q=st.integers(1, 40), n_k=st.integers(1, 40), d_k=st.integers(1, 16),
+       d_v=st.integers(1, 16))
+def test_attention_flops_match_torch_flop_counter(n_q, n_k, d_k, d_v):
+    q, k, v = torch.randn(n_q, d_k), torch.randn(n_k, d_k), torch.randn(n_k, d_v)
+    assert counted_flops(mha.attention, q, k, v) == cost.attention_flops(n_q, n_k, d_k, d_v)
+
+
+@pytest.mark.parametrize("n, d, h", [(5, 8, 2), (12, 16, 4), (3, 6, 1)])
+def test_multi_head_layer_costs_projections_plus_attention(n, d, h):
+    """A whole layer: 8 n d^2 for the projections + h heads of 4 n^2 (d/h) = 4 n^2 d."""
+    layer = mha.MultiHeadAttention(d, h)
+    flops = counted_flops(layer, torch.randn(1, n, d))
+    assert flops == cost.projection_flops(n, d) + h * cost.attention_flops(n, n, d // h)
+    assert flops == 8 * n * d * d + 4 * n * n * d
+
+
+@pytest.mark.parametrize("n, d", [(4, 8), (10, 3)])
+def test_recurrent_flops_match_an_rnn_cell_run_over_the_sequence(n, d):
+    cell = nn.RNNCell(d, d)
+    x = torch.randn(n, 1, d)
+
+    def run(x):
+        h = torch.zeros(1, d)
+        for t in range(n):  # n steps, each waiting for the previous one
+            h = cell(x[t], h)
+
+    assert counted_flops(run, x) == cost.recurrent_flops(n, d)
+
+
+@pytest.mark.parametrize("n, d, k", [(10, 8, 3), (7, 4, 5), (16, 2, 1)])
+def test_convolution_flops_match_torch_flop_counter(n, d, k):
+    conv = nn.Conv1d(d, d, k, padding=k // 2)
+    assert counted_flops(conv, torch.randn(1, d, n)) == cost.convolution_flops(n, d, k)
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 2000), d=st.integers(1, 2000), k=st.integers(1, 9))
+def test_crossovers(n, d, k):
+    """Attention's core is cheaper than recurrence exactly when n < d, than a convolution
+    when n < k d / 2."""
+    assert (cost.attention_flops(n, n, d) < cost.recurrent_flops(n, d)) == (n < d)
+    assert (cost.attention_flops(n, n, d) < cost.convolution_flops(n, d, k)) == (2 * n < k * d)
+
+
+def test_attention_weights_bytes_is_the_size_of_the_weights_tensor():
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        q = torch.randn(2, 3, 7, 4, dtype=dtype)
+        k = torch.randn(2, 3, 9, 4, dtype=dtype)
+        _, weights = mha.attention(q, k, k)
+        assert weights.nbytes == cost.attention_weights_bytes(7, 9, heads=3, batch=2, dtype=dtype)
+    with pytest.raises(ValueError, match="n_q must be a positive int, got 0"):
+        cost.attention_weights_bytes(0, 3)
+    with pytest.raises(ValueError, match="d_k must be a positive int"):
+        cost.attention_flops(2, 2, -1)
+
+
+def test_loglog_slope_recovers_a_power_law():
+    sizes = [10, 20, 40, 80]
+    assert measure.loglog_slope(sizes, [3 * s**2 for s in sizes]) == pytest.approx(2.0)
+    assert measure.loglog_slope(sizes, [s**0.5 for s in sizes]) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="positive and finite"):
+        measure.loglog_slope([1, 2], [0, 1])
+    with pytest.raises(ValueError, match=r"shapes \(2,\) and \(3,\)"):
+        measure.loglog_slope([1, 2], [1, 2, 3])
+
+
+def test_time_call_is_the_fastest_run():
+    calls = []
+    assert measure.time_call(lambda: calls.append(1), repeats=3) >= 0
+    assert len(calls) == 4  # one warm-up and three timed runs
+    with pytest.raises(ValueError, match="repeats must be a positive int, got 0"):
+        measure.time_call(lambda: None, repeats=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_q=st.integers(1, 40), n_k=st.integers(1, 40), d=st.integers(1, 8),
+       chunk=st.integers(1, 50), causal=st.booleans(), seed=st.integers(0, 2**16))
+def test_chunked_attention_equals_scaled_dot_product_attention(n_q, n_k, d, chunk, causal, seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 3, n_q, d, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 3, n_k, d, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 3, n_k, d + 1, generator=g, dtype=torch.float64)
+    got = mha.chunked_attention(q, k, v, chunk_size=chunk, causal=causal)
+    # torch's causal mask is top-left aligned: query i sees keys j <= i
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    torch.testing.assert_close(got, expected)
+
+
+def test_chunked_attention_is_stable_for_large_scores():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 64, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    # scores in the thousands: exp(score) alone would overflow even float64 (above 709)
+    assert (q @ k.mT * 200.0).max() > 1000
+    got = mha.chunked_attention(q, k, v, chunk_size=16, scale=200.0)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, mha.attention(q, k, v, scale=200.0)[0])
+
+
+def test_chunked_attention_with_no_keys_or_no_queries():
+    q, v = torch.randn(2, 3, 4), torch.randn(2, 0, 5)
+    torch.testing.assert_close(mha.chunked_attention(q, torch.randn(2, 0, 4), v),
+                               torch.zeros(2, 3, 5))
+    assert mha.chunked_attention(torch.randn(2, 0, 4), torch.randn(2, 3, 4),
+                                 torch.randn(2, 3, 5)).shape == (2, 0, 5)
+
+
+def test_chunked_attention_bad_input():
+    x = torch.randn(1, 4, 8)
+    with pytest.raises(ValueError, match="chunk_size must be a positive int, got 0"):
+        mha.chunked_attention(x, x, x, chunk_size=0)
+    with pytest.raises(ValueError, match=r"d_k: query \(1, 4, 8\), key \(1, 4, 7\)"):
+        mha.chunked_attention(x, torch.randn(1, 4, 7), x)
+    with pytest.raises(ValueError, match=r"n_k: key \(1, 4, 8\), value \(1, 5, 8\)"):
+        mha.chunked_attention(x, x, torch.randn(1, 5, 8))
+
+
+def test_chunked_attention_never_holds_the_n_by_n_matrix():
+    """Measured in fresh processes: chunked peak memory <= 1/8 of the plain formula's."""
+    sizes = [2048, 4096]  # the plain version holds two 64 MiB matrices at n = 4096
+    plain = measure.peak_memory("plain", sizes, d=16, chunk_size=256)
+    chunked = measure.peak_memory("chunked", sizes, d=16, chunk_size=256)
+    assert plain[-1] >= 1.5 * cost.attention_weights_bytes(4096, 4096)
+    assert chunked[-1] <= plain[-1] / 8
+    # the plain version's memory grows like n^2: about 4 times for twice the tokens
+    assert 3.0 <= plain[1] / plain[0] <= 5.0
+    with pytest.raises(ValueError, match="method must be one of"):
+        measure.peak_memory("fast", [16])
+    with pytest.raises(ValueError, match="increasing"):
+        measure.peak_memory("plain", [32, 16])
+
+
+def test_plain_formula_in_the_memory_script_is_attention():
+    # the memory script's "plain" method is softmax(Q K^T / sqrt(d)) V: the same as mha.attention
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 50, 16, generator=g) for _ in range(3))
+    formula = torch.softmax(q @ k.transpose(-2, -1) / 16**0.5, dim=-1) @ v
+    torch.testing.assert_close(formula, mha.attention(q, k, v)[0])
+    assert "torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v" in measure._MEMORY_SCRIPT

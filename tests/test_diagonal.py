@@ -1,0 +1,267 @@
+"""Chapter 2: what is true about the diagonal of self-attention without weights, for all inputs.
+
+Seed 000 claims alpha_ij <= max(alpha_ii, alpha_jj) for every pair. These tests check the
+statements the chapter proves instead (lemmas (a) to (d)), the seed's counterexample, and
+``mha.diagonal_violations`` against a brute-force loop.
+"""
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha
+
+
+@st.composite
+def token_sets(draw, min_tokens=1, equal_norms=False):
+    """Tokens ``(..., n, C)`` in float64 with random shapes, norms and overall scale.
+
+    Each token is a random direction times a norm exp(spread * z); the whole set is then
+    rescaled so that the largest score |x_i|^2 / sqrt(C) is ``top``. Bounding the scores keeps
+    every softmax weight far from underflow, so the weights can be compared exactly.
+    """
+    seed = draw(st.integers(0, 2**31 - 1))
+    lead = draw(st.lists(st.integers(1, 3), max_size=2))
+    n, c = draw(st.integers(min_tokens, 7)), draw(st.integers(1, 8))
+    spread = 0.0 if equal_norms else draw(st.floats(0.0, 1.5))
+    top = draw(st.floats(0.01, 40.0))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*lead, n, c, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # unit directions
+    x = x * torch.exp(spread * torch.randn(*lead, n, 1, generator=g, dtype=torch.float64))
+    biggest = (x * x).sum(-1).amax(-1, keepdim=True).unsqueeze(-1) / math.sqrt(c)
+    return x * torch.sqrt(top / biggest)
+
+
+def scores_float64(x):
+    """s_ij = x_i . x_j / sqrt(C), computed directly (the reference for the lemmas)."""
+    return x @ x.transpose(-2, -1) / math.sqrt(x.shape[-1])
+
+
+def diag(m):
+    return m.diagonal(dim1=-2, dim2=-1)
+
+
+def pairwise(d):
+    """(d_i, d_j) broadcast to (..., n, n): row index i, column index j."""
+    return d.unsqueeze(-1), d.unsqueeze(-2)
+
+
+# ----- lemma (a): raw scores -----
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets())
+def test_lemma_a_raw_scores(x):
+    s = scores_float64(x)
+    s_ii, s_jj = pairwise(diag(s))
+    tol = 1e-12 * (s_ii.abs() + s_jj.abs() + 1)
+    assert (s <= (s_ii + s_jj) / 2 + tol).all()
+    assert ((s_ii + s_jj) / 2 <= torch.maximum(s_ii, s_jj) + tol).all()
+
+
+# ----- lemma (b): the product of the off-diagonal pair -----
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_lemma_b_pair_product(x):
+    _, a = mha.self_attention(x)
+    a_ii, a_jj = pairwise(diag(a))
+    assert (a * a.transpose(-2, -1) <= a_ii * a_jj * (1 + 1e-9)).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_lemma_b_one_of_each_pair_prefers_itself(x):
+    _, a = mha.self_attention(x)
+    a_ii, _ = pairwise(diag(a))
+    i_prefers_j = a > a_ii * (1 + 1e-9)  # (i, j): alpha_ij > alpha_ii
+    assert not (i_prefers_j & i_prefers_j.transpose(-2, -1)).any()
+
+
+# ----- lemma (c): within one row -----
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_lemma_c_row_rule(x):
+    _, a = mha.self_attention(x)
+    dots = x @ x.transpose(-2, -1)  # float64 reference, independent of the softmax
+    gap = dots - diag(dots).unsqueeze(-1)  # x_i . x_j - |x_i|^2
+    a_ii, _ = pairwise(diag(a))
+    margin = 1e-9 * (1 + dots.abs().amax())
+    assert (a[gap > margin] > a_ii.expand_as(a)[gap > margin]).all()
+    assert (a[gap < -margin] < a_ii.expand_as(a)[gap < -margin]).all()
+
+
+def test_longer_collinear_token_beats_diagonal():
+    # x_j = c x_i with c > 1 gives x_i . x_j = c |x_i|^2 > |x_i|^2
+    x = torch.tensor([[0.5, -1.0], [0.6, -1.2], [2.0, 1.0]], dtype=torch.float64)
+    _, a = mha.self_attention(x)
+    assert a[0, 1] > a[0, 0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_longest_token_prefers_itself(x):
+    _, a = mha.self_attention(x)
+    longest = x.norm(dim=-1).argmax(-1, keepdim=True)  # (...,)
+    row = a.gather(-2, longest.unsqueeze(-1).expand(*a.shape[:-2], 1, a.shape[-1])).squeeze(-2)
+    own = row.gather(-1, longest)
+    assert (row <= own * (1 + 1e-9)).all()
+
+
+# ----- lemma (d): equal norms -----
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets(equal_norms=True), st.booleans())
+def test_lemma_d_equal_norms_rows(x, duplicate):
+    if duplicate and x.shape[-2] >= 2:
+        x = x.clone()
+        x[..., 1, :] = x[..., 0, :]  # a repeated token ties with the diagonal, never beats it
+    _, a = mha.self_attention(x)
+    a_ii, _ = pairwise(diag(a))
+    assert (a <= a_ii * (1 + 1e-9)).all()
+    assert not mha.diagonal_violations(a).any()
+
+
+def test_rms_normalised_tokens_diagonal_rows():
+    g = torch.Generator().manual_seed(7)
+    raw = torch.randn(3, 9, 16, generator=g) * torch.rand(3, 9, 1, generator=g) * 5
+    x = raw / raw.norm(dim=-1, keepdim=True) * math.sqrt(16)
+    _, a = mha.self_attention(x)
+    assert torch.equal(a.argmax(-1), torch.arange(9).expand(3, 9))
+
+
+# ----- the seed's statement -----
+
+def test_seed_counterexample_collinear():
+    # x = (1, 2, 3) with C = 1: s_ij = i * j, so every weight is a ratio of exponentials
+    x = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    _, a = mha.self_attention(x)
+    by_hand = {
+        (0, 0): math.e / (math.e + math.e**2 + math.e**3),
+        (0, 1): math.e**2 / (math.e + math.e**2 + math.e**3),
+        (1, 1): math.e**4 / (math.e**2 + math.e**4 + math.e**6),
+    }
+    for (i, j), value in by_hand.items():
+        assert a[i, j].item() == pytest.approx(value, rel=1e-12)
+    assert a[0, 1] > max(a[0, 0], a[1, 1])  # the seed says this cannot happen
+    expected = torch.zeros(3, 3, dtype=torch.bool)
+    expected[0, 1] = True
+    assert torch.equal(mha.diagonal_violations(a), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(1e-3, 30.0))
+def test_seed_counterexample_at_every_scale(t):
+    # tokens u, 2u, 3u with |u|^2 / sqrt(C) = t: alpha_12 = 1 / (e^-t + 1 + e^t) and
+    # alpha_22 = 1 / (e^-2t + 1 + e^2t), so alpha_12 > alpha_22 for every t > 0
+    u = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    _, a = mha.self_attention(math.sqrt(t) * u)
+    assert a[0, 1].item() == pytest.approx(1 / (math.exp(-t) + 1 + math.exp(t)), rel=1e-9)
+    assert a[0, 1] > max(a[0, 0], a[1, 1])
+
+
+def test_seed_fails_on_random_tokens():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, 8, 1, generator=g, dtype=torch.float64)
+    _, a = mha.self_attention(x)
+    failing = mha.diagonal_violations(a).flatten(-2).any(-1).double().mean()
+    assert failing > 0.3
+
+
+@settings(max_examples=200, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_seed_holds_for_two_tokens(x):
+    x = x[..., :2, :]
+    _, a = mha.self_attention(x)
+    a_ii, a_jj = pairwise(diag(a))
+    assert (a <= torch.maximum(a_ii, a_jj) * (1 + 1e-9)).all()
+
+
+# ----- the second limitation: symmetric scores -----
+
+@settings(max_examples=150, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_symmetric_scores_detailed_balance(x):
+    _, a = mha.self_attention(x)
+    s = scores_float64(x)
+    assert torch.equal(s, s.transpose(-2, -1)) or torch.allclose(s, s.transpose(-2, -1))
+    z = torch.exp(s).sum(-1)  # Z_i, row i's normaliser
+    z_i, z_j = pairwise(z)
+    # alpha_ij Z_i = exp(s_ij) = exp(s_ji) = alpha_ji Z_j
+    torch.testing.assert_close(a * z_i, (a * z_i).transpose(-2, -1))
+    torch.testing.assert_close(a / a.transpose(-2, -1), z_j / z_i)
+
+
+def shift_projections(n, strength=4.0):
+    """W_Q = c I, W_K = c S with S mapping token j to j - 1: query i matches key i + 1."""
+    w_q = strength * torch.eye(n, dtype=torch.float64)
+    w_k = strength * torch.eye(n, dtype=torch.float64).roll(1, dims=0)
+    w_k[0] = 0.0  # the first token is nobody's next token
+    return w_q, w_k
+
+
+def test_projections_break_symmetry_and_diagonal():
+    n = 6
+    x = torch.eye(n, dtype=torch.float64)  # one-hot tokens: equal norms
+    _, plain = mha.self_attention(x)
+    assert torch.equal(plain.argmax(-1), torch.arange(n))  # lemma (d): the diagonal wins
+    w_q, w_k = shift_projections(n)
+    q, k = x @ w_q, x @ w_k
+    scores = q @ k.T
+    assert not torch.allclose(scores, scores.T)
+    _, a = mha.attention(q, k, x)
+    for i in range(n - 1):
+        assert a[i, i + 1] > 0.9 > a[i, i]
+
+
+# ----- mha.diagonal_violations -----
+
+def violations_by_loop(a):
+    n = a.shape[-1]
+    out = torch.zeros(a.shape, dtype=torch.bool)
+    for idx in itertools.product(*(range(s) for s in a.shape[:-2])):
+        m = a[idx]
+        for i, j in itertools.product(range(n), repeat=2):
+            out[idx][i, j] = i != j and m[i, j].item() > max(m[i, i].item(), m[j, j].item())
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(token_sets(min_tokens=1))
+def test_diagonal_violations_matches_a_loop(x):
+    _, a = mha.self_attention(x)
+    assert torch.equal(mha.diagonal_violations(a), violations_by_loop(a))
+
+
+def test_diagonal_violations_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"square .* shape \(2, 3, 4\)"):
+        mha.diagonal_violations(torch.rand(2, 3, 4))
+    with pytest.raises(ValueError, match=r"at least 2 dimensions, got shape \(3,\)"):
+        mha.diagonal_violations(torch.rand(3))
+    with pytest.raises(ValueError, match="floating dtype"):
+        mha.diagonal_violations(torch.ones(3, 3, dtype=torch.long))
+
+
+def test_self_attention_refuses_bad_input():
+    with pytest.raises(ValueError, match=r"x must have at least 2 dimensions, got shape \(4,\)"):
+        mha.self_attention(torch.rand(4))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not broadcast"):
+        mha.self_attention(torch.rand(3, 4), mask=torch.ones(2, 2, dtype=torch.bool))
+
+
+def test_equal_norms_columns_can_fail():
+    # unit tokens at 0, 10 and 60 degrees: token 2's row is more spread out (Z_2 > Z_1), so
+    # alpha_12 > alpha_22 although s_12 < s_22
+    angles = torch.tensor([0.0, 10.0, 60.0], dtype=torch.float64) * math.pi / 180
+    x = torch.stack([angles.cos(), angles.sin()], dim=-1)
+    _, a = mha.self_attention(x)
+    s = scores_float64(x)
+    z = torch.exp(s).sum(-1)
+    assert torch.equal(a.argmax(-1), torch.arange(3))  # rows: lemma (d) holds
+    assert a[0, 1] > a[1, 1] and s[0, 1] < s[1, 1] and z[1] > z[0]
+    assert math.isclose(a[0, 1].item(), math.exp(s[0, 1].item()) / z[0].item(), rel_tol=1e-12)

@@ -1,0 +1,93 @@
+"""Pruning orders and curves, and the look-up task's answers."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-5, 5), min_size=6, max_size=6))
+def test_pruning_order_sorts_scores_ascending_with_stable_ties(values):
+    scores = torch.tensor(values, dtype=torch.float64).reshape(2, 3)
+    expected = sorted([(la, h) for la in range(2) for h in range(3)],
+                      key=lambda lh: (values[lh[0] * 3 + lh[1]], lh))
+    assert mha.pruning_order(scores) == expected
+
+
+def test_masks_along_remove_one_more_head_per_row():
+    order = [(1, 2), (0, 0), (1, 0)]
+    masks = mha.masks_along(order, (2, 3))
+    assert masks.shape == (4, 2, 3)
+    assert (masks.sum(dim=(1, 2)) == torch.tensor([6.0, 5.0, 4.0, 3.0])).all()
+    assert masks[2, 0, 0] == 0 and masks[2, 1, 2] == 0 and masks[2, 1, 0] == 1
+    with pytest.raises(ValueError, match="distinct"):
+        mha.masks_along([(0, 0), (0, 0)], (2, 3))
+    with pytest.raises(ValueError, match="inside"):
+        mha.masks_along([(2, 0)], (2, 3))
+
+
+def test_pruning_curve_evaluates_each_mask():
+    seen = []
+    curve = mha.pruning_curve(lambda m: seen.append(m.clone()) or float(m.sum()), [(0, 1), (0, 0)],
+                              (1, 2))
+    assert curve == [2.0, 1.0, 0.0] and len(seen) == 3
+
+
+def test_iterative_order_adapts_where_one_shot_cannot():
+    """Two redundant heads (0 and 1) each look unimportant while the other is present."""
+    def importance(mask):
+        # head 0 and head 1 back each other up; head 2 is moderately important on its own
+        s = torch.tensor([[0.1, 0.1, 0.5]])
+        if mask[0, 0] == 0:
+            s[0, 1] = 1.0
+        if mask[0, 1] == 0:
+            s[0, 0] = 1.0
+        return s
+
+    one_shot = mha.pruning_order(importance(torch.ones(1, 3)))
+    iterative = mha.iterative_pruning_order(importance, (1, 3))
+    assert one_shot == [(0, 0), (0, 1), (0, 2)]
+    assert iterative == [(0, 0), (0, 2), (0, 1)]
+    # with scores that do not depend on the mask, the two orders agree
+    fixed = torch.tensor([[0.3, 0.2], [0.9, 0.1]])
+    assert mha.iterative_pruning_order(lambda m: fixed, (2, 2)) == mha.pruning_order(fixed)
+
+
+def test_lookup_targets_against_a_loop():
+    tokens, targets = mha.lookup_batch(20, 7, 5, torch.Generator().manual_seed(0))
+    assert tokens.shape == targets.shape == (20, 8)
+    assert (tokens[:, 0] == 5).all() and (targets[:, 0] == mha.neighbour_task.IGNORE).all()
+    for b in range(20):
+        x = tokens[b, 1:].tolist()
+        for i in range(7):
+            repeated = x.count(x[i]) > 1
+            assert targets[b, 1 + i] == (x[i - 1] if repeated else x[(i + 1) % 7])
+    # the accuracy skips the start position
+    logits = torch.nn.functional.one_hot(targets.clamp_min(0), 5).double()
+    logits[0, 1] = -logits[0, 1]  # one wrong answer out of 140
+    assert mha.token_accuracy(logits, targets) == pytest.approx(139 / 140)
+    with pytest.raises(ValueError, match="seq_len must be an int >= 3, got 2"):
+        mha.lookup_batch(2, 2, 5, torch.Generator())
+    with pytest.raises(ValueError, match=r"logits \(2, 3, 4\) do not match targets \(2, 4\)"):
+        mha.token_accuracy(torch.zeros(2, 3, 4), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_same_token_weight_against_a_loop():
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(3, (2, 5), generator=gen)
+    weights = torch.softmax(torch.randn(2, 3, 5, 5, generator=gen, dtype=torch.float64), -1)
+    expected = torch.zeros(3, dtype=torch.float64)
+    for h in range(3):
+        for b in range(2):
+            for i in range(5):
+                expected[h] += sum(weights[b, h, i, j] for j in range(5)
+                                   if j != i and tokens[b, j] == tokens[b, i]) / 10
+    torch.testing.assert_close(mha.same_token_weight(weights, tokens), expected)
+    # a head that puts all its weight on the query itself never counts
+    eye = torch.eye(5, dtype=torch.float64).expand(2, 1, 5, 5)
+    assert mha.same_token_weight(eye, tokens).item() == 0.0
+    with pytest.raises(ValueError, match=r"tokens must be an integer tensor of shape \(2, 5\)"):
+        mha.same_token_weight(weights, tokens[:, :4])

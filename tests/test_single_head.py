@@ -1,0 +1,177 @@
+"""SelfAttention and the look-up task (chapter 3)."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import mha
+
+F64 = torch.float64
+
+
+def seed_formula(x, w_q, w_k, w_v):
+    """softmax(X W_Q (X W_K)^T / sqrt(d_k)) X W_V in float64, straight from seed 000."""
+    x = x.double()
+    scores = (x @ w_q) @ (x @ w_k).transpose(-2, -1) / math.sqrt(w_q.shape[1])
+    return torch.softmax(scores, dim=-1) @ (x @ w_v)
+
+
+@settings(max_examples=30, deadline=None)
+@given(d=st.integers(1, 6), dk=st.integers(1, 6), dv=st.integers(1, 6), n=st.integers(1, 6),
+       seed=st.integers(0, 2**16))
+def test_self_attention_is_the_seed_formula(d, dk, dv, n, seed):
+    torch.manual_seed(seed)
+    layer = mha.SelfAttention(d, key_dim=dk, value_dim=dv).double()
+    x = torch.randn(3, n, d, dtype=F64)
+    out, weights = layer(x)
+    # nn.Linear stores W^T: the seed's W_Q is w_q.weight.T
+    w_q, w_k, w_v = (lin.weight.detach().T for lin in (layer.w_q, layer.w_k, layer.w_v))
+    torch.testing.assert_close(out, seed_formula(x, w_q, w_k, w_v))
+    assert out.shape == (3, n, dv) and weights.shape == (3, n, n)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, n, dtype=F64))
+
+
+def test_self_attention_is_one_head_of_multi_head_attention():
+    """SelfAttention = MultiHeadAttention with h = 1 and W_O = I (no biases)."""
+    torch.manual_seed(3)
+    single = mha.SelfAttention(6, key_dim=6, value_dim=6).double()
+    multi = mha.MultiHeadAttention(6, 1, bias=False).double()
+    with torch.no_grad():
+        multi.q_proj.weight.copy_(single.w_q.weight)
+        multi.k_proj.weight.copy_(single.w_k.weight)
+        multi.v_proj.weight.copy_(single.w_v.weight)
+        multi.out_proj.weight.copy_(torch.eye(6))
+    x = torch.randn(2, 5, 6, dtype=F64)
+    torch.testing.assert_close(multi(x)[0], single(x)[0])
+    torch.testing.assert_close(multi(x)[1][:, 0], single(x)[1])
+
+
+def test_attention_with_a_diagonal_mask_is_exactly_the_projection_x_w_v():
+    torch.manual_seed(4)
+    layer = mha.SelfAttention(5, value_dim=3).double()
+    x = torch.randn(2, 7, 5, dtype=F64)
+    out, weights = layer(x, mask=torch.eye(7, dtype=torch.bool))
+    torch.testing.assert_close(out, layer.w_v(x))
+    torch.testing.assert_close(weights, torch.eye(7, dtype=F64).expand(2, 7, 7))
+
+
+def identity_head(n, d, lam):
+    """A head on [position one-hot (n) | features (d)] whose scores are lam * [i == j]."""
+    layer = mha.SelfAttention(n + d, key_dim=n, value_dim=d).double()
+    with torch.no_grad():
+        select_positions = torch.cat([torch.eye(n), torch.zeros(d, n)]).double()  # (n+d, n)
+        layer.w_q.weight.copy_((lam * math.sqrt(n) * select_positions).T)
+        layer.w_k.weight.copy_(select_positions.T)
+    return layer
+
+
+@pytest.mark.parametrize("lam", [5.0, 10.0, 20.0, 40.0])
+def test_attention_approaches_x_w_v_with_the_proven_bound(lam):
+    """With scores lam * [i == j], |out_i - (X W_V)_i| <= 2 (n-1) e^{-lam} max_j |(X W_V)_j|."""
+    torch.manual_seed(5)
+    n, d = 6, 4
+    layer = identity_head(n, d, lam)
+    x = torch.cat([torch.eye(n, dtype=F64).expand(2, n, n), torch.randn(2, n, d, dtype=F64)], -1)
+    out, weights = layer(x)
+    projection = layer.w_v(x)
+    err = (out - projection).norm(dim=-1).max()
+    bound = 2 * (n - 1) * math.exp(-lam) * projection.norm(dim=-1).max()
+    assert err <= bound
+    off_diagonal = weights - torch.diag_embed(weights.diagonal(dim1=-2, dim2=-1))
+    expected = 1 / (math.exp(lam) + n - 1)  # each off-diagonal weight, exactly
+    torch.testing.assert_close(off_diagonal.sum(-1), torch.full((2, n), (n - 1) * expected,
+                                                                dtype=F64))
+
+
+def test_conv1x1_is_the_projection_x_w():
+    """A 1x1 convolution over tokens is the per-token linear map X W^T + b."""
+    torch.manual_seed(6)
+    conv = nn.Conv1d(5, 3, kernel_size=1).double()
+    x = torch.randn(2, 7, 5, dtype=F64)
+    via_conv = conv(x.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(via_conv, x @ conv.weight[:, :, 0].T + conv.bias)
+
+
+def test_untied_weights_give_asymmetric_scores_and_tied_give_symmetric():
+    torch.manual_seed(7)
+    layer = mha.SelfAttention(6, key_dim=4).double()
+    x = torch.randn(1, 5, 6, dtype=F64)
+    q, k = layer.w_q(x), layer.w_k(x)
+    scores = q @ k.transpose(-2, -1)
+    assert (scores - scores.transpose(-2, -1)).abs().max() > 1e-3
+    tied = q @ q.transpose(-2, -1)  # W_K = W_Q
+    torch.testing.assert_close(tied, tied.transpose(-2, -1))
+    # tied: s_ij <= (s_ii + s_jj) / 2, so s_ij can never beat both s_ii and s_jj
+    diag = tied.diagonal(dim1=-2, dim2=-1)
+    assert (tied <= (diag[..., :, None] + diag[..., None, :]) / 2 + 1e-12).all()
+
+
+def test_self_attention_bad_input():
+    with pytest.raises(ValueError, match="embed_dim must be a positive int, got None"):
+        mha.SelfAttention(None)
+    with pytest.raises(ValueError, match="key_dim must be a positive int, got 0"):
+        mha.SelfAttention(4, key_dim=0)
+    with pytest.raises(ValueError, match="embed_dim must be a positive int, got True"):
+        mha.SelfAttention(True)
+    layer = mha.SelfAttention(4)
+    with pytest.raises(ValueError, match=r"4 features .* got shape \(2, 3, 5\)"):
+        layer(torch.randn(2, 3, 5))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        layer(torch.randn(2, 3, 4), mask=torch.ones(4, 4, dtype=torch.bool))
+
+
+# --- the look-up task ---
+
+@pytest.mark.parametrize("lookups", [1, 2, 3])
+def test_lookup_task_targets_are_the_requested_tokens_contents(lookups):
+    n, m = 5, 3
+    g = torch.Generator().manual_seed(8)
+    x, target, source = mha.lookup_task(4, n, m, n_lookups=lookups, generator=g)
+    assert x.shape == (4, n, (1 + lookups) * n + lookups * m)
+    assert target.shape == (4, n, lookups * m) and source.shape == (4, n, lookups)
+    for b in range(4):
+        names = x[b, :, :n].argmax(-1)
+        assert sorted(names.tolist()) == list(range(n))  # names are distinct
+        for i in range(n):
+            for r in range(lookups):
+                wanted = x[b, i, (1 + r) * n:(2 + r) * n].argmax()
+                j = [t for t in range(n) if names[t] == wanted][0]
+                assert source[b, i, r] == j
+                start = (1 + lookups) * n + r * m
+                assert torch.equal(target[b, i, r * m:(r + 1) * m], x[b, j, start:start + m])
+
+
+def test_lookup_task_is_reproducible_and_checks_its_arguments():
+    a = mha.lookup_task(2, 4, 2, generator=torch.Generator().manual_seed(1))
+    b = mha.lookup_task(2, 4, 2, generator=torch.Generator().manual_seed(1))
+    assert all(torch.equal(s, t) for s, t in zip(a, b, strict=True))
+    with pytest.raises(ValueError, match="n_tokens must be a positive int, got 0"):
+        mha.lookup_task(2, 0, 2)
+
+
+def test_one_head_learns_the_single_lookup_and_a_projection_cannot():
+    torch.manual_seed(0)
+    n, m = 6, 3
+    d = 2 * n + m
+    model = mha.LookupModel(mha.SelfAttention(d, 8, 8), 8, m)
+    losses = mha.train_lookup(model, n, m, steps=300, seed=0)
+    assert losses[-1] < 0.05 * losses[0]
+    assert mha.relative_error(model, n, m) < 0.05
+    # the best per-token affine map, fitted by least squares in float64, stays near 1
+    x, y, _ = mha.lookup_task(4096, n, m, generator=torch.Generator().manual_seed(1))
+    rows = torch.cat([x.reshape(-1, d), torch.ones(x.shape[0] * n, 1)], 1).double()
+    flat = y.reshape(-1, m).double()
+    residual = rows @ torch.linalg.lstsq(rows, flat, driver="gelsd").solution - flat
+    assert residual.square().mean() / flat.square().mean() > 0.95
+
+
+def test_relative_error_of_the_zero_predictor_is_one():
+    class Zero(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(*x.shape[:2], 4)
+
+    assert abs(mha.relative_error(Zero(), 5, 2, n_lookups=2) - 1.0) < 1e-6
