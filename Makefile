@@ -25,7 +25,7 @@ lint: $(STAMP)
 
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests $(NOTEBOOKS) \
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 tests $(NOTEBOOKS) \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # Book tests read _build/html, so the book is built first.
