@@ -3,7 +3,6 @@ book/claims.md). Attention maps come from Hugging Face transformers' own BertMod
 statistics here do not depend on the course's encoder; pruning uses the course's encoder, whose
 equality with transformers is tested in test_pretrained.py."""
 
-import re
 
 import pytest
 import scipy.stats
@@ -12,8 +11,6 @@ import torch
 import mha
 from mha.pretrained import embed, load_minilm, minilm_source, prune_encoder
 from mha.similarity_pairs import GRADES, GROUPS, similarity_pairs
-
-from conventions import ROOT
 
 transformers = pytest.importorskip("transformers")
 
@@ -105,12 +102,3 @@ def test_confident_heads_are_not_the_important_ones(minilm, probe):
     corr = scipy.stats.spearmanr(confidence.flatten().numpy(),
                                  importance.flatten().numpy()).statistic
     assert corr < 0
-
-
-def test_every_lab_row_of_claims_md_names_an_existing_test():
-    rows = [line for line in (ROOT / "book" / "claims.md").read_text().splitlines()
-            if re.match(r"^\|\s*L\.\d+\s*\|", line)]
-    assert len(rows) >= 3
-    for row in rows:
-        path, name = re.search(r"`(tests/[\w/]+\.py)::(\w+)`", row).groups()
-        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.MULTILINE), row
