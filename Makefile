@@ -21,7 +21,7 @@ book: $(STAMP)
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests tools notebooks
+	$(BIN)/ruff check src tests tools notebooks benchmarks
 
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
 pytest: $(STAMP)
