@@ -247,6 +247,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
         note["x"] = round(sum(grid[f"xaxis{_n(h)}.domain"]) / 2, 4)
         note["y"] = grid[f"yaxis{_n(h)}.domain"][1]
 
+    # the head menu at the left edge, the layer menu at the right: apart even on a phone
     menus = [{
         "type": "dropdown", "direction": "down", "x": 0.0, "y": 1.0, "xanchor": "left",
         "yanchor": "top", "showactive": True, "active": head + 1 if head is not None else 0,
@@ -257,7 +258,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     }]
     if layers > 1:
         menus.append({
-            "type": "dropdown", "direction": "down", "x": 0.2, "y": 1.0, "xanchor": "left",
+            "type": "dropdown", "direction": "down", "x": 1.0, "y": 1.0, "xanchor": "right",
             "yanchor": "top", "showactive": True, "active": layer, "pad": {"t": 0, "b": 0},
             "buttons": [{"label": f"layer {l + 1}", "method": "restyle",
                          "args": [{"visible": [i // heads == l for i in range(len(data))]}]}
