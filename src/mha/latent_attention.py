@@ -59,7 +59,7 @@ class MultiHeadLatentAttention(nn.Module):
 
     For token ``t`` with input ``x_t`` (``embed_dim``) and head ``i`` (``head_dim = d_h``):
 
-    - latent ``c_t = x_t W_DKV`` (``latent_dim = d_c``); ``k^C_{t,i} = c_t W_UK,i``,
+    - latent ``c_t = RMSNorm(x_t W_DKV)`` (``latent_dim = d_c``); ``k^C_{t,i} = c_t W_UK,i``,
       ``v_{t,i} = c_t W_UV,i`` (``d_h`` each);
     - queries ``q^C_{t,i} = x_t W_Q,i`` (``d_h``) and ``q^R_{t,i} = RoPE(x_t W_QR,i)``,
       one shared rotary key ``k^R_t = RoPE(x_t W_KR)`` (``rope_dim = d_h^R``);
@@ -69,7 +69,9 @@ class MultiHeadLatentAttention(nn.Module):
     The cache holds ``c_t`` and ``k^R_t``: ``d_c + d_h^R`` numbers per token and layer, against
     ``2 h d_h`` for multi-head attention. (DeepSeek-V2 also compresses the queries, to save
     activation memory in training; that does not touch the cache and is left out here.)
-    No biases, as in DeepSeek-V2.
+    No biases, as in DeepSeek-V2. The RMS normalisation of the latent is in DeepSeek's code
+    (``kv_a_layernorm``), not in the paper's equations; it acts before anything is cached, so
+    the cache and the absorption are unchanged by it.
 
     Args:
         embed_dim: width of the input and output.
@@ -108,6 +110,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.latent_dim, self.rope_dim, self.base = latent_dim, rope_dim, base
         inner = num_heads * head_dim
         self.kv_down = nn.Linear(embed_dim, latent_dim, bias=False)  # W_DKV
+        self.latent_norm = nn.RMSNorm(latent_dim, eps=1e-6)
         self.k_up = nn.Linear(latent_dim, inner, bias=False)  # W_UK, all heads side by side
         self.v_up = nn.Linear(latent_dim, inner, bias=False)  # W_UV
         self.q_proj = nn.Linear(embed_dim, inner, bias=False)  # W_Q
@@ -156,7 +159,7 @@ class MultiHeadLatentAttention(nn.Module):
         past = 0 if cache is None else len(cache)
         positions = torch.arange(past, past + n, device=x.device)
 
-        latents = self.kv_down(x)  # (B, n, d_c)
+        latents = self.latent_norm(self.kv_down(x))  # (B, n, d_c)
         rope_keys = apply_rotary(self.k_rope(x)[:, None], positions, self.base)  # (B, 1, n, r)
         if cache is not None:
             latents, rope_keys = cache.append(latents, rope_keys)
