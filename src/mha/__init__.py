@@ -48,7 +48,7 @@ from mha.text_corpus import text_splits
 from mha.decoder import DecoderBlock, TinyDecoder, bits_per_byte, generate, train_decoder
 from mha.kv_sharing import pool_kv_heads, repeat_kv
 from mha.latent_attention import LatentCache, MultiHeadLatentAttention
-from mha.byte_decoders import build_decoder, load_decoder
+from mha.trained_models import build_decoder, build_translator, load_decoder, load_translator
 from mha.seq2seq import TinyTranslator, translation_batch, translation_dictionary
 
 __all__ = [
@@ -110,6 +110,8 @@ __all__ = [
     "MultiHeadLatentAttention",
     "build_decoder",
     "load_decoder",
+    "build_translator",
+    "load_translator",
     "TinyTranslator",
     "translation_batch",
     "translation_dictionary",
