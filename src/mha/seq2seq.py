@@ -168,3 +168,51 @@ class TinyTranslator(nn.Module):
         for block, s_gates, c_gates in zip(self.decoder, self_gates, cross_gates, strict=True):
             y = block(y, memory, self_gates=s_gates, cross_gates=c_gates)
         return self.readout(self.norm(y))
+
+
+def kind_importance(
+    model: TinyTranslator, batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+) -> torch.Tensor:
+    r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
+    ``(3, layers, heads)`` (kinds in the order of :data:`KINDS`), each layer's scores divided
+    by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
+    from mha.neighbour_task import cross_entropy
+
+    shape = (len(KINDS), model.num_layers, model.num_heads)
+    total = torch.zeros(shape)
+    for source, target_in, target_out in batches:
+        gates = torch.ones(shape, requires_grad=True)
+        loss = cross_entropy(model(source, target_in, gates), target_out)
+        (grad,) = torch.autograd.grad(loss, gates)
+        total += grad.abs()
+    return total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)
+
+
+@torch.no_grad()
+def kind_pruning_curves(
+    model: TinyTranslator,
+    importance: torch.Tensor,
+    source: torch.Tensor,
+    target_in: torch.Tensor,
+    target_out: torch.Tensor,
+) -> dict[str, list[float]]:
+    """For each kind of attention, the accuracy on ``(source, target_in, target_out)`` as its
+    heads are removed one by one, least important first, the other kinds left intact.
+
+    Returns ``{kind: [accuracy with 0 heads removed, 1, ..., all]}`` (Michel et al.'s
+    experiment of pruning each kind of attention separately).
+    """
+    from mha.pruning_curves import pruning_order
+
+    def accuracy(gates):
+        return (model(source, target_in, gates).argmax(-1) == target_out).double().mean().item()
+
+    curves = {}
+    for kind, name in enumerate(KINDS):
+        gates = torch.ones(importance.shape)
+        curve = [accuracy(gates)]
+        for layer, head in pruning_order(importance[kind]):
+            gates[kind, layer, head] = 0.0
+            curve.append(accuracy(gates))
+        curves[name] = curve
+    return curves
