@@ -5,7 +5,6 @@ import torch
 
 import mha
 from mha import text_corpus
-from mha.decoder import language_model_loss
 
 
 def small_decoder(kind: str, dtype=torch.float64) -> mha.TinyDecoder:

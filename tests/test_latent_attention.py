@@ -135,3 +135,21 @@ def test_bad_input_raises_value_error():
         att(torch.randn(2, 5, WIDTH), cache=mha.KVCache())
     with pytest.raises(ValueError, match="is_causal"):
         att(torch.randn(2, 5, WIDTH), is_causal=False)
+
+
+@pytest.mark.claim("9.6")
+def test_deepseek_v2_sizes_cache_as_much_as_gqa_with_2_25_groups():
+    """DeepSeek-V2: d_h = 128, d_c = 4 d_h = 512, d_h^R = d_h / 2 = 64 (its kv_lora_rank,
+    qk_nope_head_dim and qk_rope_head_dim): the cache per token and layer equals that of
+    grouped-query attention with 2.25 groups, 2 * 2.25 * d_h numbers."""
+    d_h = 128
+    att = mha.MultiHeadLatentAttention(256, 2, head_dim=d_h, latent_dim=4 * d_h,
+                                       rope_dim=d_h // 2)
+    cache = att.new_cache()
+    with torch.no_grad():
+        att(torch.randn(1, 3, 256), cache=cache)
+    per_token = cache.nbytes // 3 // 4  # float32 numbers per token
+    assert per_token == 576 == 4.5 * d_h
+    gqa_groups = per_token / (2 * d_h)  # a GQA cache holds 2 * groups * d_h numbers per token
+    assert gqa_groups == 2.25
+    assert per_token == mha.cost.kv_cache_bytes(1, 1, d_h, 1) // 4 * 2.25

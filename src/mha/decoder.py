@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha.kv_cache import KVCache
-from mha.latent_attention import LatentCache, MultiHeadLatentAttention
+from mha.latent_attention import MultiHeadLatentAttention
 from mha.multi_head import MultiHeadAttention
 
 
@@ -82,7 +82,11 @@ class TinyDecoder(nn.Module):
             def make_attention():
                 return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
         self.vocab_size, self.max_len = vocab_size, max_len
+        # small embeddings (GPT-2 draws them with standard deviation 0.02): the tied read-out
+        # then starts with logits near zero, a near-uniform prediction, instead of confidently
+        # wrong random ones
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
         self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
         self.blocks = nn.ModuleList(
             DecoderBlock(make_attention(), embed_dim, mlp_dim or 4 * embed_dim)

@@ -79,12 +79,12 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which forms the
     ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes the same,
     with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
-    :func:`mha.chunked_attention`; ``"fused"`` is PyTorch's
-    ``scaled_dot_product_attention`` on ``(1, 1, n, d)`` inputs (its fused kernel). Entry ``i`` is how far the process's peak resident set size
-    rose above its size just before the call on ``sizes[i]`` (Linux: ``VmHWM``, reset before
-    each call). Elsewhere only ``ru_maxrss``, the peak over the whole process, exists: then
-    entry ``i`` is exact when memory grows with ``n`` and an upper bound otherwise. Needs a
-    POSIX system.
+    :func:`mha.chunked_attention`; ``"fused"`` is PyTorch's ``scaled_dot_product_attention``
+    on ``(1, 1, n, d)`` inputs (its fused kernel). Entry ``i`` is how far the process's peak
+    resident set size rose above its size just before the call on ``sizes[i]`` (Linux:
+    ``VmHWM``, reset before each call). Elsewhere only ``ru_maxrss``, the peak over the whole
+    process, exists: then entry ``i`` is exact when memory grows with ``n`` and an upper bound
+    otherwise. Needs a POSIX system.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

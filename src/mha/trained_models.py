@@ -21,8 +21,8 @@ from mha.text_corpus import VOCAB_SIZE
 
 #: The decoders: one recipe, three kinds of attention.
 DECODER_RECIPE = {
-    "embed_dim": 64, "num_heads": 8, "num_layers": 2, "mlp_dim": 128, "max_len": 128,
-    "steps": 1200, "batch_size": 8, "length": 128, "lr": 1e-2, "init_seed": 0, "data_seed": 1,
+    "embed_dim": 64, "num_heads": 8, "num_layers": 2, "mlp_dim": 128, "max_len": 64,
+    "steps": 1200, "batch_size": 16, "length": 64, "lr": 1e-2, "init_seed": 0, "data_seed": 1,
     # multi-head; grouped-query with 2 key/value heads; latent attention with DeepSeek-V2's
     # proportions d_c = 4 d_h and d_h^R = d_h / 2
     "variants": {"mha": {"num_kv_heads": 8}, "gqa2": {"num_kv_heads": 2},
