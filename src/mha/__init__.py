@@ -51,6 +51,11 @@ from mha.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.trained_models import build_decoder, build_translator, load_decoder, load_translator
 from mha.seq2seq import TinyTranslator, translation_batch, translation_dictionary
 
+# Every chapter: data-flow pictures with shapes, and the interactive attention explorer
+from mha import dataflow
+from mha.diagrams import Diagram, Notation
+from mha.explorer import attention_explorer
+
 __all__ = [
     "attention",
     "additive_scores",
@@ -115,4 +120,8 @@ __all__ = [
     "TinyTranslator",
     "translation_batch",
     "translation_dictionary",
+    "dataflow",
+    "Diagram",
+    "Notation",
+    "attention_explorer",
 ]
