@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 #: The attention implementations ``peak_memory`` can run.
-METHODS = ("plain", "chunked")
+METHODS = ("plain", "chunked", "fused")
 
 # Runs in a fresh Python process, so that no memory of the caller counts. On Linux the peak
 # resident set size (VmHWM) can be reset before each call (write "5" to /proc/self/clear_refs);
@@ -52,6 +52,10 @@ def run(q, k, v):
     if method == "plain":
         # the formula as written: the (n, n) scores, then the (n, n) weights, then times V
         return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
+    if method == "fused":
+        # PyTorch's fused kernel; it takes (B, h, n, d): on 3-D inputs the CPU build falls
+        # back to its plain path, which forms the (n, n) matrix
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])
     return mha.chunked_attention(q, k, v, chunk_size=chunk)
 
 
@@ -75,11 +79,12 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which forms the
     ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes the same,
     with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
-    :func:`mha.chunked_attention`. Entry ``i`` is how far the process's peak resident set size
-    rose above its size just before the call on ``sizes[i]`` (Linux: ``VmHWM``, reset before
-    each call). Elsewhere only ``ru_maxrss``, the peak over the whole process, exists: then
-    entry ``i`` is exact when memory grows with ``n`` and an upper bound otherwise. Needs a
-    POSIX system.
+    :func:`mha.chunked_attention`; ``"fused"`` is PyTorch's ``scaled_dot_product_attention``
+    on ``(1, 1, n, d)`` inputs (its fused kernel). Entry ``i`` is how far the process's peak
+    resident set size rose above its size just before the call on ``sizes[i]`` (Linux:
+    ``VmHWM``, reset before each call). Elsewhere only ``ru_maxrss``, the peak over the whole
+    process, exists: then entry ``i`` is exact when memory grows with ``n`` and an upper bound
+    otherwise. Needs a POSIX system.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
