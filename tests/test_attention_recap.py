@@ -269,3 +269,19 @@ def test_frobenius_norm_of_the_softmax_jacobian_is_the_rms_gradient_reaching_the
     upstream = draw(g, 20000, 6)
     sampled = (upstream @ jac).pow(2).sum(-1).mean()
     assert abs(sampled / torch.linalg.matrix_norm(jac) ** 2 - 1) < 0.1
+
+
+def test_the_three_lines_reproduce_a_real_heads_weights_and_head_2_looks_back():
+    # chapter 1, "The same lines on a real sentence": softmax(Q K^T / sqrt(d_k)) on MiniLM's own
+    # queries and keys gives the model's weights, for every head of layer 0; head 2 puts more
+    # than 0.99 on the previous token (the lab's positional head)
+    from mha import pretrained
+
+    sentence = "The cat sat on the mat."
+    tokens, q, k, v = pretrained.sentence_qkv(sentence, layer=0)
+    _, weights = pretrained.sentence_attention(sentence)
+    assert q.shape == (12, len(tokens), 32)
+    by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    torch.testing.assert_close(by_hand, weights[0])
+    n = len(tokens)
+    assert (weights[0, 2][torch.arange(1, n), torch.arange(n - 1)] > 0.99).all()

@@ -370,3 +370,25 @@ def test_equal_norms_columns_can_fail():
     assert torch.equal(a.argmax(-1), torch.arange(3))  # rows: lemma (d) holds
     assert a[0, 1] > a[1, 1] and s[0, 1] < s[1, 1] and z[1] > z[0]
     assert math.isclose(a[0, 1].item(), math.exp(s[0, 1].item()) / z[0].item(), rel_tol=1e-12)
+
+
+def test_real_tokens_weightless_is_flat_or_near_identity_and_trained_heads_are_not():
+    # chapter 2, "On real tokens" (all-MiniLM-L6-v2, "The cat sat on the mat."): weight-less
+    # self-attention is nearly uniform on the word embeddings (norms near 1, C = 384) and
+    # lets the diagonal win every row on the layer-normed layer input, whose learned gain and
+    # bias leave the norms unequal; the 72 trained heads put under 0.3 on the diagonal
+    from mha import pretrained
+
+    sentence = "The cat sat on the mat."
+    tokens, embedded = pretrained.token_embeddings(sentence)
+    _, states = pretrained.sentence_states(sentence)
+    _, trained = pretrained.sentence_attention(sentence)
+    n = len(tokens)
+    _, a_embedded = mha.self_attention(embedded)
+    _, a_input = mha.self_attention(states[0])
+    assert abs(a_embedded.diagonal().mean() - 1 / n) < 0.01
+    assert torch.equal(a_input.argmax(-1), torch.arange(n))
+    norms = states[0].norm(dim=-1)
+    assert norms.max() - norms.min() > 4 and norms.max() < math.sqrt(384)
+    assert trained.diagonal(dim1=-2, dim2=-1).mean(-1).max() < 0.3
+    assert (trained.argmax(-1) == torch.arange(n)).double().mean() < 0.2
