@@ -259,14 +259,14 @@ def test_soft_attention_passes_gradient_to_the_scores_and_a_hard_look_up_does_no
     assert not values[s.argmax()].requires_grad
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_frobenius_norm_of_the_softmax_jacobian_is_the_rms_gradient_reaching_the_scores(seed):
     # E|J^T g|^2 = tr(J J^T) = |J|_F^2 for g with independent standard normal entries
     g = torch.Generator().manual_seed(seed)
     a = torch.softmax(3 * draw(g, 6), -1)
     jac = torch.diag(a) - torch.outer(a, a)
-    upstream = draw(g, 20000, 6)
+    upstream = draw(g, 10000, 6)
     sampled = (upstream @ jac).pow(2).sum(-1).mean()
     assert abs(sampled / torch.linalg.matrix_norm(jac) ** 2 - 1) < 0.1
 
