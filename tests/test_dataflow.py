@@ -47,7 +47,8 @@ def test_multi_head_figure_shapes_are_the_modules_own():
                                                                 tuple(out.shape))}))
     split = []
     original = module._split_heads
-    module._split_heads = lambda x: split.append(tuple(original(x).shape)) or original(x)
+    module._split_heads = lambda x, *heads: split.append(tuple(original(x, *heads).shape)) or (
+        original(x, *heads))
     _, weights = module(torch.randn(2, 5, 12))
 
     arrows = arrows_by_ends(dataflow.multi_head_diagram(SIZES))
