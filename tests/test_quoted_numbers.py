@@ -19,12 +19,7 @@ NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
 # notebook stem -> {number as the prose writes it: where it comes from}
 CITED: dict[str, dict[str, str]] = {
     "01_attention_recap": {
-        "0.107": "TODO(errata): not printed by a cell",
-        "7.389": "TODO(errata): not printed by a cell",
-        "768": "TODO(errata): not printed by a cell",
-        "9.389": "TODO(errata): not printed by a cell",
-        "998": "TODO(errata): not printed by a cell",
-        "999": "TODO(errata): not printed by a cell",
+        "768": "BERT-base's hidden size H (Devlin et al. 2019, section 3: L=12, H=768, A=12)",
     },
     "04_multi_head_attention": {
         n: "TODO(errata): not printed by a cell"
