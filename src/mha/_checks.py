@@ -80,6 +80,15 @@ def require_int_tensor(name: str, x: object, dim: int | None = None) -> torch.Te
     return x
 
 
+def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Integer ids in ``0 .. vocab_size-1`` (one pass over the ids, never over activations)."""
+    require_int_tensor(name, tokens)
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
+                         f"{int(tokens.min())} to {int(tokens.max())}")
+    return tokens
+
+
 def require_bool_tensor(name: str, x: object, shape: tuple[int, ...] | None = None
                         ) -> torch.Tensor:
     """Return ``x`` if it is a bool tensor (of ``shape``, when given)."""

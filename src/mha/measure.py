@@ -9,9 +9,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import torch
+
+from mha._checks import check_allocation, require_callable, require_choice, require_int
 
 #: The attention implementations ``peak_memory`` can run.
 METHODS = ("plain", "chunked")
@@ -81,14 +84,19 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     entry ``i`` is exact when memory grows with ``n`` and an upper bound otherwise. Needs a
     POSIX system.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    sizes = list(sizes)
-    for name, size in [("d", d), ("chunk_size", chunk_size)] + [("n", n) for n in sizes]:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    require_choice("method", method, METHODS)
+    if isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
+        raise ValueError(f"sizes must be a list of ints, got {type(sizes).__name__}")
+    sizes = [require_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]
+    d, chunk_size = require_int("d", d), require_int("chunk_size", chunk_size)
     if not sizes or sizes != sorted(sizes):
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
+    # the child process allocates these; refuse here what would take the machine down
+    n = sizes[-1]
+    check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
+    block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
+    check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
+                     "use smaller sizes (or a smaller chunk_size)")
     done = subprocess.run(
         [sys.executable, "-c", _MEMORY_SCRIPT, method, str(d), str(chunk_size),
          *map(str, sizes)],
@@ -102,8 +110,8 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
     The minimum is the least noisy estimate on a shared machine: other work only adds time.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    require_callable("fn", fn)
+    require_int("repeats", repeats)
     fn()
     best = float("inf")
     for _ in range(repeats):
