@@ -214,6 +214,8 @@ def require_int(name: str, value: object, minimum: int | None = 1,
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an int, got {_describe(value)}")
     value = int(value)
+    if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+        raise ValueError(f"{name} must lie in {minimum}..{maximum}, got {value}")
     if minimum is not None and value < minimum:
         expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
         raise ValueError(f"{name} must be {expected}, got {value}")
