@@ -18,6 +18,7 @@ def random_case(generator, lead, n_q, n_k, d_k, d_v, dtype=torch.float64):
     return draw(*lead, n_q, d_k), draw(*lead, n_k, d_k), draw(*lead, n_k, d_v)
 
 
+@pytest.mark.claim("1.4")
 @pytest.mark.parametrize("seed", range(40))
 def test_matches_scaled_dot_product_attention(seed):
     g = torch.Generator().manual_seed(seed)
@@ -44,6 +45,7 @@ def test_float_mask_is_added_to_the_scores():
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
 
 
+@pytest.mark.claim("1.1")
 def test_default_scale_is_inverse_sqrt_dk():
     g = torch.Generator().manual_seed(1)
     q, k, v = random_case(g, [], 3, 4, 9, 2)
@@ -84,6 +86,7 @@ def test_fully_masked_by_float_minus_inf():
         (((4,), (5, 4), (5, 4)), "at least 2 dimensions"),
     ],
 )
+@pytest.mark.claim("1.4")
 def test_bad_shapes_raise_value_error_naming_them(shapes, message):
     q, k, v = (torch.randn(*s) for s in shapes)
     with pytest.raises(ValueError, match=message):

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -38,6 +39,7 @@ def test_output_lies_between_the_smallest_and_largest_value(seed, n_q, n_k, d_v)
     assert (out >= v.min(0).values - 1e-12).all() and (out <= v.max(0).values + 1e-12).all()
 
 
+@pytest.mark.claim("1.3", "1.7")
 def test_self_attention_output_has_d_v_features_not_d():
     # seed 001: "self-attention computes Y in R^{n x d}" holds only when d_v = d
     g = torch.Generator().manual_seed(0)
@@ -52,6 +54,7 @@ def test_self_attention_output_has_d_v_features_not_d():
     assert mha.self_attention(x)[0].shape == (n, d)
 
 
+@pytest.mark.claim("1.2")
 def test_self_attention_with_projections_is_attention_of_three_views_of_x():
     # seed 000 writes self-attention as Q = K = V; with weights, Q, K, V are three different
     # projections of the same X, and Q = K = V = X is the special case W = identity
@@ -77,6 +80,7 @@ def test_dot_product_variance_grows_like_d_k_and_the_scale_removes_it():
         assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.1
 
 
+@pytest.mark.claim("1.1")
 def test_dividing_by_sqrt_of_the_width_shrinks_per_head_score_variance_to_one_over_h():
     # seed 000 divides by sqrt(C); with h heads of size d_k = C / h that gives variance 1 / h
     g = torch.Generator().manual_seed(5)
@@ -155,6 +159,7 @@ def test_padding_does_not_change_the_real_tokens(seed, length, n_pad):
     assert (weights[:, length:] == 0).all()
 
 
+@pytest.mark.claim("1.5")
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 7), st.data())
 def test_causal_outputs_ignore_the_future(seed, n, data):
@@ -172,6 +177,7 @@ def test_causal_outputs_ignore_the_future(seed, n, data):
     assert (weights.triu(1) == 0).all()
 
 
+@pytest.mark.claim("1.5")
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, 6), st.integers(1, 6))
 def test_unmasked_weights_are_positive_on_every_key_including_its_own(seed, n, d):

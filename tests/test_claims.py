@@ -1,33 +1,33 @@
-"""book/claims.md: every test a row names must exist."""
+"""book/claims.md and the tests agree: every checked claim has tests marked with its id
+(``@pytest.mark.claim("3.3")``), the row names exactly those tests, and every marker names a row."""
 
-import re
+import pytest
 
-from conventions import ROOT
+from claim_markers import TEST_REF, claim_rows, is_checked, marked_tests
 
-TEST_REF = re.compile(r"`?(tests/[\w/]+\.py)::(\w+)`?")
-
-
-def claim_rows():
-    for line in (ROOT / "book" / "claims.md").read_text().splitlines():
-        if re.match(r"^\|\s*(\d+|L)\.\d+\s*\|", line):  # chapter rows N.K, lab rows L.K
-            yield line
+ROWS = claim_rows()
+MARKED = marked_tests()
 
 
 def test_claims_page_has_rows():
-    assert len(list(claim_rows())) >= 10
+    assert len(ROWS) >= 10
 
 
-def test_every_named_test_exists():
-    named = [m.groups() for row in claim_rows() for m in TEST_REF.finditer(row)]
-    for path, name in named:
-        source = (ROOT / path).read_text() if (ROOT / path).exists() else ""
-        assert re.search(rf"^(async )?def {name}\(", source, re.MULTILINE), (
-            f"claims.md names {path}::{name}, which does not exist"
-        )
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_a_checked_claim_has_a_test_marked_with_its_id(claim):
+    if is_checked(ROWS[claim]):
+        assert MARKED.get(claim), (
+            f"claim {claim} has a verdict but no test is marked @pytest.mark.claim({claim!r})")
 
 
-def test_every_checked_claim_names_a_test():
-    for row in claim_rows():
-        verdict = row.split("|")[4].strip().lower()
-        if verdict not in {"not yet checked", "not checked"}:
-            assert TEST_REF.search(row), f"a claim with a verdict names no test: {row[:80]}"
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_the_row_names_exactly_the_tests_marked_with_its_id(claim):
+    named = {"::".join(m.groups()) for m in TEST_REF.finditer(ROWS[claim][-1])}
+    assert named == MARKED.get(claim, set()), (
+        f"claim {claim}: the row names {sorted(named)}, the markers say "
+        f"{sorted(MARKED.get(claim, set()))}")
+
+
+def test_every_marker_names_a_claim_row():
+    unknown = sorted(set(MARKED) - set(ROWS))
+    assert not unknown, f"tests are marked with claims that have no row: {unknown}"

@@ -31,6 +31,7 @@ def relative_error(got, expected):
     return ((got - expected).abs().max() / expected.abs().max()).item()
 
 
+@pytest.mark.claim("5.2")
 @pytest.mark.parametrize("seed", range(36))
 def test_conv_to_attention_matches_conv2d(seed):
     conv, x = random_conv_case(seed)
@@ -134,6 +135,7 @@ def error_bound(alpha):
     return 4 * s / (1 - s) ** 2
 
 
+@pytest.mark.claim("5.2")
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), alpha=st.floats(0.3, 40))
 def test_error_against_alpha_is_below_the_bound(seed, alpha):
@@ -176,6 +178,7 @@ def test_attention_weights_are_the_ones_multi_head_attention_uses():
     torch.testing.assert_close(out.transpose(1, 2).reshape(2, 3, 3, 4), layer(x))
 
 
+@pytest.mark.claim("5.1")
 def test_one_head_attending_to_itself_is_a_1x1_conv():
     """Seed 000: self-attention with weights (and a position) is a 1x1 convolution."""
     torch.manual_seed(4)
@@ -190,6 +193,7 @@ def test_one_head_attending_to_itself_is_a_1x1_conv():
         torch.testing.assert_close(layer(x), per_pixel)
 
 
+@pytest.mark.claim("5.1")
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), c_in=st.integers(1, 4), c_out=st.integers(1, 4))
 def test_content_only_attention_cannot_equal_a_1x1_conv(seed, c_in, c_out):
@@ -208,6 +212,7 @@ def test_content_only_attention_cannot_equal_a_1x1_conv(seed, c_in, c_out):
     assert c[1] / c[0] < 2
 
 
+@pytest.mark.claim("5.2")
 def test_content_only_attention_commutes_with_pixel_shuffles_a_conv_does_not():
     torch.manual_seed(5)
     layer = mha.MultiHeadAttention(2, 2)
@@ -224,6 +229,7 @@ def test_content_only_attention_commutes_with_pixel_shuffles_a_conv_does_not():
     assert (y_of_shuffled - y[:, :, perm]).abs().max() > 0.1
 
 
+@pytest.mark.claim("5.2")
 def test_without_zero_keys_only_the_border_differs():
     torch.manual_seed(6)
     conv = nn.Conv2d(2, 2, 3, padding=1).double()
@@ -238,6 +244,7 @@ def test_without_zero_keys_only_the_border_differs():
     assert (diff[border] > 1e-3).all()
 
 
+@pytest.mark.claim("5.3")
 def test_attention_reaches_every_pixel_a_3x3_conv_only_nine():
     torch.manual_seed(7)
     layer = mha.MultiHeadAttention(1, 1)
@@ -273,6 +280,7 @@ def marker_scenes(n, seed):
     return tokens, image[torch.arange(n), at]
 
 
+@pytest.mark.claim("5.3")
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10_000), beta=st.floats(1.0, 40.0))
 def test_attention_reads_the_pixel_under_the_marker(seed, beta):
@@ -284,6 +292,7 @@ def test_attention_reads_the_pixel_under_the_marker(seed, beta):
     assert error <= 63 * math.exp(-beta) + 1e-12
 
 
+@pytest.mark.claim("5.3")
 def test_no_affine_map_reads_the_marker():
     """Every convolution is an affine map of the image; the best one (least squares, numpy's
     SVD solver) misses the target by far more than one attention head does."""

@@ -53,6 +53,7 @@ def pairwise(d):
 
 # ----- lemma (a): raw scores -----
 
+@pytest.mark.claim("2.1")
 @settings(max_examples=200, deadline=None)
 @given(token_sets())
 def test_lemma_a_raw_scores(x):
@@ -65,6 +66,7 @@ def test_lemma_a_raw_scores(x):
 
 # ----- lemma (b): the product of the off-diagonal pair -----
 
+@pytest.mark.claim("2.2")
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
 def test_lemma_b_pair_product(x):
@@ -84,6 +86,7 @@ def test_lemma_b_one_of_each_pair_prefers_itself(x):
 
 # ----- lemma (c): within one row -----
 
+@pytest.mark.claim("2.4")
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
 def test_lemma_c_row_rule(x):
@@ -115,6 +118,7 @@ def test_longest_token_prefers_itself(x):
 
 # ----- lemma (d): equal norms -----
 
+@pytest.mark.claim("2.3")
 @settings(max_examples=200, deadline=None)
 @given(token_sets(equal_norms=True), st.booleans())
 def test_lemma_d_equal_norms_rows(x, duplicate):
@@ -127,6 +131,7 @@ def test_lemma_d_equal_norms_rows(x, duplicate):
     assert not mha.diagonal_violations(a).any()
 
 
+@pytest.mark.claim("2.5")
 def test_rms_normalised_tokens_diagonal_rows():
     g = torch.Generator().manual_seed(7)
     raw = torch.randn(3, 9, 16, generator=g) * torch.rand(3, 9, 1, generator=g) * 5
@@ -137,6 +142,7 @@ def test_rms_normalised_tokens_diagonal_rows():
 
 # ----- the seed's statement -----
 
+@pytest.mark.claim("2.2")
 def test_seed_counterexample_collinear():
     # x = (1, 2, 3) with C = 1: s_ij = i * j, so every weight is a ratio of exponentials
     x = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
@@ -154,6 +160,7 @@ def test_seed_counterexample_collinear():
     assert torch.equal(mha.diagonal_violations(a), expected)
 
 
+@pytest.mark.claim("2.2")
 @settings(max_examples=100, deadline=None)
 @given(st.floats(1e-3, 30.0))
 def test_seed_counterexample_at_every_scale(t):
@@ -165,6 +172,7 @@ def test_seed_counterexample_at_every_scale(t):
     assert a[0, 1] > max(a[0, 0], a[1, 1])
 
 
+@pytest.mark.claim("2.2")
 def test_seed_fails_on_random_tokens():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1000, 8, 1, generator=g, dtype=torch.float64)
@@ -173,6 +181,7 @@ def test_seed_fails_on_random_tokens():
     assert failing > 0.3
 
 
+@pytest.mark.claim("2.2")
 @settings(max_examples=200, deadline=None)
 @given(token_sets(min_tokens=2))
 def test_seed_holds_for_two_tokens(x):
@@ -184,6 +193,7 @@ def test_seed_holds_for_two_tokens(x):
 
 # ----- the second limitation: symmetric scores -----
 
+@pytest.mark.claim("2.5")
 @settings(max_examples=150, deadline=None)
 @given(token_sets(min_tokens=2))
 def test_symmetric_scores_detailed_balance(x):
@@ -205,6 +215,7 @@ def shift_projections(n, strength=4.0):
     return w_q, w_k
 
 
+@pytest.mark.claim("2.6")
 def test_projections_break_symmetry_and_diagonal():
     n = 6
     x = torch.eye(n, dtype=torch.float64)  # one-hot tokens: equal norms
@@ -254,6 +265,7 @@ def test_self_attention_refuses_bad_input():
         mha.self_attention(torch.rand(3, 4), mask=torch.ones(2, 2, dtype=torch.bool))
 
 
+@pytest.mark.claim("2.3")
 def test_equal_norms_columns_can_fail():
     # unit tokens at 0, 10 and 60 degrees: token 2's row is more spread out (Z_2 > Z_1), so
     # alpha_12 > alpha_22 although s_12 < s_22

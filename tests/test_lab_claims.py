@@ -33,6 +33,7 @@ def minilm():
     return load_minilm()
 
 
+@pytest.mark.claim("L.1")
 def test_minilm_has_one_previous_token_head(probe):
     batch, maps, _ = probe
     real = batch["attention_mask"].bool()
@@ -79,6 +80,7 @@ def spearman_on_evaluation(encoder, tokenizer):
     return scipy.stats.spearmanr(cosine, [p[2] for p in pairs]).statistic
 
 
+@pytest.mark.claim("L.2")
 def test_pruning_half_the_heads_costs_less_than_the_sampling_error(minilm):
     encoder, tokenizer = minilm
     importance = michel_importance(encoder, tokenizer)
@@ -93,6 +95,7 @@ def test_pruning_half_the_heads_costs_less_than_the_sampling_error(minilm):
     assert full - none > 0.05         # the heads do matter, a little
 
 
+@pytest.mark.claim("L.3")
 def test_confident_heads_are_not_the_important_ones(minilm, probe):
     encoder, tokenizer = minilm
     batch, maps, _ = probe

@@ -163,6 +163,7 @@ def test_from_torch_refuses_what_it_cannot_copy():
 @given(h=st.integers(1, 4), head_dim=st.integers(1, 5), extra=st.integers(0, 3),
        n_q=st.integers(1, 5), n_k=st.integers(1, 5), bias=st.booleans(),
        seed=st.integers(0, 2**16))
+@pytest.mark.claim("4.1", "4.3")
 def test_big_projection_equals_separate_heads(h, head_dim, extra, n_q, n_k, bias, seed):
     torch.manual_seed(seed)
     embed_dim = h + extra  # head_dim is free (seed 000): h * head_dim need not equal embed_dim
@@ -235,6 +236,7 @@ def mha_parameter_formula(d, h, dk, dv, kdim, vdim, bias):
     return weights + (2 * h * dk + h * dv + d if bias else 0)
 
 
+@pytest.mark.claim("4.2")
 @pytest.mark.parametrize("bias", [True, False])
 def test_parameter_count_is_independent_of_h_when_head_dim_is_d_over_h(bias):
     d = 24
@@ -247,6 +249,7 @@ def test_parameter_count_is_independent_of_h_when_head_dim_is_d_over_h(bias):
     assert counts == {4 * d * d + (4 * d if bias else 0)}
 
 
+@pytest.mark.claim("4.2")
 def test_parameter_count_grows_with_h_at_fixed_head_dim():
     counts = [sum(p.numel() for p in mha.MultiHeadAttention(8, h, head_dim=4).parameters())
               for h in (1, 2, 4)]
@@ -318,6 +321,7 @@ def test_mask_errors_name_the_shapes():
 
 # --- FLOPs (seed 002, implied): the matrix products do not depend on h when d_k = d / h ---
 
+@pytest.mark.claim("4.5")
 def test_matmul_flops_are_independent_of_h():
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -332,6 +336,7 @@ def test_matmul_flops_are_independent_of_h():
 
 # --- chapter 3's limit and chapter 4's remedy, trained (a few seconds) ---
 
+@pytest.mark.claim("3.2", "4.4")
 def test_two_lookups_need_two_heads():
     """One head (any width) stays at the bound (1 - 1/n)/2; two heads of half the width solve it."""
     n, m = 6, 3

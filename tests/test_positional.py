@@ -24,6 +24,7 @@ def paper_encoding(n, d, base):
     return torch.from_numpy(p)
 
 
+@pytest.mark.claim("6.5")
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(0, 40), d=even_dims, base=bases)
 def test_sinusoidal_encoding_is_the_papers_formula(n, d, base):
@@ -55,6 +56,7 @@ def test_wavelengths_run_from_two_pi_to_just_below_base_times_two_pi():
     assert torch.all(wavelengths[1:] > wavelengths[:-1]), "frequencies must decrease along d"
 
 
+@pytest.mark.claim("6.6")
 def test_frequencies_decrease_along_the_dimension_like_binary_digits():
     # bit b of the position flips with period 2^(b+1): higher bits are slower
     positions = torch.arange(64)
@@ -67,6 +69,7 @@ def test_frequencies_decrease_along_the_dimension_like_binary_digits():
     assert torch.all(omega[1:] < omega[:-1])
 
 
+@pytest.mark.claim("6.7")
 def test_positions_have_distinct_encodings():
     p = mha.sinusoidal_encoding(512, 16, dtype=torch.float64)
     distances = torch.cdist(p, p) + torch.eye(512) * 1e9
@@ -76,6 +79,7 @@ def test_positions_have_distinct_encodings():
     assert (torch.cdist(pair, pair) + torch.eye(512) * 1e9).min().item() > 0
 
 
+@pytest.mark.claim("6.2")
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 30), k=st.integers(-20, 40), d=even_dims, base=bases)
 def test_relative_rotation_shifts_encoding(n, k, d, base):
@@ -115,6 +119,7 @@ def test_encoding_dot_product_depends_on_offset_only(p, q, k, d):
         torch.testing.assert_close(pe[p] @ pe[p - k], expected)
 
 
+@pytest.mark.claim("6.4")
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 8), seed=st.integers(0, 2**16), need_weights=st.booleans())
 def test_self_attention_is_permutation_equivariant(n, seed, need_weights):
@@ -141,6 +146,7 @@ def test_adding_the_encoding_breaks_permutation_equivariance():
     assert (out_p - out[:, perm]).abs().max() > 1e-3
 
 
+@pytest.mark.claim("6.3")
 def test_one_layer_connects_every_position_to_every_other():
     """Maximum path length 1: every output depends on every input after one layer."""
     torch.manual_seed(0)
@@ -156,6 +162,7 @@ def test_one_layer_connects_every_position_to_every_other():
     assert not reach[0, 5] and reach[0, 1]
 
 
+@pytest.mark.claim("6.8")
 def test_a_general_score_matrix_does_not_make_the_encoding_relative():
     """The seed's 'easily learn to attend by relative positions' needs a special W = W_Q W_K^T:
     with W = diag(1, 0, ..., 0) the position-position score p_i W p_j^T = sin(i) sin(j) is not

@@ -12,6 +12,7 @@ def draw(g, *shape):
     return torch.randn(*shape, generator=g, dtype=torch.float64)
 
 
+@pytest.mark.claim("1.6")
 def test_additive_scores_match_the_formula_entry_by_entry():
     g = torch.Generator().manual_seed(0)
     q, k = draw(g, 2, 3, 4), draw(g, 2, 5, 6)          # d_q = 4, d_k = 6: sizes may differ
@@ -38,6 +39,7 @@ def test_additive_score_module_uses_its_linear_layers():
     torch.testing.assert_close(odd(-q, -k), -odd(q, k))
 
 
+@pytest.mark.claim("1.6")
 def test_additive_accepts_different_query_and_key_sizes_but_dot_product_does_not():
     g = torch.Generator().manual_seed(2)
     q, k, v = draw(g, 3, 2), draw(g, 4, 5), draw(g, 4, 6)

@@ -23,6 +23,7 @@ def seed_formula(x, w_q, w_k, w_v):
 @settings(max_examples=30, deadline=None)
 @given(d=st.integers(1, 6), dk=st.integers(1, 6), dv=st.integers(1, 6), n=st.integers(1, 6),
        seed=st.integers(0, 2**16))
+@pytest.mark.claim("3.4")
 def test_self_attention_is_the_seed_formula(d, dk, dv, n, seed):
     torch.manual_seed(seed)
     layer = mha.SelfAttention(d, key_dim=dk, value_dim=dv).double()
@@ -50,6 +51,7 @@ def test_self_attention_is_one_head_of_multi_head_attention():
     torch.testing.assert_close(multi(x)[1][:, 0], single(x)[1])
 
 
+@pytest.mark.claim("3.1")
 def test_attention_with_a_diagonal_mask_is_exactly_the_projection_x_w_v():
     torch.manual_seed(4)
     layer = mha.SelfAttention(5, value_dim=3).double()
@@ -69,6 +71,7 @@ def identity_head(n, d, lam):
     return layer
 
 
+@pytest.mark.claim("3.1")
 @pytest.mark.parametrize("lam", [5.0, 10.0, 20.0, 40.0])
 def test_attention_approaches_x_w_v_with_the_proven_bound(lam):
     """With scores lam * [i == j], |out_i - (X W_V)_i| <= 2 (n-1) e^{-lam} max_j |(X W_V)_j|."""
@@ -87,6 +90,7 @@ def test_attention_approaches_x_w_v_with_the_proven_bound(lam):
                                                                 dtype=F64))
 
 
+@pytest.mark.claim("3.1")
 def test_conv1x1_is_the_projection_x_w():
     """A 1x1 convolution over tokens is the per-token linear map X W^T + b."""
     torch.manual_seed(6)
@@ -96,6 +100,7 @@ def test_conv1x1_is_the_projection_x_w():
     torch.testing.assert_close(via_conv, x @ conv.weight[:, :, 0].T + conv.bias)
 
 
+@pytest.mark.claim("3.3")
 def test_untied_weights_give_asymmetric_scores_and_tied_give_symmetric():
     torch.manual_seed(7)
     layer = mha.SelfAttention(6, key_dim=4).double()
@@ -153,6 +158,7 @@ def test_lookup_task_is_reproducible_and_checks_its_arguments():
         mha.lookup_task(2, 0, 2)
 
 
+@pytest.mark.claim("3.1")
 def test_one_head_learns_the_single_lookup_and_a_projection_cannot():
     torch.manual_seed(0)
     n, m = 6, 3

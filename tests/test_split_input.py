@@ -53,6 +53,7 @@ def test_split_input_weights_are_block_diagonal_and_train_that_way():
         assert (proj.weight[blocks] != 0).all()
 
 
+@pytest.mark.claim("4.1")
 @pytest.mark.parametrize("h", [1, 2, 3, 4, 6, 12])
 def test_split_input_parameter_count(h):
     d = 12
@@ -62,6 +63,7 @@ def test_split_input_parameter_count(h):
     assert (n_params == full) == (h == 1)
 
 
+@pytest.mark.claim("4.1")
 def test_a_split_head_cannot_see_the_other_chunks():
     """Head 1's weights ignore chunk 2 in the split layer, but not in multi-head attention."""
     torch.manual_seed(1)

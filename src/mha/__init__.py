@@ -19,6 +19,7 @@ from mha.single_head import SelfAttention
 # Chapter 4: multi-head attention
 from mha.multi_head import MultiHeadAttention
 from mha.split_input import SplitInputAttention
+from mha.kv_cache import KVCache
 
 # Chapter 5: convolution as attention
 from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
@@ -55,6 +56,7 @@ __all__ = [
     "relative_error",
     "MultiHeadAttention",
     "SplitInputAttention",
+    "KVCache",
     "GridSelfAttention",
     "conv_to_attention",
     "quadratic_encoding",

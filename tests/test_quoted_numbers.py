@@ -1,0 +1,116 @@
+"""Prose quotes only numbers that its own notebook prints (or sets in code), or a listed citation.
+
+A number in a chapter's markdown with three or more significant digits must equal, to the digits
+it shows, a number in one of the notebook's code cells or outputs (``0.918`` matches a printed
+``0.9183``). Anything else is a number from a paper or another source: it goes in ``CITED`` with
+where it comes from, so a reader of this file can check it.
+"""
+
+import json
+import re
+from decimal import Decimal
+
+import pytest
+
+from conventions import NOTEBOOKS, cell_source
+
+NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
+
+# notebook stem -> {number as the prose writes it: where it comes from}
+CITED: dict[str, dict[str, str]] = {
+    "01_attention_recap": {
+        "0.107": "TODO(errata): not printed by a cell",
+        "7.389": "TODO(errata): not printed by a cell",
+        "768": "TODO(errata): not printed by a cell",
+        "9.389": "TODO(errata): not printed by a cell",
+        "998": "TODO(errata): not printed by a cell",
+        "999": "TODO(errata): not printed by a cell",
+    },
+    "04_multi_head_attention": {
+        n: "TODO(errata): not printed by a cell"
+        for n in ["0.865", "0.905", "0.938", "0.971", "1.032", "1.82", "11.33", "117.91",
+                  "122.90", "128", "155.04", "161.73", "183.29", "2.16", "212.92", "256",
+                  "262144", "263168", "27.14", "272.42", "30.97", "379.95", "512", "54.24",
+                  "67.31", "8.02"]
+    },
+    "05_convolution": {
+        n: "TODO(errata): not printed by a cell" for n in ["128", "189", "2020", "729"]
+    },
+    "06_positional_encoding": {
+        n: "TODO(errata): not printed by a cell" for n in ["116", "2.85"]
+    },
+    "07_head_pruning": {
+        n: "TODO(errata): not printed by a cell" for n in ["0.917", "2019"]
+    },
+    "08_lab_pretrained_heads": {
+        n: "TODO(errata): not printed by a cell"
+        for n in ["144", "1536", "16.9", "17.5",
+                  "20.8", "22.6", "2304", "256", "512"]
+    },
+}
+
+
+def significant_digits(number: str) -> int:
+    whole, _, fraction = number.replace(",", "").partition(".")
+    if fraction:
+        return len((whole + fraction).lstrip("0"))
+    return len(whole.lstrip("0").rstrip("0"))
+
+
+def numbers(text: str) -> set[str]:
+    return {whole + (fraction or "") for whole, fraction in NUMBER.findall(text)}
+
+
+def shows(printed: str, quoted: str) -> bool:
+    """Does ``printed`` round to ``quoted`` at the digits ``quoted`` shows?"""
+    printed, quoted = printed.replace(",", ""), quoted.replace(",", "")
+    places = len(quoted.partition(".")[2])
+    if len(printed.partition(".")[2]) < places:
+        return False
+    exponent = Decimal(1).scaleb(-places)
+    return Decimal(printed).quantize(exponent) == Decimal(quoted)
+
+
+def texts(nb: dict) -> tuple[str, str]:
+    """The notebook's markdown, and its code and outputs (what a reader sees printed)."""
+    prose, printed = [], []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            prose.append(cell_source(cell))
+        elif cell["cell_type"] == "code":
+            printed.append(cell_source(cell))
+            for output in cell.get("outputs", []):
+                for text in [output.get("text", ""),
+                             output.get("data", {}).get("text/plain", "")]:
+                    printed.append(text if isinstance(text, str) else "".join(text))
+    return "\n".join(prose), "\n".join(printed)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_prose_quotes_only_printed_or_cited_numbers(path):
+    prose, printed = texts(json.loads(path.read_text()))
+    available = numbers(printed)
+    cited = CITED.get(path.stem, {})
+    unprinted = sorted(n for n in numbers(prose)
+                       if significant_digits(n) >= 3 and n not in cited
+                       and not any(shows(p, n) for p in available))
+    assert not unprinted, (
+        f"{path.name} quotes numbers none of its cells prints: {unprinted} (print them, or add "
+        f"them to CITED with their source)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cited_number_is_quoted_and_not_printed(path):
+    prose, printed = texts(json.loads(path.read_text()))
+    cited = set(CITED.get(path.stem, {}))
+    stale = sorted(cited - numbers(prose))
+    assert not stale, f"CITED lists numbers {path.name} no longer quotes: {stale}"
+    redundant = sorted(n for n in cited if any(shows(p, n) for p in numbers(printed)))
+    assert not redundant, f"CITED lists numbers {path.name} prints itself: {redundant}"
+
+
+def test_rounding_rule():
+    assert shows("0.9183", "0.918") and shows("0.2447", "0.2447") and shows("116", "116")
+    assert not shows("0.9183", "0.919") and not shows("0.92", "0.918")
+    assert significant_digits("0.0900") == 3 and significant_digits("10000") == 1
+    assert significant_digits("16,384") == 5
