@@ -43,7 +43,14 @@ from mha.content_heads import same_token_weight
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
 
+# Argument checks: the memory budget every allocation of mha is checked against
+from mha._checks import MemoryBudgetError, get_memory_budget, memory_budget, set_memory_budget
+
 __all__ = [
+    "MemoryBudgetError",
+    "memory_budget",
+    "set_memory_budget",
+    "get_memory_budget",
     "attention",
     "additive_scores",
     "AdditiveScore",

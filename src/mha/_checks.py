@@ -264,6 +264,14 @@ def require_positive(name: str, value: object) -> float:
     return require_number(name, value, greater_than=0.0)
 
 
+def require_probability(name: str, value: object) -> float:
+    """A dropout probability: a number in [0, 1)."""
+    value = require_number(name, value, at_least=0.0)
+    if not value < 1.0:
+        raise ValueError(f"{name} must lie in [0, 1), got {value:g}")
+    return value
+
+
 def require_base(value: object) -> float:
     """The base of the sinusoidal frequencies: a finite number > 1."""
     return require_number("base", value, greater_than=1.0)

@@ -31,6 +31,12 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
     ``ValueError`` instead of silently losing what makes it different.
     """
     _require_plain_attention(module)
+    if module.num_kv_heads != module.num_heads:
+        raise ValueError(
+            f"prune_heads does not prune grouped-query attention (num_kv_heads="
+            f"{module.num_kv_heads} < num_heads={module.num_heads}): a key/value head is "
+            f"shared by several query heads"
+        )
     h, d = module.num_heads, module.head_dim
     removed = set(require_indices("heads", heads, h, "head"))
     keep = [i for i in range(h) if i not in removed]
@@ -39,7 +45,8 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
 
     bias = module.q_proj.bias is not None
     pruned = MultiHeadAttention(module.embed_dim, len(keep), kdim=module.kdim,
-                                vdim=module.vdim, bias=bias, head_dim=d)
+                                vdim=module.vdim, bias=bias, head_dim=d,
+                                dropout=module.dropout).train(module.training)
     weight = module.out_proj.weight
     pruned.to(device=weight.device, dtype=weight.dtype)
     # feature index of head i, dimension j, in the concatenated projections: i * d + j
@@ -63,9 +70,9 @@ def _require_plain_attention(module: object) -> None:
             f"module must be a plain mha.MultiHeadAttention, got {type(module).__name__}: "
             f"prune_heads rebuilds a MultiHeadAttention and would lose what a subclass adds"
         )
-    inner = module.num_heads * module.head_dim
-    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, inner),
-                "v_proj": (module.vdim, inner), "out_proj": (inner, module.embed_dim)}
+    inner, kv_inner = module.num_heads * module.head_dim, module.num_kv_heads * module.head_dim
+    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, kv_inner),
+                "v_proj": (module.vdim, kv_inner), "out_proj": (inner, module.embed_dim)}
     for name, (fan_in, fan_out) in expected.items():
         proj = getattr(module, name)
         if type(proj) is not nn.Linear or (proj.in_features, proj.out_features) != (

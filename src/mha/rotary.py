@@ -104,6 +104,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
                                  f"{tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
+        if mask is not None:
+            self._check_mask(mask, batch, n, n, x.dtype)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
         k = apply_rotary(self._split_heads(self.k_proj(x)), positions, self.base)
         v = self._split_heads(self.v_proj(x))
