@@ -29,6 +29,8 @@ import torch
 def _describe(x: object) -> str:
     """What a wrong argument was: ``numpy.ndarray of shape (3, 4)``, ``str 'no'``, ``list [1]``."""
     cls = type(x)
+    if x is None or cls in (bool, int, float, str):
+        return repr(x)
     kind = cls.__name__ if cls.__module__ == "builtins" else \
         f"{cls.__module__.split('.')[0]}.{cls.__name__}"
     shape = getattr(x, "shape", None)
@@ -97,7 +99,8 @@ def require_bool_tensor(name: str, x: object, shape: tuple[int, ...] | None = No
         raise ValueError(f"{name} must be a bool tensor, got {x.dtype}; use {name}.bool() "
                          f"(or {name} != 0)")
     if shape is not None and tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(x.shape)}")
+        raise ValueError(f"{name} must be a bool tensor of shape {tuple(shape)}, got "
+                         f"{tuple(x.shape)}")
     return x
 
 
@@ -133,21 +136,15 @@ def broadcast_batch(*named: tuple[str, torch.Size | tuple[int, ...]]) -> torch.S
         ) from None
 
 
-def require_broadcastable_mask(
-    mask: object, target: torch.Size, dtype: torch.dtype | None = None
-) -> torch.Tensor:
-    """Return ``mask`` if it is a bool mask, or a float mask of ``dtype``, broadcasting to
-    ``target`` without growing it."""
+def require_broadcastable_mask(mask: object, target: torch.Size) -> torch.Tensor:
+    """Return ``mask`` if it is a bool or float tensor broadcasting to ``target`` without
+    growing it. (A float mask of another float dtype is converted to the scores' dtype by
+    the attention functions: a documented promotion, never an error from inside torch.)"""
     require_tensor("mask", mask)
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(
             f"mask must be bool (True = may attend) or floating (added to the scores), "
             f"got {mask.dtype}"
-        )
-    if mask.is_floating_point() and dtype is not None and mask.dtype != dtype:
-        raise ValueError(
-            f"a float mask is added to the scores and must have their dtype {dtype}, got "
-            f"{mask.dtype}; convert it with mask.to({dtype})"
         )
     try:
         shape = torch.broadcast_shapes(mask.shape, target)
@@ -166,7 +163,7 @@ def check_attention_inputs(
 ) -> tuple[float, torch.Size]:
     """The checks every attention path makes on ``(..., n_q, d_k)``, ``(..., n_k, d_k)`` and
     ``(..., n_k, d_v)``: float tensors of one dtype and device, matching ``d_k`` (>= 1) and
-    ``n_k``, leading dimensions that broadcast, and a finite positive ``scale`` (default
+    ``n_k``, leading dimensions that broadcast, and a finite ``scale`` (default
     ``1/sqrt(d_k)``). Returns ``(scale, the broadcast leading shape)``. O(1): shapes only.
     """
     for name, x in [("query", query), ("key", key), ("value", value)]:
@@ -190,7 +187,9 @@ def check_attention_inputs(
                             ("value", value.shape[:-2]))
     if scale is None:
         return 1.0 / math.sqrt(query.shape[-1]), batch
-    return require_positive("scale", scale), batch
+    # any finite number is a scale: a negative one flips the ranking of the keys, 0 gives
+    # uniform weights; only NaN and inf would silently poison every output
+    return require_number("scale", scale), batch
 
 
 def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
@@ -211,13 +210,14 @@ def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) ->
 def require_int(name: str, value: object, minimum: int | None = 1,
                 maximum: int | None = None) -> int:
     """Return ``value`` as an ``int`` if it is an integer (not a bool) in [minimum, maximum]."""
+    expected = "a positive int" if minimum == 1 else "an int" if minimum is None else \
+        f"an int >= {minimum}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int, got {_describe(value)}")
+        raise ValueError(f"{name} must be {expected}, got {_describe(value)}")
     value = int(value)
     if minimum is not None and maximum is not None and not minimum <= value <= maximum:
         raise ValueError(f"{name} must lie in {minimum}..{maximum}, got {value}")
     if minimum is not None and value < minimum:
-        expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
         raise ValueError(f"{name} must be {expected}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be an int <= {maximum}, got {value}")

@@ -32,7 +32,7 @@ def attention(
     - ``query``: ``(..., n_q, d_k)``, ``key``: ``(..., n_k, d_k)``, ``value``: ``(..., n_k, d_v)``
     - ``mask``: broadcastable to ``(..., n_q, n_k)``. A bool mask means **True = may attend**
       (as in ``torch.nn.functional.scaled_dot_product_attention``); a float mask is added to
-      the scores (``-inf`` forbids a key).
+      the scores (``-inf`` forbids a key), after conversion to the query's dtype.
     - returns ``output`` ``(..., n_q, d_v)`` and ``weights`` ``(..., n_q, n_k)``.
 
     ``scale`` defaults to ``1 / sqrt(d_k)``. ``is_causal=True`` lets query ``i`` see only the
@@ -72,7 +72,7 @@ def attention(
     check_allocation("attention's scores", scores_shape, query.dtype,
                      "use mha.chunked_attention (it never forms them) or a smaller n")
     if mask is not None:
-        require_broadcastable_mask(mask, scores_shape, query.dtype)
+        require_broadcastable_mask(mask, scores_shape)
     if is_causal:
         allowed = causal_mask(n_q, n_k, query.device)
         mask = allowed if mask is None else combine_masks(mask, allowed)

@@ -152,7 +152,7 @@ class MultiHeadAttention(nn.Module):
                              query.dtype, "pass need_weights=False (fused kernel), or a "
                              "smaller n")
         if mask is not None:
-            self._check_mask(mask, batch, n_q, n_k, query.dtype)
+            self._check_mask(mask, batch, n_q, n_k)
 
         q, k, v = self._project(query, key, value)
         if cache is not None:
@@ -202,10 +202,9 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
-    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int,
-                    dtype: torch.dtype) -> None:
+    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
-        require_broadcastable_mask(mask, target, dtype)
+        require_broadcastable_mask(mask, target)
         if mask.dim() == 3:
             # (B, n_q, n_k) would broadcast batch against heads when B == h (or B == 1):
             # silently wrong, so ask for the unambiguous 4-D form instead
@@ -223,6 +222,8 @@ class MultiHeadAttention(nn.Module):
             allowed = causal_mask(n_q, n_k, q.device)
             mask = allowed if mask is None else combine_masks(mask, allowed)
             is_causal = False
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         if mask is not None and out.isnan().any():

@@ -105,7 +105,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                                  f"{tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
         if mask is not None:
-            self._check_mask(mask, batch, n, n, x.dtype)
+            self._check_mask(mask, batch, n, n)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
         k = apply_rotary(self._split_heads(self.k_proj(x)), positions, self.base)
         v = self._split_heads(self.v_proj(x))
