@@ -83,8 +83,12 @@ def require_int_tensor(name: str, x: object, dim: int | None = None) -> torch.Te
 
 
 def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Integer ids in ``0 .. vocab_size-1`` (one pass over the ids, never over activations)."""
+    """int64 or int32 ids in ``0 .. vocab_size-1`` (what ``nn.Embedding`` takes; one pass over
+    the ids, never over activations)."""
     require_int_tensor(name, tokens)
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"{name} must be torch.int64 or torch.int32 (what nn.Embedding "
+                         f"takes), got {tokens.dtype}; convert it with {name}.long()")
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
                          f"{int(tokens.min())} to {int(tokens.max())}")
@@ -323,7 +327,7 @@ def require_shape(name: str, shape: object, length: int | None = None) -> tuple[
     return tuple(require_int(f"{name}[{i}]", size) for i, size in enumerate(items))
 
 
-def require_indices(name: str, indices: object, size: int, what: str = "index") -> list[int]:
+def require_indices(name: str, indices: object, size: int, what: str = "head") -> list[int]:
     """A list of distinct ints in ``0 .. size-1`` from a list, tuple, range or 1-D int tensor.
 
     A bare int, a string, floats or bools are refused: ``[0.7]`` is not head 0 and ``"12"``
@@ -333,19 +337,19 @@ def require_indices(name: str, indices: object, size: int, what: str = "index") 
         require_int_tensor(name, indices, dim=1)
         indices = indices.tolist()
     if isinstance(indices, str | bytes) or not isinstance(indices, Iterable):
-        raise ValueError(f"{name} must be a list of {what} ints, e.g. [0, 2], got "
+        raise ValueError(f"{name} must be a list of {what} indices, e.g. [0, 2], got "
                          f"{_describe(indices)}")
     items = list(indices)
     for item in items:
         if isinstance(item, bool) or not isinstance(item, numbers.Integral):
-            raise ValueError(f"{name} must hold int {what}es, got {_describe(item)} in "
+            raise ValueError(f"{name} must hold int {what} indices, got {_describe(item)} in "
                              f"{items!r}")
     items = [int(i) for i in items]
     outside = [i for i in items if not 0 <= i < size]
     if outside:
         raise ValueError(f"{name} must lie in 0..{size - 1}, got {outside} in {items}")
     if len(set(items)) != len(items):
-        raise ValueError(f"{name} must not repeat an {what}, got {items}")
+        raise ValueError(f"{name} must not repeat a {what} index, got {items}")
     return items
 
 

@@ -50,11 +50,13 @@ def attention(
     - A query whose keys are all masked (its mask row is all False or all ``-inf``, or
       ``n_k = 0``) has no distribution to take: its weights are all zero and its output is the
       zero vector, whatever the inputs hold.
-    - Otherwise nothing non-finite is hidden: the result is what IEEE arithmetic gives for the
-      formula. A NaN or inf in a query, or in a key it may see, or a NaN in its float mask,
-      makes that query's output NaN (a key it may not see is ignored); a NaN or inf in
-      ``value`` reaches the matching output feature of every query, even one that masks that
-      key (its weight is 0, and 0 * inf is NaN). Clean inputs before attending, not after.
+    - Every other query gets what IEEE arithmetic gives for the formula, the mask being
+      *added* to the scores (a bool mask as 0 and ``-inf``): nothing non-finite is hidden. A
+      NaN or inf in the query, or in a key or value it sees, or a NaN in its float mask, makes
+      its output NaN or inf. Masking is not cleaning: a NaN key's score stays NaN under
+      ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
+      inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
+      queries that mask them. Clean inputs before attending.
 
     Bad arguments (wrong types, dtypes that differ, shapes that do not fit, a score matrix
     larger than the memory budget of :func:`mha.memory_budget`) raise ``ValueError`` (the last

@@ -50,12 +50,14 @@ def chunked_attention(
                      "use a smaller chunk_size")
 
     n_q, n_k = query.shape[-2], key.shape[-2]
+    last_bad = -1  # the last key whose key or value holds NaN or inf
     if causal and n_k > chunk_size:
-        # mha.attention multiplies every value by its weight, 0 for a masked key, and
-        # 0 * inf = NaN: a non-finite value reaches every query. The blocks skipped below must
-        # do the same, so keep, for each key j, sum_{j' >= j} 0 * v_j' (0, or NaN where a
-        # later value is not finite): one pass over value, O(n_k d_v).
-        skipped = (value * 0).flip(-2).cumsum(-2).flip(-2)  # (..., n_k, d_v)
+        # Masking is not cleaning (see mha.attention): a NaN key or value reaches even the
+        # queries that mask it. A block wholly in the future may be skipped only when it
+        # holds nothing non-finite; one pass over key and value, O(n_k d), tells.
+        bad = (~torch.isfinite(key)).any(-1).flatten(end_dim=-2).any(0) \
+            | (~torch.isfinite(value)).any(-1).flatten(end_dim=-2).any(0)  # (n_k,)
+        last_bad = int(bad.nonzero()[-1]) if bad.any() else -1
     blocks = []
     for q_start in range(0, n_q, chunk_size):
         q = query[..., q_start:q_start + chunk_size, :] * scale
@@ -64,14 +66,14 @@ def chunked_attention(
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
         o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
         for k_start in range(0, n_k, chunk_size):
-            if causal and k_start > rows[-1, 0]:
-                # every later key is in the future of every query of this block
-                o = o + skipped[..., k_start:k_start + 1, :]
-                break
+            if causal and k_start > rows[-1, 0] and k_start > last_bad:
+                break  # every later key is in the future of every query of this block
             s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
             if causal:
                 cols = torch.arange(k_start, k_start + s.shape[-1], device=q.device)[None, :]
-                s = s.masked_fill(cols > rows, float("-inf"))
+                future = torch.zeros(s.shape[-2:], dtype=s.dtype, device=s.device)
+                # added, not filled in, as in mha.attention: NaN + (-inf) stays NaN
+                s = s + future.masked_fill_(cols > rows, float("-inf"))
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             # while a query has seen only -inf scores, shift by 0 instead of -inf (no NaN)
             shift = m_new.masked_fill(m_new == float("-inf"), 0.0)

@@ -222,8 +222,7 @@ def prune_encoder(encoder: BertEncoder,
     for index, removed in heads.items():
         index = require_int("layer index", index, minimum=0, maximum=len(pruned.layers) - 1)
         layer = pruned.layers[index]
-        removed = sorted(require_indices(f"heads[{index}]", removed,
-                                         layer.attention.num_heads, "head"))
+        removed = sorted(require_indices(f"heads[{index}]", removed, layer.attention.num_heads))
         if not removed:
             continue
         if len(removed) == layer.attention.num_heads:
@@ -279,10 +278,10 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
     ``(batch, n)``, True for the chosen keys; ``token_mask``: bool ``(batch, n)``, True for real
     tokens (default: all). Returns ``(heads,)`` with values in [0, 1].
     """
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 \
-            or weights.shape[-1] != weights.shape[-2]:
-        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else None
-        raise ValueError(f"weights must have shape (batch, heads, n, n), got {shape}")
+    require_float_tensor("weights", weights)
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must have shape (batch, heads, n, n), got "
+                         f"{tuple(weights.shape)}")
     batch, _, n, _ = weights.shape
     if token_mask is None:
         token_mask = torch.ones(batch, n, dtype=torch.bool, device=weights.device)

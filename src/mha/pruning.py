@@ -38,7 +38,7 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
             f"shared by several query heads"
         )
     h, d = module.num_heads, module.head_dim
-    removed = set(require_indices("heads", heads, h, "head"))
+    removed = set(require_indices("heads", heads, h))
     keep = [i for i in range(h) if i not in removed]
     if not keep:
         raise ValueError(f"cannot prune all {h} heads: at least one must remain")
