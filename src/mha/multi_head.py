@@ -226,12 +226,16 @@ class MultiHeadAttention(nn.Module):
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
-        if mask is not None and out.isnan().any():
-            # The fused kernel gives a fully masked query zeros only when the inputs are
-            # finite (NaN for an all -inf float row, or a NaN query, or an inf value); the
-            # rule of mha.attention is zeros always. One pass over the output finds out
-            # whether the mask needs reading at all.
-            out = out.masked_fill(~additive_mask(mask, out.dtype)[1], 0.0)
+        # The fused kernel departs from the rule of mha.attention in two corners: a query whose
+        # scores are all NaN (a NaN query, or NaN in every key) comes out 0 instead of NaN,
+        # and a fully masked query comes out NaN instead of 0 for an all -inf float row or a
+        # NaN/inf input. Both show in the output: a zero row or a NaN. One pass over the
+        # output (n_q x d, not n_q x n_k) tells whether a second look is needed at all.
+        if (out == 0).all(dim=-1).any() or out.isnan().any():
+            if not all(torch.isfinite(t).all() for t in (q, k, v)):
+                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
+            if mask is not None:
+                out = out.masked_fill(~additive_mask(mask, out.dtype)[1], 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
