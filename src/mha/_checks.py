@@ -15,6 +15,7 @@ Change the budget with :func:`memory_budget` (a context manager) or :func:`set_m
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import os
@@ -367,6 +368,7 @@ _FALLBACK_RAM = 8 * 2**30  # when the OS does not say (a laptop-sized guess)
 _budget: int | None = None
 
 
+@functools.cache
 def machine_memory() -> int:
     """Bytes of physical memory of this machine (8 GiB where the OS does not tell)."""
     try:

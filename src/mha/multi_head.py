@@ -16,6 +16,7 @@ from mha._checks import (
     require_optional_int,
     require_probability,
     require_same_device,
+    require_same_dtype,
     require_tensor,
 )
 from mha.attention import additive_mask, attention, causal_mask, combine_masks
@@ -229,9 +230,9 @@ class MultiHeadAttention(nn.Module):
         # The fused kernel departs from the rule of mha.attention in two corners: a query whose
         # scores are all NaN (a NaN query, or NaN in every key) comes out 0 instead of NaN,
         # and a fully masked query comes out NaN instead of 0 for an all -inf float row or a
-        # NaN/inf input. Both show in the output: a zero row or a NaN. One pass over the
-        # output (n_q x d, not n_q x n_k) tells whether a second look is needed at all.
-        if (out == 0).all(dim=-1).any() or out.isnan().any():
+        # NaN/inf input. Both show in the output, as a zero row or a NaN, so a row sum that is
+        # 0 or NaN (one cheap pass over n_q x d, not n_q x n_k) calls for a second look.
+        if out.numel() and not out.sum(dim=-1).abs_().amin().item() > 0:  # NaN > 0: False
             if not all(torch.isfinite(t).all() for t in (q, k, v)):
                 return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
             if mask is not None:
@@ -260,7 +261,8 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}"
                 )
-            require_module_dtype(name, x, self)
+        require_module_dtype("query", query, self)
+        require_same_dtype(("query", query), ("key", key), ("value", value))
         require_same_device(("query", query), ("key", key), ("value", value))
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
