@@ -19,7 +19,7 @@ import functools
 import math
 import numbers
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import torch
 
@@ -337,7 +337,7 @@ def require_indices(name: str, indices: object, size: int, what: str = "head") -
     if isinstance(indices, torch.Tensor):
         require_int_tensor(name, indices, dim=1)
         indices = indices.tolist()
-    if isinstance(indices, str | bytes) or not isinstance(indices, Iterable):
+    if isinstance(indices, str | bytes | Mapping) or not isinstance(indices, Iterable):
         raise ValueError(f"{name} must be a list of {what} indices, e.g. [0, 2], got "
                          f"{_describe(indices)}")
     items = list(indices)

@@ -12,6 +12,7 @@ from mha._checks import (
     require_flag,
     require_float_tensor,
     require_probability,
+    require_same_device,
 )
 
 
@@ -75,6 +76,7 @@ def attention(
                      "use mha.chunked_attention (it never forms them) or a smaller n")
     if mask is not None:
         require_broadcastable_mask(mask, scores_shape)
+        require_same_device(("query", query), ("mask", mask))
     if is_causal:
         allowed = causal_mask(n_q, n_k, query.device)
         mask = allowed if mask is None else combine_masks(mask, allowed)

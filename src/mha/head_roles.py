@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_bool_tensor, require_float_tensor, require_number
+from mha._checks import (
+    require_bool_tensor,
+    require_float_tensor,
+    require_number,
+    require_same_device,
+)
 
 
 def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
@@ -18,6 +23,7 @@ def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tens
     if token_mask is None:
         return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
     require_bool_tensor("token_mask", token_mask, (batch, n_q))
+    require_same_device(("weights", weights), ("token_mask", token_mask))
     if not token_mask.any():
         raise ValueError("token_mask must mark at least one real token (True), got all False")
     return token_mask

@@ -95,7 +95,16 @@ def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups:
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return ((model(x) - y).square().mean() / y.square().mean()).item()
+        return ((_predict(model, x, y) - y).square().mean() / y.square().mean()).item()
+
+
+def _predict(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``model(x)``, which must have the target's shape (a broadcast would silently mislead)."""
+    out = model(x)
+    if not isinstance(out, torch.Tensor) or out.shape != y.shape:
+        raise ValueError(f"model must map x {tuple(x.shape)} to the target's shape "
+                         f"{tuple(y.shape)}, got {tuple(getattr(out, 'shape', ())) or out!r}")
+    return out
 
 
 def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
@@ -115,7 +124,7 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     losses = []
     for _ in range(steps):
         x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
-        loss = (model(x) - y).square().mean()
+        loss = (_predict(model, x, y) - y).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

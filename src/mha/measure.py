@@ -123,7 +123,11 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
 def loglog_slope(sizes: object, values: object) -> float:
     """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``."""
-    x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    try:
+        x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"sizes and values must be sequences of numbers, got "
+                         f"{type(sizes).__name__} and {type(values).__name__}") from None
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
                          f"and {y.shape}")

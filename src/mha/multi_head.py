@@ -206,6 +206,7 @@ class MultiHeadAttention(nn.Module):
     def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
         require_broadcastable_mask(mask, target)
+        require_same_device(("the module", self.q_proj.weight), ("mask", mask))
         if mask.dim() == 3:
             # (B, n_q, n_k) would broadcast batch against heads when B == h (or B == 1):
             # silently wrong, so ask for the unambiguous 4-D form instead

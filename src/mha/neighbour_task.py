@@ -85,6 +85,11 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     scored = targets != IGNORE
     if not scored.any():
         raise ValueError(f"targets has no scored position (all are IGNORE = {IGNORE})")
+    classes = logits.shape[-1]
+    if ((targets[scored] < 0) | (targets[scored] >= classes)).any():
+        raise ValueError(f"targets must lie in 0..{classes - 1} (or be IGNORE = {IGNORE}) for "
+                         f"{classes} classes, got values from {int(targets[scored].min())} to "
+                         f"{int(targets[scored].max())}")
     return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
 
 

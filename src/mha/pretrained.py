@@ -290,6 +290,8 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
                 or tuple(m.shape) != (batch, n):
             shape = tuple(m.shape) if isinstance(m, torch.Tensor) else None
             raise ValueError(f"{name} must be a bool tensor of shape ({batch}, {n}), got {shape}")
+    if not token_mask.any():
+        raise ValueError("token_mask must mark at least one real token (True), got all False")
     on_keys = (weights * key_mask[:, None, None, :].to(weights.dtype)).sum(dim=-1)  # (B, h, n)
     real = token_mask[:, None, :].to(weights.dtype)
     return (on_keys * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
@@ -362,7 +364,10 @@ def load_minilm(source: str | None = None):
         warnings.filterwarnings("ignore", message="IProgress not found")
         from transformers import AutoConfig, AutoTokenizer
 
-    source = source or minilm_source()
+    if source is not None and not isinstance(source, str | Path):
+        raise ValueError(f"source must be a folder or a hub name (str), got "
+                         f"{type(source).__name__}")
+    source = str(source) if source else minilm_source()
     config = AutoConfig.from_pretrained(source)
     if config.hidden_act != "gelu" or getattr(config, "position_embedding_type",
                                               "absolute") != "absolute":

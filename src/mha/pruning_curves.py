@@ -78,7 +78,15 @@ def pruning_curve(
     a score such as the accuracy.
     """
     require_callable("evaluate", evaluate)
-    return [float(evaluate(mask)) for mask in masks_along(order, shape)]
+    scores = []
+    for mask in masks_along(order, shape):
+        score = evaluate(mask)
+        try:
+            scores.append(float(score))
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"evaluate must return a number (e.g. an accuracy), got "
+                             f"{type(score).__name__}") from None
+    return scores
 
 
 def iterative_pruning_order(
