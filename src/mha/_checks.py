@@ -173,6 +173,9 @@ def check_attention_inputs(
     """
     for name, x in [("query", query), ("key", key), ("value", value)]:
         require_float_tensor(name, x, min_dim=2)
+        if x.dtype.itemsize == 1:  # float8: no matrix products for it
+            raise ValueError(f"{name} has dtype {x.dtype}, a storage format without matrix "
+                             f"products; convert it with {name}.float()")
     require_same_dtype(("query", query), ("key", key), ("value", value))
     require_same_device(("query", query), ("key", key), ("value", value))
     if query.shape[-1] != key.shape[-1]:
@@ -253,7 +256,11 @@ def require_number(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         hint = "; pass a Python number (tensor.item())" if isinstance(value, torch.Tensor) else ""
         raise ValueError(f"{name} must be a real number, got {_describe(value)}{hint}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        raise ValueError(f"{name} must be a finite number, got an int of "
+                         f"{len(str(value))} digits") from None
     if math.isnan(value) or (finite and math.isinf(value)):
         raise ValueError(f"{name} must be a finite number, got {value}")
     if greater_than is not None and not value > greater_than:

@@ -28,7 +28,8 @@ def apply_rotary(
     through the offset ``m - n``.
 
     Shapes: ``x`` ``(..., n, d)`` with ``d`` even, e.g. ``(batch, heads, n, head_dim)``;
-    ``positions`` ``(n,)`` (default ``0 .. n-1``) or broadcastable to ``x.shape[:-1]``.
+    ``positions`` ``(n,)`` (default ``0 .. n-1``) or with ``x.dim() - 1`` dimensions that
+    broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, n)`` for per-sequence positions.
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm.
     """
     require_float_tensor("x", x, min_dim=2)
@@ -42,6 +43,11 @@ def apply_rotary(
     if positions.dtype == torch.bool or positions.is_complex():
         raise ValueError(f"positions must be integer or real, got {positions.dtype}")
     require_same_device(("x", x), ("positions", positions))
+    if positions.dim() not in (1, x.dim() - 1):
+        # (B, n) against x (B, h, n, d) would line B up with the heads: refuse, as for masks
+        raise ValueError(f"positions must have shape (n,) or one entry per token of x, "
+                         f"{x.dim() - 1} dimensions (e.g. (B, 1, n) for x (B, h, n, d)), got "
+                         f"shape {tuple(positions.shape)} for x {tuple(x.shape)}")
     try:
         grown = torch.broadcast_shapes(positions.shape, x.shape[:-1]) != x.shape[:-1]
     except RuntimeError:
