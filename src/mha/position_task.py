@@ -86,7 +86,9 @@ class PositionToyModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)``."""
-        require_int_tensor("tokens", tokens, dim=2)
+        require_int_tensor("tokens", tokens)
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
         require_token_ids("tokens", tokens, self.embed.num_embeddings)
         if tokens.shape[1] == 0:
             raise ValueError(f"tokens must hold at least one token, got shape "
