@@ -452,7 +452,8 @@ def sentence_qkv(sentence: str, layer: int) -> tuple[list[str], torch.Tensor, to
     (:func:`sentence_attention`). ``layer`` counts from 0. float64.
     """
     encoder = _minilm64()
-    if not isinstance(layer, int) or not 0 <= layer < len(encoder.layers):
+    if isinstance(layer, bool) or not isinstance(layer, int) \
+            or not 0 <= layer < len(encoder.layers):
         raise ValueError(f"layer must be an int in 0..{len(encoder.layers) - 1}, got {layer!r}")
     tokens, states = sentence_states(sentence)
     attention = encoder.layers[layer].attention
