@@ -795,5 +795,34 @@ MISC = [
         words=("sentences", "strings")),
 ]
 
+# ---------------------------------------------------------------------------------------------
+# pictures: the attention explorer and the data-flow diagrams
+
+w_heads = torch.softmax(r(2, 3, 3), -1)
+abc = ["a", "b", "c"]
+PICTURES = [
+    Bad("explorer-layer-bool", lambda: mha.attention_explorer(abc, w_heads, layer=True),
+        words=("layer", "True")),
+    Bad("explorer-layer-float", lambda: mha.attention_explorer(abc, w_heads, layer=0.5),
+        words=("layer", "0.5")),
+    Bad("explorer-head-bool", lambda: mha.attention_explorer(abc, w_heads, head=True),
+        words=("head", "True")),
+    Bad("explorer-decimals-bool", lambda: mha.attention_explorer(abc, w_heads, decimals=True),
+        words=("decimals", "True")),
+    Bad("explorer-tokens-str", lambda: mha.attention_explorer("abc", w_heads),
+        words=("tokens", "'abc'")),
+    Bad("explorer-nan", lambda: mha.attention_explorer(abc, w_heads * NAN),
+        words=("weights", "finite")),
+    Bad("diagram-notation-str", lambda: mha.dataflow.scaled_dot_product_diagram("x"),
+        words=("notation", "str")),
+    Bad("diagram-heads-str", lambda: mha.dataflow.scaled_dot_product_diagram(heads="no"),
+        words=("heads", "'no'")),
+    Bad("diagram-weights-str", lambda: mha.dataflow.multi_head_diagram(weights="no"),
+        words=("weights", "'no'")),
+    Bad("diagram-box-at-str", lambda: mha.Diagram().box("x", "00"), words=("at", "'00'")),
+    Bad("diagram-box-stack-bool", lambda: mha.Diagram().box("x", (0, 0), stack=True),
+        words=("stack", "True")),
+]
+
 CASES: list[Bad] = ATTENTION + CHUNKED + MULTI_HEAD + SMALL_MODULES + CONVOLUTION + POSITIONS \
-    + PRUNING + MISC
+    + PRUNING + MISC + PICTURES

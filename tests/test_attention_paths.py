@@ -72,7 +72,7 @@ def fused(q, k, v, mask):
     return layer._fused_attention(q, k, v, mask, False, 0.0)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(problems())
 def test_attention_and_the_fused_path_follow_one_rule(problem):
     q, k, v, mask, kind, blocked = problem
@@ -83,7 +83,7 @@ def test_attention_and_the_fused_path_follow_one_rule(problem):
         assert (weights.masked_select(blocked.expand_as(weights)) == 0).all()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(problems(causal_only=True), st.integers(1, 4), st.booleans())
 def test_chunked_attention_follows_the_rule_of_attention(problem, chunk_size, causal):
     q, k, v, _, _, _ = problem
@@ -95,7 +95,7 @@ def test_chunked_attention_follows_the_rule_of_attention(problem, chunk_size, ca
     same_rule(layer._fused_attention(q, k, v, None, causal, 0.0), expected)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(problems())
 def test_finite_inputs_match_scaled_dot_product_attention(problem):
     q, k, v, mask, kind, blocked = problem
@@ -113,7 +113,7 @@ def test_finite_inputs_match_scaled_dot_product_attention(problem):
     torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(problems(), st.sampled_from([True, False]))
 def test_rotary_attention_follows_the_rule(problem, need_weights):
     """RotaryMultiHeadAttention: a fully masked query's heads are zero, nothing else hidden."""

@@ -45,9 +45,9 @@ def apply_rotary(
     require_same_device(("x", x), ("positions", positions))
     if positions.dim() not in (1, x.dim() - 1):
         # (B, n) against x (B, h, n, d) would line B up with the heads: refuse, as for masks
-        raise ValueError(f"positions must have shape (n,) or one entry per token of x, "
-                         f"{x.dim() - 1} dimensions (e.g. (B, 1, n) for x (B, h, n, d)), got "
-                         f"shape {tuple(positions.shape)} for x {tuple(x.shape)}")
+        raise ValueError(f"positions must have shape (n,) = ({n},), or x's tokens' "
+                         f"{x.dim() - 1} dimensions {tuple(x.shape[:-1])} (e.g. (B, 1, n) for "
+                         f"x (B, h, n, d)), got shape {tuple(positions.shape)}")
     try:
         grown = torch.broadcast_shapes(positions.shape, x.shape[:-1]) != x.shape[:-1]
     except RuntimeError:
