@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 import mha
 
-SPECIAL = [float("nan"), float("inf"), -float("inf"), 1e30, -1e30]
+# large but finite: their products (up to 4e30) stay inside float32, whose overflow is the one
+# thing the rule leaves to each path (see mha.attention)
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 1e15, -1e15]
 
 
 def same_rule(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -29,20 +31,22 @@ def same_rule(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 @st.composite
-def problems(draw, causal_only: bool = False):
-    """(q, k, v, mask, blocked): (B, h, n, d) tensors, a mask, and the fully masked queries."""
+def problems(draw, causal_only: bool = False, rotary: bool = False):
+    """(q, k, v, mask, kind, blocked): (B, h, n, d) tensors, a mask, its kind, and the fully
+    masked queries (None without a mask)."""
     seed = draw(st.integers(0, 2**16))
     g = torch.Generator().manual_seed(seed)
     batch, heads = draw(st.integers(1, 2)), draw(st.integers(1, 2))
     n_q = draw(st.integers(1, 6))
-    n_k = n_q if causal_only else draw(st.integers(1, 6))
-    d = draw(st.integers(1, 4))
+    n_k = n_q if causal_only or rotary else draw(st.integers(1, 6))
+    d = 2 * draw(st.integers(1, 2)) if rotary else draw(st.integers(1, 4))
     q, k, v = (torch.randn(batch, heads, n, d, generator=g) for n in (n_q, n_k, n_k))
     for tensor in (q, k, v):  # a few NaN, inf or huge entries, anywhere
         for _ in range(draw(st.integers(0, 2))):
             index = tuple(draw(st.integers(0, s - 1)) for s in tensor.shape)
             tensor[index] = draw(st.sampled_from(SPECIAL))
-    kind = "causal" if causal_only else draw(st.sampled_from(["none", "bool", "float", "alibi"]))
+    kinds = ["bool", "float", "alibi"] if rotary else ["none", "bool", "float", "alibi"]
+    kind = "causal" if causal_only else draw(st.sampled_from(kinds))
     mask, allowed = None, torch.ones(n_q, n_k, dtype=torch.bool)
     if kind == "causal":
         allowed = allowed.tril()
@@ -114,13 +118,11 @@ def test_finite_inputs_match_scaled_dot_product_attention(problem):
 
 
 @settings(max_examples=80, deadline=None)
-@given(problems(), st.sampled_from([True, False]))
-def test_rotary_attention_follows_the_rule(problem, need_weights):
+@given(problems(rotary=True))
+def test_rotary_attention_follows_the_rule(problem):
     """RotaryMultiHeadAttention: a fully masked query's heads are zero, nothing else hidden."""
     q, k, v, mask, kind, blocked = problem
     batch, heads, n, d = q.shape
-    if mask is None or n != k.shape[-2] or d % 2:
-        return
     torch.manual_seed(0)
     layer = mha.RotaryMultiHeadAttention(heads * d, heads, bias=False)
     x = q.transpose(1, 2).reshape(batch, n, heads * d)  # (B, n, h d)

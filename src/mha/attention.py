@@ -57,7 +57,9 @@ def attention(
       its output NaN or inf. Masking is not cleaning: a NaN key's score stays NaN under
       ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
       inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
-      queries that mask them. Clean inputs before attending.
+      queries that mask them. Clean inputs before attending. (Finite inputs whose scores
+      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
+      case left to each path: the fused and chunked kernels skip some masked scores.)
 
     Bad arguments (wrong types, dtypes that differ, shapes that do not fit, a score matrix
     larger than the memory budget of :func:`mha.memory_budget`) raise ``ValueError`` (the last

@@ -216,20 +216,28 @@ class MultiHeadAttention(nn.Module):
             allowed = causal_mask(n_q, n_k, q.device)
             mask = allowed if mask is None else combine_masks(mask, allowed)
             is_causal = False
+        if is_causal and not (torch.isfinite(k).all() and torch.isfinite(v).all()):
+            # the fused causal kernel skips some future blocks: a NaN or inf there would not
+            # reach the earlier queries as it does in mha.attention (masking is not cleaning).
+            # One pass over K and V (n x d, against the kernel's n x n x d) rules that out.
+            return self._explicit_attention(q, k, v, None, True, dropout)[0]
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         # The fused kernel departs from the rule of mha.attention in two corners: a query whose
-        # scores are all NaN (a NaN query, or NaN in every key) comes out 0 instead of NaN,
-        # and a fully masked query comes out NaN instead of 0 for an all -inf float row or a
-        # NaN/inf input. Both show in the output, as a zero row or a NaN, so a row sum that is
-        # 0 or NaN (one cheap pass over n_q x d, not n_q x n_k) calls for a second look.
-        if out.numel() and not out.sum(dim=-1).abs_().amin().item() > 0:  # NaN > 0: False
-            if not all(torch.isfinite(t).all() for t in (q, k, v)):
+        # scores are all NaN or -inf without being masked (a NaN query, NaN in every key, or
+        # scores that overflow) comes out 0 instead of NaN, and a fully masked query comes out
+        # NaN instead of 0 for an all -inf float row or a NaN/inf input. Both show in the
+        # output, as a row whose sum is 0 or NaN: one cheap pass over n_q x d (not n_q x n_k)
+        # finds them. Masked rows are set to 0; any other such row is computed in the open.
+        suspect = ~(out.sum(dim=-1).abs_() > 0)  # (B, h, n_q): a zero or NaN row
+        if suspect.any():
+            blocked = torch.zeros((), dtype=torch.bool, device=out.device) if mask is None \
+                else ~additive_mask(mask, out.dtype)[1].squeeze(-1)  # (..., n_q)
+            if (suspect & ~blocked).any():
                 return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
-            if mask is not None:
-                out = out.masked_fill(~additive_mask(mask, out.dtype)[1], 0.0)
+            out = out.masked_fill(blocked.unsqueeze(-1), 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
