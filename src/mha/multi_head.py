@@ -216,7 +216,7 @@ class MultiHeadAttention(nn.Module):
             allowed = causal_mask(n_q, n_k, q.device)
             mask = allowed if mask is None else combine_masks(mask, allowed)
             is_causal = False
-        if is_causal and not (torch.isfinite(k).all() and torch.isfinite(v).all()):
+        if is_causal and not torch.isfinite(k.sum() + v.sum()):  # (an overflow just costs time)
             # the fused causal kernel skips some future blocks: a NaN or inf there would not
             # reach the earlier queries as it does in mha.attention (masking is not cleaning).
             # One pass over K and V (n x d, against the kernel's n x n x d) rules that out.
@@ -231,11 +231,11 @@ class MultiHeadAttention(nn.Module):
         # NaN instead of 0 for an all -inf float row or a NaN/inf input. Both show in the
         # output, as a row whose sum is 0 or NaN: one cheap pass over n_q x d (not n_q x n_k)
         # finds them. Masked rows are set to 0; any other such row is computed in the open.
-        suspect = ~(out.sum(dim=-1).abs_() > 0)  # (B, h, n_q): a zero or NaN row
-        if suspect.any():
+        row_ok = out.sum(dim=-1).abs_() > 0  # (B, h, n_q): False for a zero or NaN row
+        if not row_ok.all():
             blocked = torch.zeros((), dtype=torch.bool, device=out.device) if mask is None \
                 else ~additive_mask(mask, out.dtype)[1].squeeze(-1)  # (..., n_q)
-            if (suspect & ~blocked).any():
+            if (~row_ok & ~blocked).any():
                 return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
             out = out.masked_fill(blocked.unsqueeze(-1), 0.0)
         return out
