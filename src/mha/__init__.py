@@ -56,7 +56,14 @@ from mha import dataflow
 from mha.diagrams import Diagram, Notation
 from mha.explorer import attention_explorer
 
+# Argument checks: the memory budget every allocation of mha is checked against
+from mha._checks import MemoryBudgetError, get_memory_budget, memory_budget, set_memory_budget
+
 __all__ = [
+    "MemoryBudgetError",
+    "memory_budget",
+    "set_memory_budget",
+    "get_memory_budget",
     "attention",
     "additive_scores",
     "AdditiveScore",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch
 
+from mha._checks import require_float_dtype, require_int
+
 
 def _require_sizes(**sizes: object) -> None:
     for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+        require_int(name, size)
 
 
 def attention_flops(n_q: int, n_k: int, d_k: int, d_v: int | None = None) -> int:
@@ -63,9 +64,7 @@ def attention_weights_bytes(
 ) -> int:
     """Bytes of the attention weights ``(batch, heads, n_q, n_k)``: ``batch*heads*n_q*n_k*size``."""
     _require_sizes(n_q=n_q, n_k=n_k, heads=heads, batch=batch)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = require_float_dtype("dtype", dtype).itemsize
     return batch * heads * n_q * n_k * itemsize
 
 
