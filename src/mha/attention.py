@@ -79,6 +79,21 @@ def attention(
     if mask is not None:
         require_broadcastable_mask(mask, scores_shape)
         require_same_device(("query", query), ("mask", mask))
+    return attend(query, key, value, mask, scale, is_causal, dropout)
+
+
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    scale: float,
+    is_causal: bool,
+    dropout: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention`'s computation, for arguments already checked (as a layer checks its
+    own inputs once): the same shapes, rules and results, without the checks' cost."""
+    n_q, n_k = query.shape[-2], key.shape[-2]
     if is_causal:
         allowed = causal_mask(n_q, n_k, query.device)
         mask = allowed if mask is None else combine_masks(mask, allowed)

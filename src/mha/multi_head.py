@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,7 +21,7 @@ from mha._checks import (
     require_same_dtype,
     require_tensor,
 )
-from mha.attention import additive_mask, attention, causal_mask, combine_masks
+from mha.attention import additive_mask, attend, causal_mask, combine_masks
 from mha.kv_cache import KVCache
 
 
@@ -179,14 +181,15 @@ class MultiHeadAttention(nn.Module):
         """Scores, softmax and weights in the open; K/V heads shared by groups of query heads."""
         batch, n_q = q.shape[0], q.shape[2]
         groups = self.num_heads // self.num_kv_heads
+        scale = 1.0 / math.sqrt(self.head_dim)  # the inputs are checked: skip attention()'s checks
         if groups == 1:
-            return attention(q, k, v, mask=mask, is_causal=is_causal, dropout=dropout)
+            return attend(q, k, v, mask, scale, is_causal, dropout)
         # query head i = g * groups + r reads key/value head g: broadcast instead of copying
         q = q.view(batch, self.num_kv_heads, groups, n_q, self.head_dim)  # (B, h_kv, g, n_q, d)
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, h_kv, 1, n_k, d)
         if mask is not None and mask.dim() == 4:
             mask = mask.unflatten(1, (-1, groups) if mask.shape[1] > 1 else (1, 1))
-        heads, weights = attention(q, k, v, mask=mask, is_causal=is_causal, dropout=dropout)
+        heads, weights = attend(q, k, v, mask, scale, is_causal, dropout)
         return (heads.flatten(1, 2),  # (B, h, n_q, d)
                 weights.flatten(1, 2))  # (B, h, n_q, n_k)
 
@@ -216,28 +219,24 @@ class MultiHeadAttention(nn.Module):
             allowed = causal_mask(n_q, n_k, q.device)
             mask = allowed if mask is None else combine_masks(mask, allowed)
             is_causal = False
-        if is_causal and not torch.isfinite(k.sum() + v.sum()):  # (an overflow just costs time)
-            # the fused causal kernel skips some future blocks: a NaN or inf there would not
-            # reach the earlier queries as it does in mha.attention (masking is not cleaning).
-            # One pass over K and V (n x d, against the kernel's n x n x d) rules that out.
-            return self._explicit_attention(q, k, v, None, True, dropout)[0]
-        if mask is not None and mask.is_floating_point():
+        float_mask = mask is not None and mask.is_floating_point()
+        if float_mask:
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
+        with torch.no_grad():  # a look at the inputs, not part of what is differentiated
+            clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
+                float_mask and mask.isnan().any())
+        if not clean:
+            # The fused kernel hides some NaN and inf that mha.attention shows (a query whose
+            # scores are all NaN comes out 0; the causal kernel skips future blocks): compute
+            # such inputs in the open. Finding out costs one pass over Q, K and V (n x d).
+            return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
-        # The fused kernel departs from the rule of mha.attention in two corners: a query whose
-        # scores are all NaN or -inf without being masked (a NaN query, NaN in every key, or
-        # scores that overflow) comes out 0 instead of NaN, and a fully masked query comes out
-        # NaN instead of 0 for an all -inf float row or a NaN/inf input. Both show in the
-        # output, as a row whose sum is 0 or NaN: one cheap pass over n_q x d (not n_q x n_k)
-        # finds them. Masked rows are set to 0; any other such row is computed in the open.
-        row_ok = out.sum(dim=-1).abs_() > 0  # (B, h, n_q): False for a zero or NaN row
-        if not row_ok.all():
-            blocked = torch.zeros((), dtype=torch.bool, device=out.device) if mask is None \
-                else ~additive_mask(mask, out.dtype)[1].squeeze(-1)  # (..., n_q)
-            if (~row_ok & ~blocked).any():
-                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
-            out = out.masked_fill(blocked.unsqueeze(-1), 0.0)
+        if float_mask:
+            # a query whose float-mask row is all -inf comes out NaN; the rule is zeros
+            has_key = additive_mask(mask, out.dtype)[1]  # mask-sized, not score-sized
+            if not has_key.all():
+                out = out.masked_fill(~has_key, 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
