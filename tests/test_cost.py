@@ -103,8 +103,12 @@ def test_chunked_attention_equals_scaled_dot_product_attention(n_q, n_k, d, chun
     k = torch.randn(2, 3, n_k, d, generator=g, dtype=torch.float64)
     v = torch.randn(2, 3, n_k, d + 1, generator=g, dtype=torch.float64)
     got = mha.chunked_attention(q, k, v, chunk_size=chunk, causal=causal)
-    # torch's causal mask is top-left aligned: query i sees keys j <= i
-    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    # the queries are the last n_q positions (bottom-right), as in mha.attention(is_causal=True);
+    # torch's own is_causal is top-left aligned, so give it the mask
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q) if causal else None
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    if causal:  # a query before every key: no distribution, zeros (torch gives NaN or 0)
+        expected = expected.masked_fill(~allowed.any(-1)[:, None], 0.0)
     torch.testing.assert_close(got, expected)
 
 

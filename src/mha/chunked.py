@@ -36,7 +36,9 @@ def chunked_attention(
     Shapes: ``query`` ``(..., n_q, d_k)``, ``key`` ``(..., n_k, d_k)``, ``value``
     ``(..., n_k, d_v)``; returns ``(..., n_q, d_v)`` (no weights: they are never formed).
     ``scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` lets query ``i`` see keys
-    ``j <= i`` only (and skips blocks entirely in the future). A query with no key to see
+    ``j <= n_k - n_q + i`` only, the queries being the last ``n_q`` of the ``n_k`` positions as
+    in :func:`mha.attention` (for ``n_q = n_k``: ``j <= i``), and skips blocks entirely in the
+    future; a query before every key sees none and gets zeros. A query with no key to see
     (``n_k = 0``) gets the zero vector, as in :func:`mha.attention`. NaN and inf follow
     the rule of :func:`mha.attention` exactly (nothing non-finite is hidden), and leading batch
     dimensions broadcast as there.
@@ -61,7 +63,8 @@ def chunked_attention(
     blocks = []
     for q_start in range(0, n_q, chunk_size):
         q = query[..., q_start:q_start + chunk_size, :] * scale
-        rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None]
+        # each query's position among the keys (bottom-right aligned, as in mha.attention)
+        rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None] + n_k - n_q
         m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
         o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
@@ -85,7 +88,10 @@ def chunked_attention(
         # l >= 1 whenever a query sees a finite score (its largest term is e^0); l = 0 means
         # it saw no key at all (n_k = 0: zeros, as for a fully masked query in mha.attention)
         # or only -inf scores (from inf inputs: 0 / 0 = NaN, as softmax gives); NaN stays NaN
-        blocks.append(o / l if n_k else o)
+        out = o / l if n_k else o
+        if causal and rows[0, 0] < 0:  # queries before every key: fully masked, zeros
+            out = out.masked_fill(rows < 0, 0.0)
+        blocks.append(out)
     if not blocks:  # no queries
         return query.new_zeros((*out_batch, 0, value.shape[-1]))
     return torch.cat(blocks, dim=-2)
