@@ -43,6 +43,11 @@ from mha.content_heads import same_token_weight
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
 
+# Every chapter: data-flow pictures with shapes, and the interactive attention explorer
+from mha import dataflow
+from mha.diagrams import Diagram, Notation
+from mha.explorer import attention_explorer
+
 __all__ = [
     "attention",
     "additive_scores",
@@ -90,4 +95,8 @@ __all__ = [
     "prob_nonzero",
     "same_token_weight",
     "pretrained",
+    "dataflow",
+    "Diagram",
+    "Notation",
+    "attention_explorer",
 ]

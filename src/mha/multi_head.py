@@ -147,15 +147,7 @@ class MultiHeadAttention(nn.Module):
 
     def _project(self, query, key, value):
         """Q (B, h, n_q, d), K and V (B, h_kv, n_k, d) from the inputs."""
-        if query is key is value and self.kdim == self.vdim == self.embed_dim:
-            # self-attention: one matrix product for Q, K and V together (as PyTorch does)
-            weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            bias = None if self.q_proj.bias is None else torch.cat(
-                [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
-            sizes = [self.num_heads * self.head_dim] + 2 * [self.num_kv_heads * self.head_dim]
-            q, k, v = F.linear(query, weight, bias).split(sizes, dim=-1)
-        else:
-            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
         return (self._split_heads(q), self._split_heads(k, self.num_kv_heads),
                 self._split_heads(v, self.num_kv_heads))
 
