@@ -290,6 +290,78 @@ def test_cross_attention_takes_keys_and_values_from_another_sequence():
     torch.testing.assert_close(layer(other, key, value)[0][:, 0], out[:, 0])
 
 
+# --- where multi-head attention sits: the block, dropout ---
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_post_norm_and_pre_norm_blocks_equal_torch(norm_first):
+    """LN(X + MHA(X)), LN(H + FFN(H)) (Vaswani et al.) and X + MHA(LN(X)), H + FFN(LN(H))
+    (pre-norm) around mha.MultiHeadAttention equal nn.TransformerEncoderLayer."""
+    torch.manual_seed(15)
+    reference = nn.TransformerEncoderLayer(12, 3, dim_feedforward=20, dropout=0.0,
+                                           batch_first=True, norm_first=norm_first,
+                                           dtype=F64).eval()
+    attn = mha.MultiHeadAttention.from_torch(reference.self_attn)
+
+    def ffn(t):
+        return reference.linear2(torch.relu(reference.linear1(t)))
+
+    x = torch.randn(2, 6, 12, dtype=F64)
+    if norm_first:
+        hidden = x + attn(reference.norm1(x))[0]
+        out = hidden + ffn(reference.norm2(hidden))
+    else:
+        hidden = reference.norm1(x + attn(x)[0])
+        out = reference.norm2(hidden + ffn(hidden))
+    torch.testing.assert_close(out, reference(x))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_attention_dropout_is_unbiased_and_matches_torch(p):
+    """In training, mha's and nn.MultiheadAttention's dropped weights both average to the
+    weights without dropout (within 5 standard deviations of the mean of S draws), both zero a
+    fraction p of them, rows no longer sum to 1; in eval mode both give exactly the weights."""
+    torch.manual_seed(16)
+    theirs = nn.MultiheadAttention(8, 2, dropout=p, batch_first=True, dtype=F64)
+    ours = mha.MultiHeadAttention.from_torch(theirs)
+    assert ours.dropout == p
+    x = torch.randn(1, 4, 8, dtype=F64)
+    theirs.eval()
+    ours.eval()
+    clean = theirs(x, x, x, average_attn_weights=False)[1][0]
+    out_eval, w_eval = ours(x)
+    torch.testing.assert_close(w_eval[0], clean)
+    torch.testing.assert_close(out_eval, theirs(x, x, x)[0])
+    theirs.train()
+    ours.train()
+    draws = 4000
+    copies = x.expand(draws, 4, 8)
+    for w in (ours(copies)[1], theirs(copies, copies, copies, average_attn_weights=False)[1]):
+        tolerance = 5 * clean * math.sqrt(p / ((1 - p) * draws))
+        assert ((w.mean(0) - clean).abs() <= tolerance).all()
+        assert abs((w == 0).double().mean() - p) < 5 * math.sqrt(p * (1 - p) / w.numel())
+        nonzero = w != 0
+        torch.testing.assert_close(w[nonzero], (clean.expand_as(w) / (1 - p))[nonzero])
+        assert (w.sum(-1) - 1).abs().max() > 0.1
+
+
+@pytest.mark.claim("4.9")
+def test_heads_of_a_trained_language_model_attend_at_different_ranges():
+    """On a sentence, all-MiniLM-L6-v2's heads (weights from Hugging Face transformers) have
+    mean attention distances sum_j alpha_ij |i - j| (averaged over queries) from under 1.5
+    tokens to over 4: different ranges are possible, and a trained model uses them."""
+    transformers = pytest.importorskip("transformers")
+    source = mha.pretrained.minilm_source()
+    model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    batch = tokenizer(["The cat sat on the mat because it was tired."], return_tensors="pt")
+    with torch.no_grad():
+        weights = torch.cat(model(**batch, output_attentions=True).attentions)  # (6, 12, n, n)
+    n = weights.shape[-1]
+    positions = torch.arange(n, dtype=torch.float32)
+    distance = (weights * (positions[None, :] - positions[:, None]).abs()).sum(-1).mean(-1)
+    assert distance.min() < 1.5 and distance.max() > 4
+
+
 # --- the fused fast path equals the explicit one ---
 
 @settings(max_examples=30, deadline=None)

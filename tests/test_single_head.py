@@ -212,6 +212,31 @@ def test_attention_with_identity_weights_is_attention_without_weights():
     torch.testing.assert_close(mha.self_attention(x)[0], expected)
 
 
+@pytest.mark.claim("3.3")
+def test_no_head_of_a_trained_language_model_has_a_symmetric_psd_m():
+    """all-MiniLM-L6-v2, read with Hugging Face transformers (not the course's loader): every one
+    of its 72 heads has an M = W_Q,i W_K,i^T that is neither symmetric nor PSD, and on a sentence
+    its layer-1 head 3 scores the previous token highest in every row after the first."""
+    transformers = pytest.importorskip("transformers")
+    source = mha.pretrained.minilm_source()
+    model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager").eval()
+    config = model.config
+    d_k = config.hidden_size // config.num_attention_heads
+    for layer in model.encoder.layer:
+        attention = layer.attention.self
+        for i in range(config.num_attention_heads):
+            rows = slice(i * d_k, (i + 1) * d_k)
+            m = (attention.query.weight[rows].T @ attention.key.weight[rows]).double().detach()
+            assert (m - m.T).norm() > 0.5 * m.norm()
+            assert torch.linalg.eigvalsh((m + m.T) / 2).min() < 0
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    batch = tokenizer(["The cat sat on the mat because it was tired."], return_tensors="pt")
+    with torch.no_grad():
+        weights = model(**batch, output_attentions=True).attentions[0][0, 2]  # (n, n)
+    n = weights.shape[-1]
+    assert torch.equal(weights.argmax(-1)[1:], torch.arange(n - 1))
+
+
 def test_self_attention_bad_input():
     with pytest.raises(ValueError, match="embed_dim must be a positive int, got None"):
         mha.SelfAttention(None)
