@@ -344,6 +344,14 @@ def test_attention_dropout_is_unbiased_and_matches_torch(p):
         assert (w.sum(-1) - 1).abs().max() > 0.1
 
 
+def test_minilm_was_configured_with_attention_dropout_of_one_tenth():
+    """Chapter 4 says BERT's configuration, kept by all-MiniLM-L6-v2, drops attention weights
+    with p = 0.1."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.from_pretrained(mha.pretrained.minilm_source())
+    assert config.attention_probs_dropout_prob == 0.1
+
+
 @pytest.mark.claim("4.9")
 def test_heads_of_a_trained_language_model_attend_at_different_ranges():
     """On a sentence, all-MiniLM-L6-v2's heads (weights from Hugging Face transformers) have
