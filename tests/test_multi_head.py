@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -591,6 +591,9 @@ def test_the_best_read_out_of_content_blind_heads_meets_the_lemma(n, lookups, h,
     this is at least m (L - h) when the L sources differ."""
     g = torch.Generator().manual_seed(seed)
     alphas = torch.softmax(sharpness * torch.randn(h, n, generator=g, dtype=F64), dim=-1)  # (h, n)
+    singular = torch.linalg.svdvals(alphas)
+    # nearly parallel weight vectors make the optimum need huge coefficients: ill-conditioned
+    assume(singular.min() > 1e-3 * singular.max())
     sources = torch.randperm(n, generator=g)[:lookups]  # L different tokens
     samples = 20000
     contents = torch.randn(samples, lookups, n, m, generator=g, dtype=F64)  # c^r_l
