@@ -9,12 +9,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import torch
+
+from mha._checks import check_allocation, require_callable, require_choice, require_int
 
 #: The attention implementations ``peak_memory`` can run.
-METHODS = ("plain", "chunked")
+METHODS = ("plain", "chunked", "fused")
 
 # Runs in a fresh Python process, so that no memory of the caller counts. On Linux the peak
 # resident set size (VmHWM) can be reset before each call (write "5" to /proc/self/clear_refs);
@@ -52,6 +55,10 @@ def run(q, k, v):
     if method == "plain":
         # the formula as written: the (n, n) scores, then the (n, n) weights, then times V
         return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
+    if method == "fused":
+        # PyTorch's fused kernel; it takes (B, h, n, d): on 3-D inputs the CPU build falls
+        # back to its plain path, which forms the (n, n) matrix
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])
     return mha.chunked_attention(q, k, v, chunk_size=chunk)
 
 
@@ -75,20 +82,26 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which forms the
     ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes the same,
     with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
-    :func:`mha.chunked_attention`. Entry ``i`` is how far the process's peak resident set size
-    rose above its size just before the call on ``sizes[i]`` (Linux: ``VmHWM``, reset before
-    each call). Elsewhere only ``ru_maxrss``, the peak over the whole process, exists: then
-    entry ``i`` is exact when memory grows with ``n`` and an upper bound otherwise. Needs a
-    POSIX system.
+    :func:`mha.chunked_attention`; ``"fused"`` is PyTorch's ``scaled_dot_product_attention``
+    on ``(1, 1, n, d)`` inputs (its fused kernel). Entry ``i`` is how far the process's peak
+    resident set size rose above its size just before the call on ``sizes[i]`` (Linux:
+    ``VmHWM``, reset before each call). Elsewhere only ``ru_maxrss``, the peak over the whole
+    process, exists: then entry ``i`` is exact when memory grows with ``n`` and an upper bound
+    otherwise. Needs a POSIX system.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    sizes = list(sizes)
-    for name, size in [("d", d), ("chunk_size", chunk_size)] + [("n", n) for n in sizes]:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    require_choice("method", method, METHODS)
+    if isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
+        raise ValueError(f"sizes must be a list of ints, got {type(sizes).__name__}")
+    sizes = [require_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]
+    d, chunk_size = require_int("d", d), require_int("chunk_size", chunk_size)
     if not sizes or sizes != sorted(sizes):
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
+    # the child process allocates these; refuse here what would take the machine down
+    n = sizes[-1]
+    check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
+    block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
+    check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
+                     "use smaller sizes (or a smaller chunk_size)")
     done = subprocess.run(
         [sys.executable, "-c", _MEMORY_SCRIPT, method, str(d), str(chunk_size),
          *map(str, sizes)],
@@ -102,8 +115,8 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
     The minimum is the least noisy estimate on a shared machine: other work only adds time.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    require_callable("fn", fn)
+    require_int("repeats", repeats)
     fn()
     best = float("inf")
     for _ in range(repeats):
@@ -115,7 +128,11 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
 def loglog_slope(sizes: object, values: object) -> float:
     """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``."""
-    x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    try:
+        x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"sizes and values must be sequences of numbers, got "
+                         f"{type(sizes).__name__} and {type(values).__name__}") from None
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
                          f"and {y.shape}")
