@@ -28,7 +28,6 @@ CITED: dict[str, dict[str, str]] = {
                      "27.14", "272.42", "30.97", "379.95", "54.24", "67.31", "8.02"]},
         **{n: "Vaswani et al. 2017, Table 3 rows (A): BLEU on newstest2013"
            for n in ["24.9", "25.4", "25.8"]},
-        "2019": "the year of GPT-2 (Radford et al. 2019)",
     },
     "05_convolution": {
         n: "TODO(errata): not printed by a cell" for n in ["128", "189", "2020", "729"]
