@@ -133,7 +133,8 @@ def diagonal_gap(x_i, x_j, w_q, w_k):
 
 
 @settings(max_examples=30, deadline=None)
-@given(d=st.integers(1, 6), dk=st.integers(1, 6), scale=st.floats(0.1, 10.0),
+@given(d=st.integers(1, 6), dk=st.integers(1, 6),
+       scale=st.floats(0.1, 10.0).filter(lambda c: abs(c - 1) > 1e-3),  # c = 1 is tied
        seed=st.integers(0, 2**16))
 @pytest.mark.claim("3.3")
 def test_untied_weights_with_a_symmetric_psd_m_keep_the_diagonal_bound(d, dk, scale, seed):
@@ -144,7 +145,8 @@ def test_untied_weights_with_a_symmetric_psd_m_keep_the_diagonal_bound(d, dk, sc
     root = torch.randn(dk, dk, dtype=F64)
     x = torch.randn(40, d, dtype=F64)
     for w_k in (scale * w_q, w_q @ (root @ root.T)):
-        assert not torch.equal(w_k, w_q)
+        if torch.allclose(w_k, w_q):  # G = R R^T happened to be close to I: tied, not untied
+            continue
         scores = (x @ w_q) @ (x @ w_k).T / math.sqrt(dk)
         diag = scores.diagonal()
         slack = 1e-9 * (1 + scores.abs().max())
@@ -162,7 +164,7 @@ def test_an_m_that_is_not_symmetric_psd_breaks_the_diagonal_bound(d, dk, seed):
     w_q, w_k = torch.randn(d, dk, dtype=F64), torch.randn(d, dk, dtype=F64)
     m = w_q @ w_k.T
     m_plus, m_minus = (m + m.T) / 2, (m - m.T) / 2
-    if m_minus.norm() > 1e-6 * m.norm():
+    if m_minus.norm() > 1e-3 * m.norm():  # far enough from symmetric for float64
         w = torch.randn(d, dtype=F64)
         w_m = w @ m_minus
         t = 1 + 2 * abs(w @ m_plus @ w) / (w_m @ w_m)  # large enough: 4wM+w - 4t|wM-|^2 < 0
