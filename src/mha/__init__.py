@@ -21,7 +21,12 @@ from mha.multi_head import MultiHeadAttention
 from mha.split_input import SplitInputAttention
 
 # Chapter 5: convolution as attention
-from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
+from mha.convolution import (
+    GridSelfAttention,
+    conv_to_attention,
+    quadratic_encoding,
+    relative_scores,
+)
 
 # Chapter 6: positions, and what attention costs
 from mha.positional import encoding_frequencies, relative_rotation, sinusoidal_encoding
@@ -58,6 +63,7 @@ __all__ = [
     "GridSelfAttention",
     "conv_to_attention",
     "quadratic_encoding",
+    "relative_scores",
     "encoding_frequencies",
     "sinusoidal_encoding",
     "relative_rotation",

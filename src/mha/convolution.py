@@ -234,11 +234,14 @@ class GridSelfAttention(nn.Module):
         return torch.softmax(scores, dim=-1)
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
-        """The relative scores ``(B, h, H * W, (H + 2p) * (W + 2p))`` of eq. (8) for ``x``."""
+        """The relative scores ``(B, h, H * W, (H + 2p) * (W + 2p))`` of eq. (8) for ``x``
+        (batch size 1 when ``content=False``: then they are the same for every image)."""
         return self._scores(*self._tokens(x), *x.shape[-2:])
 
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor, height: int,
                 width: int) -> torch.Tensor:
+        if not self.content:  # the scores do not depend on the image: one image serves all
+            queries, keys = queries[:1], keys[:1]
         encoding = quadratic_offsets(height, width, self.padding).to(queries)
         v = _quadratic_v(self.centres, self.alpha)  # (h, 3)
         return relative_scores(queries, keys, encoding, self.w_qry, self.w_key,
@@ -259,7 +262,7 @@ class GridSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         queries, keys = self._tokens(x)
         batch, _, height, width = x.shape
-        scores = self._scores(queries, keys, height, width)  # (B, h, n_q, n_k)
+        scores = self._scores(queries, keys, height, width)  # (B or 1, h, n_q, n_k)
         # a float mask is added to the (here all-zero) scores of MultiHeadAttention itself
         out, _ = self.attn(queries, keys, keys, mask=scores, need_weights=False)
         return out.transpose(1, 2).reshape(batch, self.out_channels, height, width)
