@@ -34,7 +34,7 @@ CITED: dict[str, dict[str, str]] = {
                   "67.31", "8.02"]
     },
     "05_convolution": {
-        n: "TODO(errata): not printed by a cell" for n in ["128", "189", "2020", "729"]
+        "2020": "the year of Cordonnier et al.'s paper, in the theorem's title",
     },
     "06_positional_encoding": {
         n: "TODO(errata): not printed by a cell" for n in ["116", "2.85"]
