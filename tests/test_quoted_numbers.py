@@ -36,9 +36,6 @@ CITED: dict[str, dict[str, str]] = {
     "05_convolution": {
         "2020": "the year of Cordonnier et al.'s paper, in the theorem's title",
     },
-    "06_positional_encoding": {
-        n: "TODO(errata): not printed by a cell" for n in ["116", "2.85"]
-    },
     "07_head_pruning": {
         n: "TODO(errata): not printed by a cell" for n in ["0.917", "2019"]
     },
