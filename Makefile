@@ -4,7 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+# chapters, and the book pages that are notebooks (their outputs are checked the same way)
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipynb))
 
 .PHONY: setup book test lint pytest execute lab clean
 

@@ -16,7 +16,9 @@ from conventions import NOTEBOOKS, ROOT, book_config
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 CHAPTERS = [f"notebooks/{p.stem}.html" for p in NOTEBOOKS]
-PAGES = CHAPTERS + [f"book/{p.stem}.html" for p in sorted((ROOT / "book").glob("*.md"))]
+BOOK_PAGES = sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "book").glob("*.ipynb"))
+PAGES = CHAPTERS + [f"book/{p.stem}.html" for p in BOOK_PAGES]
+EXPLORER = "book/attention_explorer.html"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 # the text a reader sees outside code: raw TeX delimiters there mean MathJax did not typeset it
@@ -130,3 +132,43 @@ def test_exercises_are_shown_and_solutions_folded(open_page, path):
         body = solutions.nth(i).locator(":scope > :not(.admonition-title)")
         for j in range(body.count()):
             assert not body.nth(j).is_visible(), f"solution {i + 1} of {path} is not folded"
+
+
+def chart_png(page, selector=".mha-plotly") -> bytes:
+    page.wait_for_timeout(300)  # let Plotly finish its transition
+    return page.locator(selector).first.screenshot()
+
+
+def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_page):
+    page = open_page(EXPLORER)
+    chart = page.locator(".mha-plotly .main-svg").first
+    chart.wait_for(timeout=30_000)  # plotly.js (deferred, 4.8 MB) has drawn the chart
+    assert page.locator(".mha-plotly").count() == 1
+    assert page.evaluate("() => typeof window.Plotly") == "object"
+    assert page.locator(".mha-plotly g.heatmaplayer image").count() >= 12  # one per head
+    grid = chart_png(page)
+
+    page.locator(".mha-plotly .updatemenu-header").nth(0).click()  # the head menu
+    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="head 3").first.click()
+    one_head = chart_png(page)
+    assert one_head != grid, "choosing a head did not change the picture"
+    layout = page.evaluate("() => document.querySelector('.mha-plotly').layout")
+    assert layout["xaxis3"]["domain"] == [0, 1] and layout["xaxis3"]["visible"]
+    assert layout["xaxis"]["domain"][1] <= 0.001
+
+    page.locator(".mha-plotly .updatemenu-header").nth(1).click()  # the layer menu
+    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="layer 5").first.click()
+    assert chart_png(page) != one_head, "choosing a layer did not change the picture"
+    visible = page.evaluate(
+        "() => document.querySelector('.mha-plotly').data.map(t => t.visible)")
+    assert visible == [i // 12 == 4 for i in range(72)]
+
+    # hovering a cell of the large head names its query, its key and the weight
+    box = page.locator(".mha-plotly .nsewdrag[data-subplot='x3y3']").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
+    page.wait_for_timeout(300)
+    hover = page.evaluate("() => document.querySelector('.mha-plotly .hoverlayer').textContent")
+    assert "layer 5, head 3" in hover and "query" in hover and "weight" in hover
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "book_attention_explorer_hover.png"), full_page=True)
+    assert page.outside_requests == [], "the explorer loads from the network"

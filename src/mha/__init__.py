@@ -19,6 +19,7 @@ from mha.single_head import SelfAttention
 # Chapter 4: multi-head attention
 from mha.multi_head import MultiHeadAttention
 from mha.split_input import SplitInputAttention
+from mha.kv_cache import KVCache
 
 # Chapter 5: convolution as attention
 from mha.convolution import (
@@ -47,6 +48,11 @@ from mha.content_heads import same_token_weight
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
 
+# Every chapter: data-flow pictures with shapes, and the interactive attention explorer
+from mha import dataflow
+from mha.diagrams import Diagram, Notation
+from mha.explorer import attention_explorer
+
 __all__ = [
     "attention",
     "additive_scores",
@@ -60,6 +66,7 @@ __all__ = [
     "relative_error",
     "MultiHeadAttention",
     "SplitInputAttention",
+    "KVCache",
     "GridSelfAttention",
     "conv_to_attention",
     "quadratic_encoding",
@@ -94,4 +101,8 @@ __all__ = [
     "prob_nonzero",
     "same_token_weight",
     "pretrained",
+    "dataflow",
+    "Diagram",
+    "Notation",
+    "attention_explorer",
 ]

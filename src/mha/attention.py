@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from mha._checks import require_broadcastable_mask, require_float_tensor
 
@@ -15,6 +16,9 @@ def attention(
     value: torch.Tensor,
     mask: torch.Tensor | None = None,
     scale: float | None = None,
+    *,
+    is_causal: bool = False,
+    dropout: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Scaled dot-product attention: ``softmax(Q K^T * scale + M) V``.
 
@@ -26,10 +30,20 @@ def attention(
       the scores (``-inf`` forbids a key).
     - returns ``output`` ``(..., n_q, d_v)`` and ``weights`` ``(..., n_q, n_k)``.
 
-    ``scale`` defaults to ``1 / sqrt(d_k)``.
+    ``scale`` defaults to ``1 / sqrt(d_k)``. ``is_causal=True`` lets query ``i`` see only the
+    keys up to its own position, counting the queries as the *last* ``n_q`` of the ``n_k``
+    positions (query ``i`` sees keys ``0 .. n_k - n_q + i``): for ``n_q = n_k`` the usual
+    lower-triangular mask, and right for new tokens whose earlier keys come from a cache.
+    It combines with ``mask`` (a key must be allowed by both). ``dropout`` zeroes each weight
+    with that probability and scales the others by ``1 / (1 - dropout)``, as
+    ``nn.MultiheadAttention`` does in training; the weights returned are the dropped ones.
 
     A query whose keys are all masked has no distribution to take: its weights are all zero and
     its output is the zero vector (the same output as PyTorch's fused kernel), never NaN.
+
+    The code scales ``Q`` before the product, ``(Q * scale) K^T``, rather than the product
+    after it: the same numbers, one pass over an ``(n_q, d_k)`` matrix instead of an
+    ``(n_q, n_k)`` one.
     """
     require_float_tensor("query", query, min_dim=2)
     require_float_tensor("key", key, min_dim=2)
@@ -44,31 +58,68 @@ def attention(
             f"key and value need the same number of tokens n_k: key {tuple(key.shape)}, "
             f"value {tuple(value.shape)}"
         )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    if mask is not None:
+        scores_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (n_q, n_k)
+        require_broadcastable_mask(mask, torch.Size(scores_shape))
+    if is_causal:
+        allowed = causal_mask(n_q, n_k, query.device)
+        mask = allowed if mask is None else combine_masks(mask, allowed)
 
-    scores = (query @ key.transpose(-2, -1)) * scale
-    if mask is None:
-        weights = torch.softmax(scores, dim=-1)
-        return weights @ value, weights
-
-    require_broadcastable_mask(mask, scores.shape)
-    if mask.dtype == torch.bool:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    else:
-        scores = scores + mask
-    # Rows with no allowed key would be softmax(-inf, ..., -inf) = NaN. Give them finite scores
-    # (so no NaN reaches the backward pass either) and zero weights afterwards.
-    has_key = (scores > float("-inf")).any(dim=-1, keepdim=True)
-    scores = scores.masked_fill(~has_key, 0.0)
-    weights = torch.softmax(scores, dim=-1).masked_fill(~has_key, 0.0)
+    scores = (query * scale) @ key.transpose(-2, -1)  # (..., n_q, n_k)
+    if mask is not None:
+        additive, has_key = additive_mask(mask, scores.dtype)
+        scores.add_(additive)  # in place: the product itself is not kept for backward
+        if not has_key.all():
+            # softmax(-inf, ..., -inf) is NaN: give those rows finite scores (so no NaN
+            # reaches the backward pass either) and zero weights afterwards
+            scores = scores.masked_fill(~has_key, 0.0)
+            weights = torch.softmax(scores, dim=-1).masked_fill(~has_key, 0.0)
+            weights = F.dropout(weights, dropout) if dropout else weights
+            return weights @ value, weights
+    weights = torch.softmax(scores, dim=-1)
+    if dropout:
+        weights = F.dropout(weights, dropout)
     return weights @ value, weights
+
+
+def causal_mask(n_q: int, n_k: int, device: torch.device | None = None) -> torch.Tensor:
+    """``(n_q, n_k)`` bool mask, True where query ``i`` may see key ``j``: ``j <= n_k - n_q + i``.
+
+    The queries are the last ``n_q`` of the ``n_k`` positions (bottom-right aligned), so the
+    same mask is right for a whole sequence (``n_q = n_k``, lower triangular) and for new
+    tokens attending over a cache of earlier ones.
+    """
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(n_k - n_q)
+
+
+def combine_masks(mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """A mask that forbids what either forbids; ``allowed`` is a bool mask (True = may attend)."""
+    if mask.dtype == torch.bool:
+        return mask & allowed
+    return mask.masked_fill(~allowed, float("-inf"))
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mask as numbers to add to the scores, and which of its rows allow some key.
+
+    Both keep the mask's own (broadcastable) shape, usually far smaller than the scores':
+    a bool mask becomes ``0`` where allowed and ``-inf`` where not.
+    """
+    if mask.dtype == torch.bool:
+        additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        return additive.masked_fill_(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
+    return mask.to(dtype), (mask > float("-inf")).any(dim=-1, keepdim=True)
 
 
 def self_attention(
     x: torch.Tensor, mask: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Self-attention without weights (seed 000): ``softmax(X X^T / sqrt(C)) X``.
+    r"""Self-attention without weights: ``softmax(X X^T / sqrt(C)) X`` (chapter 2).
 
     ``x``: ``(..., n, C)``; the queries, keys and values are all ``x`` itself.
     Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``.

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha._checks import require_broadcastable_mask, require_float_tensor
-from mha.attention import attention
+from mha.attention import attention, causal_mask, combine_masks
+from mha.kv_cache import KVCache
 
 
 class MultiHeadAttention(nn.Module):
@@ -24,12 +25,20 @@ class MultiHeadAttention(nn.Module):
     ``nn.Linear`` (``q_proj``, output ``num_heads * head_dim``), and likewise for keys and values:
     one big projection split into heads computes exactly the h separate ones.
 
+    With ``num_kv_heads = h_kv < h`` (grouped-query attention, Ainslie et al. 2023; ``h_kv = 1``
+    is multi-query attention, Shazeer 2019) there are only ``h_kv`` key and value heads, and
+    query head ``i`` uses key/value head ``i // (h / h_kv)``: the grouping of
+    ``scaled_dot_product_attention(..., enable_gqa=True)``.
+
     Args:
         embed_dim: feature size d of the queries and of the output.
-        num_heads: number of heads h.
+        num_heads: number of (query) heads h.
         kdim, vdim: feature sizes of keys and values (default ``embed_dim``), for cross-attention.
         bias: add biases to the four projections.
         head_dim: d_k = d_v per head; defaults to ``embed_dim // num_heads``.
+        num_kv_heads: key/value heads h_kv, a divisor of h; defaults to h.
+        dropout: probability of zeroing each attention weight in training (the weights returned
+            are the dropped ones, as in ``nn.MultiheadAttention``); nothing in ``eval()`` mode.
     """
 
     def __init__(
@@ -41,10 +50,13 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         bias: bool = True,
         head_dim: int | None = None,
+        num_kv_heads: int | None = None,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
-                           ("kdim", kdim), ("vdim", vdim), ("head_dim", head_dim)]:
+                           ("kdim", kdim), ("vdim", vdim), ("head_dim", head_dim),
+                           ("num_kv_heads", num_kv_heads)]:
             # bool is an int in Python; MultiHeadAttention(8, True) is a bug, not one head
             if size is not None and (not isinstance(size, int) or isinstance(size, bool)
                                      or size < 1):
@@ -56,16 +68,23 @@ class MultiHeadAttention(nn.Module):
                     f"pass head_dim to choose the size of each head"
                 )
             head_dim = embed_dim // num_heads
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
+        if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not (
+                0.0 <= dropout < 1.0):
+            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
         self.kdim = kdim or embed_dim
         self.vdim = vdim or embed_dim
-        inner = num_heads * head_dim
-        self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
-        self.k_proj = nn.Linear(self.kdim, inner, bias=bias)
-        self.v_proj = nn.Linear(self.vdim, inner, bias=bias)
-        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
+        self.dropout = float(dropout)
+        self.q_proj = nn.Linear(embed_dim, num_heads * head_dim, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, num_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, num_kv_heads * head_dim, bias=bias)
+        self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=bias)
 
     def forward(
         self,
@@ -74,8 +93,10 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         *,
         mask: torch.Tensor | None = None,
+        is_causal: bool = False,
         head_mask: torch.Tensor | None = None,
         need_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r"""Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
 
@@ -83,14 +104,21 @@ class MultiHeadAttention(nn.Module):
         ``value`` ``(B, n_k, vdim)``; ``key`` defaults to ``query`` and ``value`` to ``key``.
 
         - ``mask``: bool (**True = may attend**) or float (added to the scores), broadcastable
-          to ``(B, h, n_q, n_k)``; e.g. ``(n_q, n_k)`` for a causal mask or ``(B, 1, 1, n_k)``
+          to ``(B, h, n_q, n_k)``; e.g. ``(n_q, n_k)`` for all sequences or ``(B, 1, 1, n_k)``
           for padding. A 3-D mask is refused: ``(B, n_q, n_k)`` would line ``B`` up with the
           heads.
+        - ``is_causal``: each query sees only keys at or before its position, the queries being
+          the last ``n_q`` of the ``n_k`` positions (so new tokens after a cache see the whole
+          cache); with ``need_weights=False`` and ``n_q = n_k`` PyTorch's fused causal kernel
+          runs, without building a mask.
         - ``head_mask``: gates ``xi`` of shape ``(h,)`` or ``(B, h)`` multiplying each head's
           output before ``W_O`` (Michel et al. 2019); 0 removes a head, and gradients flow
           into float gates.
         - ``need_weights=False`` skips the weights and uses PyTorch's fused
           ``scaled_dot_product_attention``.
+        - ``cache``: an :class:`mha.KVCache`. This call's keys and values (of the new tokens)
+          are appended to it, and the queries attend over everything it holds: incremental
+          decoding, one token (or a few) at a time, gives what recomputing the prefix gives.
 
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
@@ -99,28 +127,49 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         self._check_inputs(query, key, value)
         batch, n_q, _ = query.shape
-        n_k = key.shape[1]
+        n_k = key.shape[1] + (len(cache) if cache is not None else 0)
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
 
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(key))
-        v = self._split_heads(self.v_proj(value))
-
+        q, k, v = self._project(query, key, value)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, n_k, d)
+        dropout = self.dropout if self.training else 0.0
         if need_weights:
-            heads, weights = attention(q, k, v, mask=mask)
+            heads, weights = self._explicit_attention(q, k, v, mask, is_causal, dropout)
         else:
-            heads, weights = self._fused_attention(q, k, v, mask), None
+            heads, weights = self._fused_attention(q, k, v, mask, is_causal, dropout), None
 
         if head_mask is not None:
             heads = heads * self._gates(head_mask, batch)
         merged = heads.transpose(1, 2).reshape(batch, n_q, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights
 
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, n, h * head_dim) -> (B, h, n, head_dim)."""
+    def _project(self, query, key, value):
+        """Q (B, h, n_q, d), K and V (B, h_kv, n_k, d) from the inputs."""
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        return (self._split_heads(q), self._split_heads(k, self.num_kv_heads),
+                self._split_heads(v, self.num_kv_heads))
+
+    def _explicit_attention(self, q, k, v, mask, is_causal, dropout):
+        """Scores, softmax and weights in the open; K/V heads shared by groups of query heads."""
+        batch, n_q = q.shape[0], q.shape[2]
+        groups = self.num_heads // self.num_kv_heads
+        if groups == 1:
+            return attention(q, k, v, mask=mask, is_causal=is_causal, dropout=dropout)
+        # query head i = g * groups + r reads key/value head g: broadcast instead of copying
+        q = q.view(batch, self.num_kv_heads, groups, n_q, self.head_dim)  # (B, h_kv, g, n_q, d)
+        k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, h_kv, 1, n_k, d)
+        if mask is not None and mask.dim() == 4:
+            mask = mask.unflatten(1, (-1, groups) if mask.shape[1] > 1 else (1, 1))
+        heads, weights = attention(q, k, v, mask=mask, is_causal=is_causal, dropout=dropout)
+        return (heads.flatten(1, 2),  # (B, h, n_q, d)
+                weights.flatten(1, 2))  # (B, h, n_q, n_k)
+
+    def _split_heads(self, x: torch.Tensor, heads: int | None = None) -> torch.Tensor:
+        """(B, n, heads * head_dim) -> (B, heads, n, head_dim); heads defaults to h."""
         batch, n, _ = x.shape
-        return x.view(batch, n, self.num_heads, self.head_dim).transpose(1, 2)
+        return x.view(batch, n, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
     def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
@@ -134,11 +183,18 @@ class MultiHeadAttention(nn.Module):
                 f"({batch}, 1, {n_q}, {n_k}) per sequence"
             )
 
-    @staticmethod
-    def _fused_attention(q, k, v, mask):
+    def _fused_attention(self, q, k, v, mask, is_causal, dropout):
+        n_q, n_k = q.shape[2], k.shape[2]
+        gqa = self.num_kv_heads != self.num_heads
+        if is_causal and (mask is not None or n_q != n_k):
+            # the fused kernel's own causal mask is top-left aligned: build ours instead
+            allowed = causal_mask(n_q, n_k, q.device)
+            mask = allowed if mask is None else combine_masks(mask, allowed)
+            is_causal = False
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=is_causal, enable_gqa=gqa)
         if mask is not None and mask.is_floating_point():
             # With a float mask a query whose keys are all -inf comes out NaN; the course's
             # convention (and the bool-mask path of the fused kernel) is a zero output.
@@ -184,7 +240,7 @@ class MultiHeadAttention(nn.Module):
         differ: this module is always batch first (transpose the inputs of a module built with
         ``batch_first=False``), and its bool masks mean True = may attend, where
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
-        not attend (pass ``~mask``). Dropout is not copied: compare with ``module.eval()``.
+        not attend (pass ``~mask``). Its dropout probability is copied too.
         """
         if not isinstance(module, nn.MultiheadAttention):
             raise ValueError(f"expected nn.MultiheadAttention, got {type(module).__name__}")
@@ -192,7 +248,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("add_bias_kv and add_zero_attn are not supported")
         bias = module.in_proj_bias is not None
         ours = cls(module.embed_dim, module.num_heads, kdim=module.kdim, vdim=module.vdim,
-                   bias=bias)
+                   bias=bias, dropout=module.dropout)
         ours.to(device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype)
         if module._qkv_same_embed_dim:
             w_q, w_k, w_v = module.in_proj_weight.chunk(3)

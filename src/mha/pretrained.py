@@ -16,6 +16,7 @@ the weights and tokenizer files) is installed; without it the hub name is used i
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -352,3 +353,98 @@ def load_minilm(source: str | None = None):
     encoder.eval().requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(source)
     return encoder, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# Real words for the early chapters: one sentence through MiniLM, loaded once per kernel.
+# ---------------------------------------------------------------------------------------------
+
+@functools.cache
+def cached_minilm() -> tuple[BertEncoder, object]:
+    """:func:`load_minilm`, loaded once per Python process (kernel) and then reused."""
+    return load_minilm()
+
+
+@functools.cache
+def _minilm64() -> BertEncoder:
+    # float64 copy: 3-decimal roundings of its weights reproduce on any CPU (float32 sums
+    # can differ in the last bits between CPUs, and thousands of rounded numbers would
+    # sooner or later straddle a rounding boundary)
+    return copy.deepcopy(cached_minilm()[0]).double()
+
+
+def tokenize(sentence: str) -> tuple[list[str], torch.Tensor]:
+    """``(tokens, input_ids)`` of one sentence: its word pieces with ``[CLS]`` and ``[SEP]``,
+    and their ids of shape ``(1, n)``."""
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise ValueError(f"sentence must be a non-empty string, got {sentence!r}")
+    tokenizer = cached_minilm()[1]
+    ids = tokenizer([sentence], return_tensors="pt")["input_ids"]
+    max_n = _minilm64().position_embeddings.num_embeddings
+    if ids.shape[1] > max_n:
+        raise ValueError(f"sentence has {ids.shape[1]} tokens, at most {max_n} fit")
+    return tokenizer.convert_ids_to_tokens(ids[0].tolist()), ids
+
+
+@torch.no_grad()
+def sentence_states(sentence: str) -> tuple[list[str], torch.Tensor]:
+    r"""``(tokens, states)``: the vector of every token entering each layer, and the output.
+
+    ``states`` has shape ``(layers + 1, n, d)`` = ``(7, n, 384)``: ``states[0]`` is the input
+    of layer 1 (word + position + type embeddings, layer-normed), ``states[l]`` the output of
+    layer ``l``; as ``transformers`` returns them with ``output_hidden_states=True``. float64.
+    """
+    tokens, ids = tokenize(sentence)
+    encoder = _minilm64()
+    positions = torch.arange(ids.shape[1])
+    x = (encoder.word_embeddings(ids) + encoder.position_embeddings(positions)
+         + encoder.token_type_embeddings(torch.zeros_like(ids)))
+    states = [encoder.embedding_norm(x)]
+    for layer in encoder.layers:
+        states.append(layer(states[-1], None, None, False)[0])
+    return tokens, torch.cat(states)  # (layers + 1, n, d)
+
+
+@torch.no_grad()
+def token_embeddings(sentence: str) -> tuple[list[str], torch.Tensor]:
+    """``(tokens, E)``: each token's row of the word-embedding table, ``(n, 384)``, before any
+    position is added: the same word piece always gets the same vector. float64."""
+    tokens, ids = tokenize(sentence)
+    return tokens, _minilm64().word_embeddings(ids)[0]
+
+
+@torch.no_grad()
+def sentence_qkv(sentence: str, layer: int) -> tuple[list[str], torch.Tensor, torch.Tensor,
+                                                       torch.Tensor]:
+    r"""``(tokens, Q, K, V)`` of one layer's heads, each ``(h, n, d_k)`` = ``(12, n, 32)``.
+
+    $Q = X W_Q + b_Q$ split into heads, with $X$ the layer's input (``sentence_states``);
+    likewise $K$ and $V$. ``softmax(Q K^T / sqrt(d_k))`` is that layer's attention
+    (:func:`sentence_attention`). ``layer`` counts from 0. float64.
+    """
+    encoder = _minilm64()
+    if not isinstance(layer, int) or not 0 <= layer < len(encoder.layers):
+        raise ValueError(f"layer must be an int in 0..{len(encoder.layers) - 1}, got {layer!r}")
+    tokens, states = sentence_states(sentence)
+    attention = encoder.layers[layer].attention
+    x = states[layer]  # (n, d)
+    n, h = x.shape[0], attention.num_heads
+
+    def heads(proj: nn.Linear) -> torch.Tensor:
+        return proj(x).view(n, h, -1).transpose(0, 1)  # (n, h*d_k) -> (h, n, d_k)
+
+    return tokens, heads(attention.q_proj), heads(attention.k_proj), heads(attention.v_proj)
+
+
+@torch.no_grad()
+def sentence_attention(sentence: str) -> tuple[list[str], torch.Tensor]:
+    """``(tokens, weights)``: every head's attention weights on one sentence.
+
+    ``weights`` has shape ``(layers, heads, n, n)`` = ``(6, 12, n, n)``; ``weights[l, h, i]``
+    is how query ``tokens[i]`` spreads its attention over the keys in head ``h`` of layer
+    ``l`` (counting from 0); each such row sums to 1. float64, equal to ``transformers``'
+    ``output_attentions=True``.
+    """
+    tokens, ids = tokenize(sentence)
+    out = _minilm64()(ids, output_attentions=True)
+    return tokens, torch.cat(out.attentions)  # (layers, h, n, n)

@@ -1,0 +1,50 @@
+"""The KV cache: the keys and values a decoder layer has already computed, kept for later steps."""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCache:
+    r"""Keys and values of every token seen so far, for one attention layer.
+
+    A decoder generating token ``t`` needs the keys and values of tokens ``0 .. t``. Those of
+    ``0 .. t-1`` do not change once computed (causal attention: earlier tokens never see later
+    ones), so each step projects only the new token and appends it here. The cache then holds
+    ``2 * n * h_kv * d_k`` numbers per layer: keys and values, ``n`` tokens, ``h_kv`` key/value
+    heads (fewer than the query heads in grouped-query attention) of ``d_k`` features.
+
+    Shapes: ``keys`` and ``values`` are ``(B, h_kv, n, d_k)`` and ``(B, h_kv, n, d_v)``, or
+    ``None`` while the cache is empty. Pass one cache per layer as
+    ``MultiHeadAttention(...)(x, cache=cache, is_causal=True)``.
+    """
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None
+        self.values: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        """The number of tokens cached."""
+        return 0 if self.keys is None else self.keys.shape[-2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: ``keys`` and ``values`` together."""
+        if self.keys is None or self.values is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in (self.keys, self.values))
+
+    def append(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all."""
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            if keys.shape[:2] != self.keys.shape[:2] or keys.shape[-1] != self.keys.shape[-1]:
+                raise ValueError(
+                    f"new keys of shape {tuple(keys.shape)} do not fit the cached keys of shape "
+                    f"{tuple(self.keys.shape)}: (B, h_kv, ·, d_k) must agree")
+            self.keys = torch.cat([self.keys, keys], dim=-2)  # (B, h_kv, n + n_new, d_k)
+            self.values = torch.cat([self.values, values], dim=-2)  # (B, h_kv, n + n_new, d_v)
+        return self.keys, self.values

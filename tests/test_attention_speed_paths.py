@@ -1,0 +1,57 @@
+"""The benchmark's pairs (benchmarks/attention_speed.py): each of the course's attention paths
+computes what its PyTorch counterpart computes, and keeps no more memory for the backward pass."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from conventions import ROOT
+
+spec = importlib.util.spec_from_file_location("attention_speed",
+                                              ROOT / "benchmarks" / "attention_speed.py")
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+SIZE = (2, 24, 32, 4)  # batch, tokens, embed_dim, heads
+PATHS = list(bench.pairs(SIZE[2], SIZE[3], SIZE[1]))
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return bench.pairs(SIZE[2], SIZE[3], SIZE[1])
+
+
+def inputs():
+    b, n, d, _ = SIZE
+    return torch.randn(b, n, d, generator=torch.Generator().manual_seed(0), requires_grad=True)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_each_path_computes_what_its_pytorch_counterpart_computes(pairs, path):
+    ours, theirs = pairs[path]
+    x = inputs()
+    out, expected = ours(x), theirs(x)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    grad, = torch.autograd.grad(out.square().sum(), x)
+    expected_grad, = torch.autograd.grad(expected.square().sum(), x)
+    torch.testing.assert_close(grad, expected_grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if not p.startswith("learner")])
+def test_the_course_saves_no_more_for_backward_than_pytorch(pairs, path):
+    ours, theirs = pairs[path]
+    assert bench.saved_bytes(ours, inputs()) <= bench.saved_bytes(theirs, inputs())
+
+
+def test_saved_bytes_sees_the_weights_the_explicit_path_keeps(pairs):
+    # the instrument itself: the explicit path keeps the (B, h, n, n) weights, the fused does not
+    b, n, _, h = SIZE
+    shapes = {"weights": [], "fused": []}
+    for path, seen in shapes.items():
+        with torch.autograd.graph.saved_tensors_hooks(lambda t, s=seen: s.append(t.shape) or t,
+                                                      lambda t: t):
+            pairs[path][0](inputs())
+    assert (b, h, n, n) in shapes["weights"] and (b, h, n, n) not in shapes["fused"]
+    assert bench.saved_bytes(pairs["weights"][0], inputs()) > bench.saved_bytes(
+        pairs["fused"][0], inputs())

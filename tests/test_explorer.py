@@ -1,0 +1,146 @@
+"""The attention explorer's chart: the right weights in the right places, menus that combine,
+outputs that reproduce exactly, and a notebook output every front end can draw."""
+
+import base64
+import json
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+import mha
+from mha.explorer import PLOTLY_MIMETYPE, attention_explorer
+
+from conventions import NOTEBOOKS, ROOT
+
+go = pytest.importorskip("plotly.graph_objects")
+
+TOKENS = ["[CLS]", "the", "cat", "saw", "the", "dog", "[SEP]"]
+
+
+def random_weights(layers=2, heads=3, n_q=7, n_k=7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(layers, heads, n_q, n_k, generator=g), dim=-1)
+
+
+def decoded(trace) -> np.ndarray:
+    z = trace["z"]
+    rows, cols = (int(v) for v in z["shape"].split(","))
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype="<f4").reshape(rows, cols)
+
+
+def test_every_trace_holds_its_heads_weights_rounded():
+    w = random_weights()
+    spec = attention_explorer(TOKENS, w).spec
+    assert len(spec["data"]) == 2 * 3
+    for i, trace in enumerate(spec["data"]):
+        layer, head = divmod(i, 3)
+        assert trace["name"] == f"layer {layer + 1}, head {head + 1}"
+        suffix = "" if head == 0 else str(head + 1)  # Plotly's axes: x, x2, x3, ...
+        assert trace["xaxis"] == f"x{suffix}" and trace["yaxis"] == f"y{suffix}"
+        expected = np.round(w[layer, head].double().numpy(), 3).astype(np.float32)
+        np.testing.assert_array_equal(decoded(trace), expected)
+    # rows of the chart are queries, columns keys; repeated tokens stay distinct rows
+    shared = spec["layout"]["template"]["data"]["heatmap"][0]
+    assert len(set(shared["y"])) == len(TOKENS)
+    assert [t.replace("\u200b", "") for t in shared["y"]] == TOKENS
+
+
+def test_the_spec_is_valid_plotly():
+    spec = attention_explorer(TOKENS, random_weights()).spec
+    go.Figure(spec)  # raises on any unknown property
+
+
+def test_menus_change_disjoint_properties_so_they_combine():
+    spec = attention_explorer(TOKENS, random_weights(layers=3), layer=1).spec
+    head_menu, layer_menu = spec["layout"]["updatemenus"]
+    assert [b["label"] for b in head_menu["buttons"]] == ["all heads", "head 1", "head 2",
+                                                          "head 3"]
+    assert [b["label"] for b in layer_menu["buttons"]] == ["layer 1", "layer 2", "layer 3"]
+    layer_keys = {k for b in layer_menu["buttons"] for k in b["args"][0]}
+    head_keys = {k for b in head_menu["buttons"] for k in b["args"][0]}
+    assert layer_keys == {"visible"}  # trace property
+    assert all(k.startswith(("xaxis", "yaxis", "annotations")) for k in head_keys)
+    for l, button in enumerate(layer_menu["buttons"]):  # noqa: E741
+        assert button["args"][0]["visible"] == [i // 3 == l for i in range(9)]
+    # the initial state is layer 2, all heads
+    assert [t["visible"] for t in spec["data"]] == [i // 3 == 1 for i in range(9)]
+    # "head 2" makes its axes fill the plot and shows its tokens; the others shrink away
+    focus = head_menu["buttons"][2]["args"][0]
+    assert focus["xaxis2.visible"] and focus["xaxis2.domain"] == [0.0, 1.0]
+    assert not focus["xaxis.visible"] and focus["xaxis.domain"][1] <= 0.001
+
+
+def test_one_layer_has_no_layer_menu_and_cross_attention_has_its_own_keys():
+    w = random_weights(layers=1, heads=2, n_q=3, n_k=5)[0]  # (heads, n_q, n_k)
+    spec = attention_explorer(["a", "b", "c"], w, key_tokens=list("vwxyz")).spec
+    assert len(spec["layout"]["updatemenus"]) == 1
+    shared = spec["layout"]["template"]["data"]["heatmap"][0]
+    assert shared["x"] == list("vwxyz") and shared["y"] == ["a", "b", "c"]
+
+
+def test_output_is_deterministic_and_offline():
+    w = random_weights()
+    a, b = attention_explorer(TOKENS, w), attention_explorer(TOKENS, w.clone())
+    bundle = a._repr_mimebundle_()
+    assert bundle == b._repr_mimebundle_()
+    assert set(bundle) == {PLOTLY_MIMETYPE, "text/html", "text/plain"}
+    html = bundle["text/html"]
+    assert f'id="{a.element_id}"' in html and 'class="mha-plotly"' in html
+    assert "http" not in html and "cdn" not in html.lower()
+    assert len(html) < 30_000  # no plotly.js outside Colab
+    # a different chart gets a different element id
+    assert attention_explorer(TOKENS, random_weights(seed=1)).element_id != a.element_id
+
+
+def test_in_colab_the_html_carries_plotly_js_from_the_package(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "google.colab", object())
+    html = attention_explorer(TOKENS, random_weights())._repr_mimebundle_()["text/html"]
+    assert len(html) > 3_000_000 and "cdn.plot.ly" not in html.split("<div")[-1]
+
+
+def test_size_per_weight_is_small():
+    w = random_weights(layers=6, heads=12, n_q=13, n_k=13)
+    size = len(attention_explorer(["t"] * 13, w).json)
+    assert size / w.numel() < 12  # bytes per weight, menus included
+
+
+def test_bad_input_raises_value_errors():
+    w = random_weights()
+    with pytest.raises(ValueError, match=r"weights must have shape \(layers, heads"):
+        attention_explorer(TOKENS, w[0, 0])
+    with pytest.raises(ValueError, match="weights must be a float"):
+        attention_explorer(TOKENS, [[0.5]])
+    with pytest.raises(ValueError, match="tokens must have n_q = 7"):
+        attention_explorer(TOKENS[:3], w)
+    with pytest.raises(ValueError, match=r"layer must lie in 0\.\.1"):
+        attention_explorer(TOKENS, w, layer=2)
+    with pytest.raises(ValueError, match=r"head must be None or lie in 0\.\.2"):
+        attention_explorer(TOKENS, w, head=3)
+    with pytest.raises(ValueError, match="finite"):
+        attention_explorer(TOKENS, w * float("nan"))
+
+
+def test_public_name():
+    assert mha.attention_explorer is attention_explorer
+
+
+# MyST-NB draws these; it skips any other (the book suppresses its warning for the Plotly one)
+DRAWN = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+         "image/svg+xml", "application/javascript"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + sorted((ROOT / "book").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_every_output_is_drawn_by_the_book(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            kinds = set(output.get("data", {}))
+            assert kinds - DRAWN <= {PLOTLY_MIMETYPE}, f"{path.name}: {kinds - DRAWN}"
+            if PLOTLY_MIMETYPE in kinds:
+                assert "text/html" in kinds
+                json.dumps(output["data"][PLOTLY_MIMETYPE])
