@@ -565,3 +565,49 @@ def test_check_kernel_from_attention():
 
     assert ch05.kernel_from_attention(right).status == "correct"
     assert ch05.kernel_from_attention(transposed).status == "wrong"
+
+
+def test_the_construction_diagram_shows_the_layers_own_shapes():
+    """Every arrow of the chapter's data-flow picture, drawn with numbers, against the tensors
+    GridSelfAttention really makes for a 3x3 conv from 3 to 4 channels on 5 x 6 images."""
+    import re
+
+    from mha.convolution import construction_diagram
+
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    layer = mha.conv_to_attention(conv)  # d_v = min(3, 4) = 3, 9 heads, one ring of zeros
+    x = torch.randn(2, 3, 5, 6)
+    seen = {}
+    for name in ("v_proj", "out_proj"):
+        getattr(layer.attn, name).register_forward_hook(
+            lambda m, args, out, name=name: seen.update({name: (tuple(args[0].shape),
+                                                                tuple(out.shape))}))
+    with torch.no_grad():
+        out = layer(x)
+        queries, keys = layer._tokens(x)
+    weights = layer.attention_weights(5, 6)
+    offsets = mha.convolution.quadratic_offsets(5, 6, 1)
+    batch, n_k, inner = seen["v_proj"][1]  # (B, n_k, h d_v), split into heads below
+    values = (batch, 9, n_k, inner // 9)  # (B, h, n_k, d_v)
+    expected = {
+        ("image $x$", "pixels as tokens"): tuple(x.shape),
+        ("pixels as tokens", "relative scores (eq. 8),\nsoftmax over keys"): tuple(queries.shape),
+        (r"offsets $r_{k-q}$", "relative scores (eq. 8),\nsoftmax over keys"):
+            tuple(offsets.shape),
+        ("pad with zero pixels,\nthen as tokens", "$W_V$ of each head"): tuple(keys.shape),
+        ("relative scores (eq. 8),\nsoftmax over keys", "$A V$, each head"):
+            tuple(weights.shape),
+        ("$W_V$ of each head", "$A V$, each head"): values,
+        ("$A V$, each head", "concatenate heads"): (batch, 9, 30, inner // 9),
+        ("concatenate heads", "$W_O$"): seen["out_proj"][0],
+        ("$W_O$", "tokens back to an image"): seen["out_proj"][1],
+        ("tokens back to an image", "output"): tuple(out.shape),
+    }
+    diagram = construction_diagram(batch="2", c_in="3", c_out="4", height="5", width="6",
+                                   heads="9", queries="30", keys="56", value="3")
+    drawn = {(a.start.label, a.end.label): tuple(
+        int(v) for v in re.search(r"\(([\d, ]+)\)", a.label).group(1).split(","))
+        for a in diagram.arrows}
+    for ends, shape in expected.items():
+        assert drawn[ends] == shape, ends
+    assert keys.shape[1] == 56 and "(B, n_q, h*d_v)" in construction_diagram().alt_text()

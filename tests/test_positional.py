@@ -253,3 +253,72 @@ def test_a_general_score_matrix_does_not_make_the_encoding_relative():
     for offset in range(-10, 11):
         diagonal = torch.diagonal(scores, offset)  # every pair with j - i = offset
         torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal))
+
+
+def test_the_positions_diagram_shows_the_shapes_the_code_makes():
+    """The chapter's picture, drawn with numbers, against X + P and RotaryMultiHeadAttention's
+    own tensors (B = 2, n = 5, d = 12, h = 3, d_k = d_v = 4)."""
+    import re
+
+    from mha.diagrams import Notation
+    from mha.positional import positions_diagram
+
+    sizes = Notation(batch="2", tokens="5", width="12", heads="3", key="4", value="4")
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 12)
+    p = mha.sinusoidal_encoding(5, 12)
+    layer = mha.RotaryMultiHeadAttention(12, 3)
+    seen = {}
+    layer.out_proj.register_forward_hook(lambda m, args, out: seen.update(merged=args[0].shape))
+    rotated = mha.apply_rotary(layer._split_heads(layer.q_proj(x)), torch.arange(5))
+    values = layer._split_heads(layer.v_proj(x))
+    out, _ = layer(x)
+    expected = {
+        ("tokens $X$", "$X + P$"): x.shape, ("encoding $P$", "$X + P$"): p.shape,
+        ("$X + P$", "multi-head\nattention"): (x + p).shape,
+        ("$W_Q$, $W_K$, $W_V$, split heads", "rotate by position"): rotated.shape,
+        ("positions", "rotate by position"): torch.arange(5).shape,
+        ("rotate by position", "attention, each head"): rotated.shape,
+        ("$W_Q$, $W_K$, $W_V$, split heads", "attention, each head"): values.shape,
+        ("concatenate, $W_O$", "output"): out.shape,
+    }
+    drawn = {}
+    for a in positions_diagram(sizes).arrows:
+        numbers = re.search(r"\(([\d, ]*)\)", a.label).group(1)
+        drawn[(a.start.label, a.end.label)] = tuple(int(v) for v in numbers.split(",") if v)
+    for ends, shape in expected.items():
+        assert drawn[ends] == tuple(shape), ends
+    assert seen["merged"] == (2, 5, 12)  # heads concatenated: h * d_v = 12
+
+
+def test_minilms_learned_positions_are_relative_only_nearby():
+    """The chapter's worked example, on the table as Hugging Face transformers loads it: the
+    offset explains over 0.8 of the variance of cos(P_p, P_{p+k}) among positions 1-63, between
+    0.6 and 0.8 among 1-127 and under half over all 511 (position 0, [CLS], left out); next-door
+    positions have nearly the same cosine everywhere, offset-32 ones do not."""
+    transformers = pytest.importorskip("transformers")
+    from mha import pretrained
+
+    model = transformers.AutoModel.from_pretrained(pretrained.minilm_source())
+    table = model.embeddings.position_embeddings.weight.detach().double().numpy()
+    torch.testing.assert_close(
+        pretrained.cached_minilm()[0].position_embeddings.weight.double(),
+        torch.from_numpy(table))
+
+    def share(rows, max_offset):
+        unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        sims = unit @ unit.T
+        groups = [np.diagonal(sims, k) for k in range(1, max_offset + 1)]
+        values = np.concatenate(groups)
+        within = sum(((g - g.mean()) ** 2).sum() for g in groups)
+        return 1 - within / ((values - values.mean()) ** 2).sum()
+
+    assert np.linalg.norm(table[0]) > 4 * np.linalg.norm(table[1:], axis=1).mean()
+    assert share(table[1:64], 32) > 0.8
+    assert 0.6 < share(table[1:128], 64) < 0.8
+    assert share(table[1:512], 64) < 0.5
+    sinusoidal = mha.sinusoidal_encoding(128, 384, dtype=torch.float64).numpy()
+    assert share(sinusoidal[1:], 64) == pytest.approx(1.0)
+    unit = table[1:129] / np.linalg.norm(table[1:129], axis=1, keepdims=True)
+    next_door, far = np.diagonal(unit @ unit.T, 1), np.diagonal(unit @ unit.T, 32)
+    assert next_door.std() < 0.1 * next_door.mean() and far.std() > far.mean()

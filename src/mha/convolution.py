@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha._checks import require_float_tensor
+from mha.diagrams import COURSE, Diagram
 from mha.multi_head import MultiHeadAttention
 
 
@@ -357,3 +358,44 @@ def _dense_weight(conv: nn.Conv2d) -> torch.Tensor:
                                                                          (i + 1) * c_in // g)
         dense[rows, cols] = weight[rows]
     return dense
+
+
+def construction_diagram(*, batch: str = "B", c_in: str = "C_in", c_out: str = "C_out",
+                         height: str = "H", width: str = "W", heads: str = "h",
+                         queries: str = "n_q", keys: str = "n_k", value: str = "d_v") -> Diagram:
+    r"""The data flow of :class:`GridSelfAttention` as a convolution, shape by shape.
+
+    An image ``(B, C_in, H, W)`` becomes ``n_q = H W`` query tokens and, padded with zero
+    pixels, ``n_k`` key tokens; each of the ``h = K^2`` heads scores the keys by their offset
+    from the query (:func:`relative_scores`; for a convolution only the position term is on),
+    its softmax weights ``(h, n_q, n_k)`` (the same for every image) mix the values
+    ``(B, h, n_k, d_v)``, the heads are concatenated to ``(B, n_q, h*d_v)``, ``W_O`` maps them
+    to ``C_out`` channels and the tokens go back to an image ``(B, C_out, H, W)``. The symbols
+    may be numbers (as strings) to draw a concrete case.
+    """
+    d = Diagram("A K×K convolution as K² heads")
+    image = d.box("image $x$", (3, 10), kind="tensor")
+    as_queries = d.box("pixels as tokens", (0, 8.6), width=2.4)
+    offsets = d.box(r"offsets $r_{k-q}$", (3, 8.6), kind="tensor", width=1.9)
+    as_keys = d.box("pad with zero pixels,\nthen as tokens", (6.2, 8.6), width=2.6, height=0.9)
+    d.arrow(image, as_queries, (batch, c_in, height, width), via=[(0, 10)], label_side="left")
+    d.arrow(image, as_keys, (batch, c_in, height, width), via=[(6.2, 10)])
+    scores = d.box("relative scores (eq. 8),\nsoftmax over keys", (1.5, 6.8), width=3.4,
+                   height=0.9, stack=3)
+    d.arrow(as_queries, scores, (batch, queries, c_in), name="queries", label_side="left")
+    d.arrow(offsets, scores, (queries, keys, "3"))
+    w_v = d.box("$W_V$ of each head", (6.2, 6.8), width=2.5, stack=3)
+    d.arrow(as_keys, w_v, (batch, keys, c_in), name="keys")
+    mix = d.box("$A V$, each head", (3.5, 5.0), width=2.0, stack=3)
+    d.arrow(scores, mix, (heads, queries, keys), name="A", label_side="left")
+    d.arrow(w_v, mix, (batch, heads, keys, value), name="V", via=[(6.2, 5.0)],
+            label_side="right")
+    concat = d.box("concatenate heads", (3.5, 3.5), width=2.6)
+    d.arrow(mix, concat, (batch, heads, queries, value))
+    w_o = d.box("$W_O$", (3.5, 2.1), width=1.2)
+    d.arrow(concat, w_o, (batch, queries, COURSE.times(heads, value)))
+    back = d.box("tokens back to an image", (3.5, 0.7), width=3.0)
+    d.arrow(w_o, back, (batch, queries, c_out))
+    out = d.box("output", (3.5, -0.7), kind="tensor")
+    d.arrow(back, out, (batch, c_out, height, width))
+    return d
