@@ -377,7 +377,7 @@ def construction_diagram(*, batch: str = "B", c_in: str = "C_in", c_out: str = "
     image = d.box("image $x$", (3, 10), kind="tensor")
     as_queries = d.box("pixels as tokens", (0, 8.6), width=2.4)
     offsets = d.box(r"offsets $r_{k-q}$", (3, 8.6), kind="tensor", width=1.9)
-    as_keys = d.box("pad with zero pixels,\nthen as tokens", (6.2, 8.6), width=2.6, height=0.9)
+    as_keys = d.box("pad with zero pixels,\nthen as tokens", (6.2, 8.6), width=3.0, height=0.9)
     d.arrow(image, as_queries, (batch, c_in, height, width), via=[(0, 10)], label_side="left")
     d.arrow(image, as_keys, (batch, c_in, height, width), via=[(6.2, 10)])
     scores = d.box("relative scores (eq. 8),\nsoftmax over keys", (1.5, 6.8), width=3.4,
@@ -394,7 +394,7 @@ def construction_diagram(*, batch: str = "B", c_in: str = "C_in", c_out: str = "
     d.arrow(mix, concat, (batch, heads, queries, value))
     w_o = d.box("$W_O$", (3.5, 2.1), width=1.2)
     d.arrow(concat, w_o, (batch, queries, COURSE.times(heads, value)))
-    back = d.box("tokens back to an image", (3.5, 0.7), width=3.0)
+    back = d.box("tokens back to an image", (3.5, 0.7), width=3.4)
     d.arrow(w_o, back, (batch, queries, c_out))
     out = d.box("output", (3.5, -0.7), kind="tensor")
     d.arrow(back, out, (batch, c_out, height, width))
