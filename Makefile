@@ -24,9 +24,15 @@ book: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools notebooks benchmarks
 
+# numpy's DeprecationWarning when a torch tensor reaches matplotlib (pass `.numpy()` instead).
+# With STRICT_ARRAYS=1 it is an error in the tests and in every notebook's kernel (kernels
+# inherit PYTHONWARNINGS), so nbval fails on it; tests/test_strict_arrays.py proves that.
+STRICT_ARRAYS ?=
+ARRAY_WARNING := error:__array__ implementation doesn't accept a copy keyword:DeprecationWarning
+
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 tests $(NOTEBOOKS) \
+	$(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 tests $(NOTEBOOKS) \
 		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # Book tests read _build/html, so the book is built first.

@@ -39,7 +39,7 @@ def test_output_lies_between_the_smallest_and_largest_value(seed, n_q, n_k, d_v)
     assert (out >= v.min(0).values - 1e-12).all() and (out <= v.max(0).values + 1e-12).all()
 
 
-@pytest.mark.claim("1.3", "1.7")
+@pytest.mark.claim("1.3")
 def test_self_attention_output_has_d_v_features_not_d():
     # seed 001: "self-attention computes Y in R^{n x d}" holds only when d_v = d
     g = torch.Generator().manual_seed(0)
@@ -52,6 +52,26 @@ def test_self_attention_output_has_d_v_features_not_d():
     torch.testing.assert_close(y, reference)
     # with d_v = d (here Q = K = V = X, seed 000's self-attention) the output is n x d
     assert mha.self_attention(x)[0].shape == (n, d)
+
+
+@pytest.mark.claim("1.7")
+def test_queries_keys_values_are_n_by_d_only_without_projections_or_at_full_width():
+    # seed 003: "the queries, keys, and values are all n x d matrices"
+    torch.manual_seed(0)
+    n, d = 5, 6
+    x = draw(torch.Generator().manual_seed(2), n, d)
+    # without projections Q = K = V = X: all n x d, and the weights and output follow
+    out, weights = mha.self_attention(x)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(x, x, x))
+    assert out.shape == (n, d) and weights.shape == (n, n)
+    # a head's projections: n x d_k, n x d_k, n x d_v
+    head = mha.SelfAttention(d, key_dim=3, value_dim=2).double()
+    q, k, v = head.w_q(x), head.w_k(x), head.w_v(x)
+    assert (q.shape, k.shape, v.shape) == ((n, 3), (n, 3), (n, 2))
+    torch.testing.assert_close(head(x)[0], F.scaled_dot_product_attention(q, k, v))
+    # full-width projections (d_k = d_v = d): n x d again
+    full = mha.SelfAttention(d).double()
+    assert {tuple(p(x).shape) for p in (full.w_q, full.w_k, full.w_v)} == {(n, d)}
 
 
 @pytest.mark.claim("1.2")
@@ -218,3 +238,50 @@ def test_entropy_of_the_weights_never_decreases_with_the_temperature(seed, n_k):
     assert (entropy[1:] >= entropy[:-1] - 1e-12).all()
     torch.testing.assert_close(entropy[-1], torch.full((4,), math.log(n_k),
                                                        dtype=torch.float64), atol=1e-3, rtol=0)
+
+
+def test_soft_attention_passes_gradient_to_the_scores_and_a_hard_look_up_does_not():
+    # chapter 1, soft and hard attention: d(output)/d(scores) vanishes once T is well below the
+    # gap between the two largest scores, and the hard look-up v[argmax s] has no gradient
+    # path to the scores at all
+    g = torch.Generator().manual_seed(9)
+    values = draw(g, 5, 3)
+    s = draw(g, 5).requires_grad_(True)
+    top = s.detach().topk(2).values
+    gap = (top[0] - top[1]).item()
+    norms = []
+    for temperature in (gap / 5, gap / 50, gap / 500):
+        (grad,) = torch.autograd.grad((torch.softmax(s / temperature, -1) @ values).sum(), s)
+        norms.append(grad.norm().item())
+    assert norms[0] > norms[1] > norms[2] and norms[2] < 1e-100
+    (grad,) = torch.autograd.grad((torch.softmax(s, -1) @ values).sum(), s)
+    assert grad.norm() > 0.1  # at T = 1 the scores do learn
+    assert not values[s.argmax()].requires_grad
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_frobenius_norm_of_the_softmax_jacobian_is_the_rms_gradient_reaching_the_scores(seed):
+    # E|J^T g|^2 = tr(J J^T) = |J|_F^2 for g with independent standard normal entries
+    g = torch.Generator().manual_seed(seed)
+    a = torch.softmax(3 * draw(g, 6), -1)
+    jac = torch.diag(a) - torch.outer(a, a)
+    upstream = draw(g, 10000, 6)
+    sampled = (upstream @ jac).pow(2).sum(-1).mean()
+    assert abs(sampled / torch.linalg.matrix_norm(jac) ** 2 - 1) < 0.1
+
+
+def test_the_three_lines_reproduce_a_real_heads_weights_and_head_2_looks_back():
+    # chapter 1, "The same lines on a real sentence": softmax(Q K^T / sqrt(d_k)) on MiniLM's own
+    # queries and keys gives the model's weights, for every head of layer 0; head 2 puts more
+    # than 0.99 on the previous token (the lab's positional head)
+    from mha import pretrained
+
+    sentence = "The cat sat on the mat."
+    tokens, q, k, v = pretrained.sentence_qkv(sentence, layer=0)
+    _, weights = pretrained.sentence_attention(sentence)
+    assert q.shape == (12, len(tokens), 32)
+    by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    torch.testing.assert_close(by_hand, weights[0])
+    n = len(tokens)
+    assert (weights[0, 2][torch.arange(1, n), torch.arange(n - 1)] > 0.99).all()

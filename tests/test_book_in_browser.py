@@ -68,8 +68,11 @@ def browser():
 def open_page(server, browser):
     pages = []
 
-    def load(path):
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    def load(path, width=1280, dark=False):
+        page = browser.new_page(viewport={"width": width, "height": 900},
+                                color_scheme="dark" if dark else "light")
+        if dark:  # the theme's own switch, as a reader's click on it leaves it
+            page.add_init_script("localStorage.setItem('mode', 'dark')")
         pages.append(page)
         outside = []
         page.on("request", lambda r: outside.append(r.url)
@@ -172,3 +175,59 @@ def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "book_attention_explorer_hover.png"), full_page=True)
     assert page.outside_requests == [], "the explorer loads from the network"
+
+
+# at both widths: every pre's content fits its box (lines wrap); the page never scrolls sideways;
+# a display formula too wide for the column scrolls inside its own box
+CUT_OFF = """() => {
+  const visible = e => e.offsetParent !== null;
+  const pres = [...document.querySelectorAll('main pre')].filter(visible)
+    .filter(p => p.scrollWidth > p.clientWidth + 1)
+    .map(p => p.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''));
+  const maths = [...document.querySelectorAll('main mjx-container[display="true"]')]
+    .filter(visible).filter(m => m.scrollWidth > m.clientWidth + 1)
+    .filter(m => !['auto', 'scroll'].includes(getComputedStyle(m).overflowX))
+    .map(m => m.textContent.slice(0, 60));
+  return {pres, maths, page: document.documentElement.scrollWidth - window.innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 400])
+@pytest.mark.parametrize("path", PAGES)
+def test_no_code_or_output_line_is_cut_off(open_page, path, width):
+    page = open_page(path, width=width)
+    found = page.evaluate(CUT_OFF)
+    assert found["pres"] == [], f"{path} at {width} px cuts off: {found['pres'][:3]}"
+    assert found["maths"] == [], f"{path} at {width} px cuts off formulas: {found['maths'][:3]}"
+    assert found["page"] <= 0, f"{path} at {width} px is {found['page']} px wider than the screen"
+
+
+def luminance(css_colour: str) -> float:
+    """Relative luminance (WCAG 2) of an "rgb(r, g, b)" or "rgba(...)" colour."""
+    r, g, b = (int(v) / 255 for v in css_colour[css_colour.index("(") + 1:-1].split(",")[:3])
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: str, b: str) -> float:
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("path", [CHAPTERS[3], EXPLORER])
+def test_figures_read_in_dark_mode(open_page, path):
+    page = open_page(path, dark=True)
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / path.replace("/", "_").replace(".html", "_dark.png")),
+                    full_page=True)
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert luminance(background) < 0.1
+    # figures sit on a light panel (their own white backgrounds stay readable) ...
+    panels = page.evaluate("""() => [...document.querySelectorAll('main .cell_output img')]
+        .map(i => getComputedStyle(i).backgroundColor)""")
+    assert panels and all(luminance(c) > 0.6 for c in panels), panels
+    # ... and their captions read against the page (WCAG AA: contrast at least 4.5)
+    captions = page.evaluate("""() => [...document.querySelectorAll('main figcaption')]
+        .map(c => getComputedStyle(c).color)""")
+    assert captions and all(contrast(c, background) >= 4.5 for c in captions), captions

@@ -88,12 +88,29 @@ def nearest_key_features(q, k):
 
 def test_nearest_key_features_check_accepts_the_solution():
     assert status(checks.nearest_key_features, nearest_key_features) == "correct"
+    # any per-token features with the same dot products do too: (2q, 2) and (k/2, -k^2/4)
+    def scaled(q, k):
+        return (torch.cat([2 * q, 2 * torch.ones_like(q)], -1),
+                torch.cat([k / 2, -k**2 / 4], -1))
+
+    assert status(checks.nearest_key_features, scaled) == "correct"
+
+
+def test_nearest_key_features_check_message_for_features_that_see_other_tokens():
+    def cheat(q, k):  # solves the look-up, but a key's features use the queries
+        return torch.eye(len(q), dtype=q.dtype), -(k - q.T) ** 2
+
+    result = checks.nearest_key_features(cheat)
+    assert result.status == "wrong" and "depend on k_j only" in result.message
 
 
 @pytest.mark.parametrize("wrong", [
     lambda q, k: (q, k),                                                    # raw dot product
     lambda q, k: (torch.cat([q, torch.ones_like(q)], -1), torch.cat([k, k**2 / 2], -1)),
     lambda q, k: (torch.cat([q, q], -1), k),                                # sizes differ
+    lambda q, k: (torch.eye(len(q), dtype=q.dtype), -(k - q.T) ** 2),     # keys see the queries
+    lambda q, k: (torch.cat([q, torch.ones_like(q)], -1),                  # keys see each other
+                  torch.cat([k, -k**2 / 2 + k[0]], -1)),
 ])
 def test_nearest_key_features_check_rejects_wrong_answers(wrong):
     assert status(checks.nearest_key_features, wrong) == "wrong"

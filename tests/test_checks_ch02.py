@@ -1,5 +1,7 @@
 """The checks of chapter 2's exercises accept the reference solutions and reject wrong ones."""
 
+import math
+
 import torch
 
 import mha
@@ -11,16 +13,28 @@ def prefers_other_reference(x):
     return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
 
 
-def previous_token_reference(n):
-    w_q = 4.0 * torch.eye(n, dtype=torch.float64)
-    # key j is 4 e_{j+1}, so query i (4 e_i) matches key i - 1 only
-    w_k = 4.0 * torch.eye(n, dtype=torch.float64).roll(-1, dims=0)
+def previous_token_reference(n, c=None):
+    # winning score c^2 / sqrt(n) = ln(10 n): weight 10n / (11n - 1) > 0.9 for every n
+    c = math.sqrt(math.sqrt(n) * math.log(10 * n)) if c is None else c
+    w_q = c * torch.eye(n, dtype=torch.float64)
+    # key j is c e_{j+1}, so query i (c e_i) matches key i - 1 only
+    w_k = c * torch.eye(n, dtype=torch.float64).roll(-1, dims=0)
     w_k[-1] = 0.0  # the last token is nobody's previous token
     return w_q, w_k
 
 
 def test_prefers_other_accepts_the_reference():
     assert ch02.prefers_other(prefers_other_reference).status == "correct"
+
+
+def test_prefers_other_counts_exact_ties_as_false():
+    # integer tokens with x_i . x_j = |x_i|^2 exactly: alpha_ij = alpha_ii, so False
+    def ties_as_true(x):
+        dots = x @ x.transpose(-2, -1)
+        return (dots >= dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)) & ~torch.eye(
+            x.shape[-2], dtype=torch.bool)
+
+    assert ch02.prefers_other(ties_as_true).status == "wrong"
 
 
 def test_prefers_other_rejects_wrong_answers(capsys):
@@ -62,6 +76,9 @@ def test_previous_token_projections_rejects_wrong_answers():
         return w_q / 4, w_k / 4
 
     assert ch02.previous_token_projections(too_weak).status == "wrong"
+    # a fixed c = 4 works for small n only: token weight e^t / (e^t + n - 1), t = 16 / sqrt(n)
+    fixed = ch02.previous_token_projections(lambda n: previous_token_reference(n, c=4.0))
+    assert fixed.status == "wrong" and "n = 13" in fixed.message
     assert ch02.previous_token_projections(lambda n: torch.eye(n)).status == "wrong"
     shapes = ch02.previous_token_projections(
         lambda n: (torch.eye(n + 1), torch.eye(n + 1)))

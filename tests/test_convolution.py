@@ -70,7 +70,7 @@ def test_padding_same_string_is_accepted():
         (nn.Conv2d(1, 1, (3, 1), padding=(1, 0)), "odd square"),
         (nn.Conv2d(1, 1, 3, padding=0), "'same' zero padding"),
         (nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect"), "padding_mode"),
-        (nn.Conv1d(1, 1, 3, padding=1), "expected an nn.Conv2d"),
+        (nn.Conv1d(1, 1, 3, padding=1), "plain nn.Conv2d.*got Conv1d"),
     ],
 )
 def test_what_is_not_covered_raises(conv, message):

@@ -144,7 +144,7 @@ def test_bad_input_raises_value_errors():
     d = Diagram()
     with pytest.raises(ValueError, match="kind must be one of"):
         d.box("a", (0, 0), kind="circle")
-    with pytest.raises(ValueError, match="stack must be a positive integer"):
+    with pytest.raises(ValueError, match="stack must be a positive int"):
         d.box("a", (0, 0), stack=0)
     with pytest.raises(ValueError, match="width and height must be positive"):
         d.box("a", (0, 0), width=0)

@@ -131,7 +131,7 @@ def test_lemma_d_equal_norms_rows(x, duplicate):
     assert not mha.diagonal_violations(a).any()
 
 
-@pytest.mark.claim("2.5")
+@pytest.mark.claim("2.3")
 def test_rms_normalised_tokens_diagonal_rows():
     g = torch.Generator().manual_seed(7)
     raw = torch.randn(3, 9, 16, generator=g) * torch.rand(3, 9, 1, generator=g) * 5
@@ -207,6 +207,52 @@ def test_symmetric_scores_detailed_balance(x):
     torch.testing.assert_close(a / a.transpose(-2, -1), z_j / z_i)
 
 
+@pytest.mark.claim("2.5")
+@settings(max_examples=150, deadline=None)
+@given(token_sets(min_tokens=2))
+def test_a_token_prefers_only_longer_tokens(x):
+    # alpha_ij > alpha_ii needs |x_j| > |x_i| (lemma (c) and Cauchy-Schwarz), so a directed
+    # pattern of preferences follows the norms upwards and can never close a cycle
+    _, a = mha.self_attention(x)
+    norms = x.norm(dim=-1)
+    a_ii, _ = pairwise(diag(a))
+    prefers = a > a_ii * (1 + 1e-9)  # (i, j): row i puts more on j than on itself
+    longer = norms.unsqueeze(-2) > norms.unsqueeze(-1)  # (i, j): |x_j| > |x_i|
+    assert (longer | ~prefers).all()
+
+
+@pytest.mark.claim("2.5")
+@settings(max_examples=100, deadline=None)
+@given(token_sets(min_tokens=2, equal_norms=True), st.integers(1, 64))
+def test_equal_norm_rows_approach_the_identity(x, width_factor):
+    # tokens of norm sqrt(C): alpha_ii >= 1 / (1 + (n - 1) exp(-sqrt(C) (1 - c_i))), with c_i
+    # the largest cosine between token i and another token; embedding the same tokens in a
+    # wider space (more zero features) makes every row closer to the identity
+    n, c = x.shape[-2], x.shape[-1]
+    unit = x / x.norm(dim=-1, keepdim=True)
+    for width in (c, c * width_factor):
+        tokens = torch.cat([unit, torch.zeros(*unit.shape[:-1], width - c,
+                                              dtype=unit.dtype)], dim=-1) * math.sqrt(width)
+        _, a = mha.self_attention(tokens)
+        cos = unit @ unit.transpose(-2, -1) - 3 * torch.eye(n, dtype=unit.dtype)
+        c_i = cos.amax(dim=-1)
+        bound = 1 / (1 + (n - 1) * torch.exp(-math.sqrt(width) * (1 - c_i)))
+        assert (diag(a) >= bound * (1 - 1e-9)).all()
+
+
+@pytest.mark.claim("2.5")
+def test_one_hot_tokens_of_norm_sqrt_c_approach_the_identity_as_c_grows():
+    # orthogonal tokens of norm sqrt(C): alpha_ii = e^sqrt(C) / (e^sqrt(C) + C - 1) -> 1
+    diagonals = []
+    for width in (4, 16, 64, 256):
+        _, a = mha.self_attention(math.sqrt(width) * torch.eye(width, dtype=torch.float64))
+        closed_form = math.exp(math.sqrt(width)) / (math.exp(math.sqrt(width)) + width - 1)
+        torch.testing.assert_close(diag(a), torch.full((width,), closed_form,
+                                                       dtype=torch.float64))
+        diagonals.append(closed_form)
+    assert diagonals == sorted(diagonals) and diagonals[-1] > 0.99
+
+
 def shift_projections(n, strength=4.0):
     """W_Q = c I, W_K = c S with S mapping token j to j - 1: query i matches key i + 1."""
     w_q = strength * torch.eye(n, dtype=torch.float64)
@@ -228,6 +274,63 @@ def test_projections_break_symmetry_and_diagonal():
     _, a = mha.attention(q, k, x)
     for i in range(n - 1):
         assert a[i, i + 1] > 0.9 > a[i, i]
+
+
+def lemma_a_holds(s, tol=1e-9):
+    s_ii, s_jj = pairwise(diag(s))
+    return bool((s <= (s_ii + s_jj) / 2 + tol * (1 + s.abs().amax())).all())
+
+
+@pytest.mark.claim("2.6")
+@settings(max_examples=100, deadline=None)
+@given(token_sets(min_tokens=2), st.integers(0, 2**31 - 1), st.floats(0.1, 5.0))
+def test_projections_with_a_psd_product_keep_the_diagonal_guarantee(x, seed, factor):
+    # W_K = factor * W_Q, or W_K = W_Q A with A symmetric positive semidefinite: untied weights,
+    # yet M = W_Q W_K^T is symmetric PSD, so the scores stay symmetric and lemmas (a) and (b)
+    # hold exactly as without weights
+    g = torch.Generator().manual_seed(seed)
+    c, d_k = x.shape[-1], 3
+    w_q = torch.randn(c, d_k, generator=g, dtype=torch.float64)
+    b = torch.randn(d_k, d_k, generator=g, dtype=torch.float64)
+    for w_k in (factor * w_q, w_q @ (b @ b.T)):
+        if factor != 1.0:
+            assert not torch.allclose(w_k, w_q)
+        q, k = x @ w_q, x @ w_k
+        s = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        torch.testing.assert_close(s, s.transpose(-2, -1))
+        assert lemma_a_holds(s)
+        _, a = mha.attention(q, k, x)
+        a_ii, a_jj = pairwise(diag(a))
+        assert (a * a.transpose(-2, -1) <= a_ii * a_jj * (1 + 1e-9)).all()
+
+
+@pytest.mark.claim("2.6")
+def test_a_symmetric_indefinite_product_breaks_lemma_a():
+    # exercise 2.5: M = [[0, 1], [1, 0]] (W_Q = I, W_K = M) is symmetric with eigenvalues +-1
+    x = torch.eye(2, dtype=torch.float64)
+    m = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    s = x @ m @ x.T
+    assert torch.equal(s, s.T) and torch.linalg.eigvalsh(m).min() < 0
+    assert s[0, 1] > max(s[0, 0], s[1, 1])
+
+
+@pytest.mark.claim("2.6")
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 6))
+def test_a_non_symmetric_product_breaks_lemma_a_for_close_tokens(seed, c):
+    # M = W_Q W_K^T with M != M^T: for x_j = x_i + eps v the gap s_ii + s_jj - 2 s_ij is
+    # eps v (M - M^T) x_i^T + eps^2 v M v^T, negative for a small eps of the right sign
+    g = torch.Generator().manual_seed(seed)
+    w_q = torch.randn(c, c, generator=g, dtype=torch.float64)
+    w_k = torch.randn(c, c, generator=g, dtype=torch.float64)
+    m = w_q @ w_k.T
+    x_i = torch.randn(c, generator=g, dtype=torch.float64)
+    v = x_i @ (m - m.T).T  # makes v (M - M^T) x_i^T = |v|^2 > 0
+    first = v @ (m - m.T) @ x_i
+    eps = -1e-3 * first.sign() / (1 + v.norm() * (1 + m.norm()))
+    x = torch.stack([x_i, x_i + eps * v])
+    s = x @ m @ x.T / math.sqrt(c)
+    assert s[0, 1] > (s[0, 0] + s[1, 1]) / 2
 
 
 # ----- mha.diagonal_violations -----
@@ -277,3 +380,25 @@ def test_equal_norms_columns_can_fail():
     assert torch.equal(a.argmax(-1), torch.arange(3))  # rows: lemma (d) holds
     assert a[0, 1] > a[1, 1] and s[0, 1] < s[1, 1] and z[1] > z[0]
     assert math.isclose(a[0, 1].item(), math.exp(s[0, 1].item()) / z[0].item(), rel_tol=1e-12)
+
+
+def test_real_tokens_weightless_is_flat_or_near_identity_and_trained_heads_are_not():
+    # chapter 2, "On real tokens" (all-MiniLM-L6-v2, "The cat sat on the mat."): weight-less
+    # self-attention is nearly uniform on the word embeddings (norms near 1, C = 384) and
+    # lets the diagonal win every row on the layer-normed layer input, whose learned gain and
+    # bias leave the norms unequal; the 72 trained heads put under 0.3 on the diagonal
+    from mha import pretrained
+
+    sentence = "The cat sat on the mat."
+    tokens, embedded = pretrained.token_embeddings(sentence)
+    _, states = pretrained.sentence_states(sentence)
+    _, trained = pretrained.sentence_attention(sentence)
+    n = len(tokens)
+    _, a_embedded = mha.self_attention(embedded)
+    _, a_input = mha.self_attention(states[0])
+    assert abs(a_embedded.diagonal().mean() - 1 / n) < 0.01
+    assert torch.equal(a_input.argmax(-1), torch.arange(n))
+    norms = states[0].norm(dim=-1)
+    assert norms.max() - norms.min() > 4 and norms.max() < math.sqrt(384)
+    assert trained.diagonal(dim1=-2, dim2=-1).mean(-1).max() < 0.3
+    assert (trained.argmax(-1) == torch.arange(n)).double().mean() < 0.2

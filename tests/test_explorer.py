@@ -118,7 +118,7 @@ def test_bad_input_raises_value_errors():
         attention_explorer(TOKENS[:3], w)
     with pytest.raises(ValueError, match=r"layer must lie in 0\.\.1"):
         attention_explorer(TOKENS, w, layer=2)
-    with pytest.raises(ValueError, match=r"head must be None or lie in 0\.\.2"):
+    with pytest.raises(ValueError, match=r"head must lie in 0\.\.2"):
         attention_explorer(TOKENS, w, head=3)
     with pytest.raises(ValueError, match="finite"):
         attention_explorer(TOKENS, w * float("nan"))

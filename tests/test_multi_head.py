@@ -149,7 +149,7 @@ def test_from_torch_gradients_match():
 
 
 def test_from_torch_refuses_what_it_cannot_copy():
-    with pytest.raises(ValueError, match="expected nn.MultiheadAttention, got Linear"):
+    with pytest.raises(ValueError, match="plain nn.MultiheadAttention, got Linear"):
         mha.MultiHeadAttention.from_torch(nn.Linear(4, 4))
     with pytest.raises(ValueError, match="add_bias_kv"):
         mha.MultiHeadAttention.from_torch(nn.MultiheadAttention(4, 2, add_bias_kv=True))

@@ -19,12 +19,7 @@ NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
 # notebook stem -> {number as the prose writes it: where it comes from}
 CITED: dict[str, dict[str, str]] = {
     "01_attention_recap": {
-        "0.107": "TODO(errata): not printed by a cell",
-        "7.389": "TODO(errata): not printed by a cell",
-        "768": "TODO(errata): not printed by a cell",
-        "9.389": "TODO(errata): not printed by a cell",
-        "998": "TODO(errata): not printed by a cell",
-        "999": "TODO(errata): not printed by a cell",
+        "768": "BERT-base's hidden size H (Devlin et al. 2019, section 3: L=12, H=768, A=12)",
     },
     "04_multi_head_attention": {
         n: "TODO(errata): not printed by a cell"
@@ -38,6 +33,13 @@ CITED: dict[str, dict[str, str]] = {
     },
     "07_head_pruning": {
         n: "TODO(errata): not printed by a cell" for n in ["0.917", "2019"]
+    },
+    "09_decoders": {
+        **{n: "benchmarks/kv_cache.csv (one run of benchmarks/kv_cache.py, copied into the table)"
+           for n in ["94.0", "55.3", "68.7", "22.5", "48.7", "5.37", "41.9", "10.29", "20.0",
+                     "15.42", "3.05", "1.70"]},
+        "2.25": "DeepSeek-V2 (arXiv:2405.04434), section 2.1: MLA's cache equals GQA's with 2.25 "
+                "groups",
     },
     "08_lab_pretrained_heads": {
         n: "TODO(errata): not printed by a cell"

@@ -103,3 +103,29 @@ def test_bad_bias_and_sizes():
         mha.additive_scores(q, k, w_q, w_k, w_v, torch.randn(6))
     with pytest.raises(ValueError, match="hidden_dim must be a positive int, got 0"):
         mha.AdditiveScore(4, 6, 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 9), st.integers(1, 4))
+def test_linear_projections_of_scalar_tokens_still_peak_at_an_extreme_key(seed, n_k, width):
+    # chapter 1: with tokens (q, 1) and (k, 1) and any linear W_Q, W_K the score is
+    # a(q) k + b(q), linear in k, so the largest weight is at the smallest or the largest key
+    g = torch.Generator().manual_seed(seed)
+    q = torch.rand(6, 1, generator=g, dtype=torch.float64) * 2 - 1
+    k = torch.rand(n_k, 1, generator=g, dtype=torch.float64) * 2 - 1
+    w_q, w_k = draw(g, 2, width), draw(g, 2, width)
+    ones_q, ones_k = torch.ones_like(q), torch.ones_like(k)
+    q_feat, k_feat = torch.cat([q, ones_q], -1) @ w_q, torch.cat([k, ones_k], -1) @ w_k
+    _, weights = mha.attention(q_feat, k_feat, k)
+    chosen = weights.argmax(-1)
+    assert ((chosen == k[:, 0].argmax()) | (chosen == k[:, 0].argmin())).all()
+
+
+def test_nonlinear_key_features_find_the_nearest_key():
+    # exercise 1.5: (q, 1) . (k, -k^2/2) = -(q - k)^2 / 2 + q^2 / 2, largest at the nearest key
+    g = torch.Generator().manual_seed(4)
+    q = torch.rand(200, 1, generator=g, dtype=torch.float64) * 4 - 2
+    k = torch.rand(9, 1, generator=g, dtype=torch.float64) * 4 - 2
+    phi, psi = torch.cat([q, torch.ones_like(q)], -1), torch.cat([k, -k**2 / 2], -1)
+    _, weights = mha.attention(phi, psi, k)
+    assert torch.equal(weights.argmax(-1), (q - k.T).abs().argmin(-1))

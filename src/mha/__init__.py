@@ -48,12 +48,27 @@ from mha.content_heads import same_token_weight
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
 
+# Chapter 9: multi-head attention in today's decoders
+from mha.text_corpus import text_splits
+from mha.decoder import DecoderBlock, TinyDecoder, bits_per_byte, generate, train_decoder
+from mha.kv_sharing import pool_kv_heads, repeat_kv
+from mha.latent_attention import LatentCache, MultiHeadLatentAttention
+from mha.trained_models import build_decoder, build_translator, load_decoder, load_translator
+from mha.seq2seq import TinyTranslator, translation_batch, translation_dictionary
+
 # Every chapter: data-flow pictures with shapes, and the interactive attention explorer
 from mha import dataflow
 from mha.diagrams import Diagram, Notation
 from mha.explorer import attention_explorer
 
+# Argument checks: the memory budget every allocation of mha is checked against
+from mha._checks import MemoryBudgetError, get_memory_budget, memory_budget, set_memory_budget
+
 __all__ = [
+    "MemoryBudgetError",
+    "memory_budget",
+    "set_memory_budget",
+    "get_memory_budget",
     "attention",
     "additive_scores",
     "AdditiveScore",
@@ -101,6 +116,23 @@ __all__ = [
     "prob_nonzero",
     "same_token_weight",
     "pretrained",
+    "text_splits",
+    "DecoderBlock",
+    "TinyDecoder",
+    "bits_per_byte",
+    "generate",
+    "train_decoder",
+    "pool_kv_heads",
+    "repeat_kv",
+    "LatentCache",
+    "MultiHeadLatentAttention",
+    "build_decoder",
+    "load_decoder",
+    "build_translator",
+    "load_translator",
+    "TinyTranslator",
+    "translation_batch",
+    "translation_dictionary",
     "dataflow",
     "Diagram",
     "Notation",

@@ -1,16 +1,68 @@
-"""Input validation: clear ValueErrors instead of errors from deep inside torch."""
+"""Argument checks shared by every public function of ``mha``.
+
+Each check takes the argument's name and value, returns the value (converted where the
+conversion is exact, e.g. a numpy int to ``int``) and otherwise raises ``ValueError`` with a
+message that names the argument, says what was received (value, type, shape or dtype) and what
+was expected. Checks cost O(1) in the size of tensors (shapes and dtypes only): none reads a
+tensor's values, so they never add a pass over the data.
+
+The memory guard lives here too: :func:`check_allocation` refuses, before anything is
+allocated, a tensor larger than the memory budget (by default 1/8 of the machine's RAM, since
+attention holds two or three score-sized tensors at once), raising :class:`MemoryBudgetError`.
+Change the budget with :func:`memory_budget` (a context manager) or :func:`set_memory_budget`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import math
+import numbers
+import os
+from collections.abc import Iterable, Iterator, Mapping
+
 import torch
 
+# ---------------------------------------------------------------------------------------------
+# tensors
 
-def require_float_tensor(name: str, x: object, min_dim: int = 1) -> torch.Tensor:
-    """Return ``x`` if it is a floating-point tensor with at least ``min_dim`` dimensions."""
+
+def _describe(x: object) -> str:
+    """What a wrong argument was: ``numpy.ndarray of shape (3, 4)``, ``str 'no'``, ``list [1]``."""
+    cls = type(x)
+    if x is None or cls in (bool, int, float, str):
+        return repr(x)
+    kind = cls.__name__ if cls.__module__ == "builtins" else \
+        f"{cls.__module__.split('.')[0]}.{cls.__name__}"
+    shape = getattr(x, "shape", None)
+    if isinstance(shape, tuple | torch.Size):
+        return f"{kind} of shape {tuple(shape)}"
+    text = repr(x)
+    return f"{kind} {text}" if len(text) <= 60 else kind
+
+
+def require_tensor(name: str, x: object) -> torch.Tensor:
+    """Return ``x`` if it is a ``torch.Tensor``; otherwise say how to make one."""
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        raise ValueError(
+            f"{name} must be a torch.Tensor, got {_describe(x)}; convert it explicitly, "
+            f"e.g. torch.as_tensor({name}, dtype=torch.float32)"
+        )
+    return x
+
+
+def require_float_tensor(
+    name: str, x: object, min_dim: int = 1, dim: int | None = None
+) -> torch.Tensor:
+    """Return ``x`` if it is a real floating-point tensor with ``dim`` (or >= ``min_dim``) dims."""
+    require_tensor(name, x)
     if not x.is_floating_point():
-        raise ValueError(f"{name} must have a floating dtype, got {x.dtype}")
+        raise ValueError(
+            f"{name} must have a floating dtype (float32, float64, ...), got {x.dtype}; "
+            f"convert it with {name}.float()"
+        )
+    if dim is not None and x.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimensions, got shape {tuple(x.shape)}")
     if x.dim() < min_dim:
         raise ValueError(
             f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}"
@@ -18,10 +70,82 @@ def require_float_tensor(name: str, x: object, min_dim: int = 1) -> torch.Tensor
     return x
 
 
+def require_int_tensor(name: str, x: object, dim: int | None = None) -> torch.Tensor:
+    """Return ``x`` if it is an integer tensor (not bool, not floating) with ``dim`` dims."""
+    require_tensor(name, x)
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must be an integer tensor (e.g. torch.int64), got {x.dtype}; convert it "
+            f"with {name}.long()"
+        )
+    if dim is not None and x.dim() != dim:
+        raise ValueError(f"{name} must have {dim} dimensions, got shape {tuple(x.shape)}")
+    return x
+
+
+def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """int64 or int32 ids in ``0 .. vocab_size-1`` (what ``nn.Embedding`` takes; one pass over
+    the ids, never over activations)."""
+    require_int_tensor(name, tokens)
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"{name} must be torch.int64 or torch.int32 (what nn.Embedding "
+                         f"takes), got {tokens.dtype}; convert it with {name}.long()")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
+                         f"{int(tokens.min())} to {int(tokens.max())}")
+    return tokens
+
+
+def require_bool_tensor(name: str, x: object, shape: tuple[int, ...] | None = None
+                        ) -> torch.Tensor:
+    """Return ``x`` if it is a bool tensor (of ``shape``, when given)."""
+    require_tensor(name, x)
+    if x.dtype != torch.bool:
+        raise ValueError(f"{name} must be a bool tensor, got {x.dtype}; use {name}.bool() "
+                         f"(or {name} != 0)")
+    if shape is not None and tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must be a bool tensor of shape {tuple(shape)}, got "
+                         f"{tuple(x.shape)}")
+    return x
+
+
+def require_same_dtype(*named: tuple[str, torch.Tensor]) -> torch.dtype:
+    """All tensors must share one dtype (no silent promotion of float32 to float64)."""
+    (first, x), *rest = named
+    for name, y in rest:
+        if y.dtype != x.dtype:
+            raise ValueError(
+                f"{name} has dtype {y.dtype} but {first} has {x.dtype}; they must match: "
+                f"convert one, e.g. {name}.to({first}.dtype)"
+            )
+    return x.dtype
+
+
+def require_same_device(*named: tuple[str, torch.Tensor]) -> None:
+    """All tensors must live on one device."""
+    (first, x), *rest = named
+    for name, y in rest:
+        if y.device != x.device:
+            raise ValueError(f"{name} is on {y.device} but {first} is on {x.device}; move "
+                             f"one, e.g. {name}.to({first}.device)")
+
+
+def broadcast_batch(*named: tuple[str, torch.Size | tuple[int, ...]]) -> torch.Size:
+    """The broadcast of the given leading (batch) shapes, or a ValueError naming them all."""
+    try:
+        return torch.broadcast_shapes(*(shape for _, shape in named))
+    except RuntimeError:
+        listed = ", ".join(f"{name} {tuple(shape)}" for name, shape in named)
+        raise ValueError(
+            f"the batch dimensions must be equal (or 1, to broadcast): got {listed}"
+        ) from None
+
+
 def require_broadcastable_mask(mask: object, target: torch.Size) -> torch.Tensor:
-    """Return ``mask`` if it is a bool or float tensor that broadcasts to ``target``."""
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    """Return ``mask`` if it is a bool or float tensor broadcasting to ``target`` without
+    growing it. (A float mask of another float dtype is converted to the scores' dtype by
+    the attention functions: a documented promotion, never an error from inside torch.)"""
+    require_tensor("mask", mask)
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(
             f"mask must be bool (True = may attend) or floating (added to the scores), "
@@ -37,3 +161,268 @@ def require_broadcastable_mask(mask: object, target: torch.Size) -> torch.Tensor
             f"{tuple(target)}"
         )
     return mask
+
+
+def check_attention_inputs(
+    query: object, key: object, value: object, scale: object = None
+) -> tuple[float, torch.Size]:
+    """The checks every attention path makes on ``(..., n_q, d_k)``, ``(..., n_k, d_k)`` and
+    ``(..., n_k, d_v)``: float tensors of one dtype and device, matching ``d_k`` (>= 1) and
+    ``n_k``, leading dimensions that broadcast, and a finite ``scale`` (default
+    ``1/sqrt(d_k)``). Returns ``(scale, the broadcast leading shape)``. O(1): shapes only.
+    """
+    for name, x in [("query", query), ("key", key), ("value", value)]:
+        require_float_tensor(name, x, min_dim=2)
+        if x.dtype.itemsize == 1:  # float8: no matrix products for it
+            raise ValueError(f"{name} has dtype {x.dtype}, a storage format without matrix "
+                             f"products; convert it with {name}.float()")
+    require_same_dtype(("query", query), ("key", key), ("value", value))
+    require_same_device(("query", query), ("key", key), ("value", value))
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key need the same feature size d_k: query {tuple(query.shape)}, "
+            f"key {tuple(key.shape)}"
+        )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key need d_k >= 1 features, got query "
+                         f"{tuple(query.shape)}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key and value need the same number of tokens n_k: key {tuple(key.shape)}, "
+            f"value {tuple(value.shape)}"
+        )
+    batch = broadcast_batch(("query", query.shape[:-2]), ("key", key.shape[:-2]),
+                            ("value", value.shape[:-2]))
+    if scale is None:
+        return 1.0 / math.sqrt(query.shape[-1]), batch
+    # any finite number is a scale: a negative one flips the ranking of the keys, 0 gives
+    # uniform weights; only NaN and inf would silently poison every output
+    return require_number("scale", scale), batch
+
+
+def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
+    """``x`` must have the dtype of ``module``'s parameters (torch would stop deep inside)."""
+    param = next(module.parameters(), None)
+    if param is not None and param.is_floating_point() and x.dtype != param.dtype:
+        raise ValueError(
+            f"{name} has dtype {x.dtype} but {type(module).__name__}'s parameters are "
+            f"{param.dtype}; convert {name} with {name}.to({param.dtype}) or the module with "
+            f"module.to({x.dtype})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Python scalars
+
+
+def require_int(name: str, value: object, minimum: int | None = 1,
+                maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (not a bool) in [minimum, maximum]."""
+    expected = "a positive int" if minimum == 1 else "an int" if minimum is None else \
+        f"an int >= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be {expected}, got {_describe(value)}")
+    value = int(value)
+    if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+        raise ValueError(f"{name} must lie in {minimum}..{maximum}, got {value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be {expected}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int <= {maximum}, got {value}")
+    return value
+
+
+def require_optional_int(name: str, value: object, minimum: int = 1) -> int | None:
+    """``None``, or an int as :func:`require_int` wants it."""
+    return None if value is None else require_int(name, value, minimum)
+
+
+def require_flag(name: str, value: object) -> bool:
+    """Return ``value`` if it is a real bool: ``"no"``, 0 or None are not flags."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {_describe(value)}")
+    return value
+
+
+def require_number(
+    name: str,
+    value: object,
+    *,
+    greater_than: float | None = None,
+    at_least: float | None = None,
+    finite: bool = True,
+) -> float:
+    """Return ``value`` as a ``float`` if it is a real number (not a bool) in range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        hint = "; pass a Python number (tensor.item())" if isinstance(value, torch.Tensor) else ""
+        raise ValueError(f"{name} must be a real number, got {_describe(value)}{hint}")
+    try:
+        value = float(value)
+    except OverflowError:  # an int too large for a float, e.g. 10**400
+        raise ValueError(f"{name} must be a finite number, got an int of "
+                         f"{len(str(value))} digits") from None
+    if math.isnan(value) or (finite and math.isinf(value)):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if greater_than is not None and not value > greater_than:
+        expected = "positive" if greater_than == 0 else f"a number greater than {greater_than:g}"
+        raise ValueError(f"{name} must be {expected}, got {value:g}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{name} must be at least {at_least:g}, got {value:g}")
+    return value
+
+
+def require_positive(name: str, value: object) -> float:
+    """A finite number > 0 (a scale, a temperature, a width)."""
+    return require_number(name, value, greater_than=0.0)
+
+
+def require_probability(name: str, value: object) -> float:
+    """A dropout probability: a number in [0, 1)."""
+    value = require_number(name, value, at_least=0.0)
+    if not value < 1.0:
+        raise ValueError(f"{name} must lie in [0, 1), got {value:g}")
+    return value
+
+
+def require_base(value: object) -> float:
+    """The base of the sinusoidal frequencies: a finite number > 1."""
+    return require_number("base", value, greater_than=1.0)
+
+
+def require_float_dtype(name: str, dtype: object) -> torch.dtype:
+    """``dtype`` if it is a real floating torch dtype; ``None`` means torch's default dtype."""
+    if dtype is None:
+        return torch.get_default_dtype()
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        hint = f" (use torch.{dtype})" if isinstance(dtype, str) else ""
+        raise ValueError(
+            f"{name} must be a floating torch dtype such as torch.float32 or torch.float64, "
+            f"got {_describe(dtype)}{hint}"
+        )
+    return dtype
+
+
+def require_choice(name: str, value: object, choices: Iterable[object]) -> object:
+    """``value`` if it is one of ``choices``."""
+    choices = tuple(choices)
+    if not isinstance(value, str | int) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {_describe(value)}")
+    return value
+
+
+def require_callable(name: str, value: object) -> object:
+    """``value`` if it can be called."""
+    if not callable(value):
+        raise ValueError(f"{name} must be a function, got {_describe(value)}")
+    return value
+
+
+def require_generator(name: str, value: object) -> torch.Generator | None:
+    """``None`` or a ``torch.Generator``."""
+    if value is not None and not isinstance(value, torch.Generator):
+        raise ValueError(f"{name} must be a torch.Generator (or None), got {_describe(value)}; "
+                         f"make one with torch.Generator().manual_seed(0)")
+    return value
+
+
+def require_shape(name: str, shape: object, length: int | None = None) -> tuple[int, ...]:
+    """A tuple of positive ints (of ``length`` entries, when given), e.g. ``(layers, heads)``."""
+    if isinstance(shape, str | bytes) or not isinstance(shape, Iterable):
+        raise ValueError(f"{name} must be a tuple of positive ints, got {_describe(shape)}")
+    items = list(shape)
+    if length is not None and len(items) != length:
+        raise ValueError(f"{name} must have {length} entries, got {_describe(shape)}")
+    return tuple(require_int(f"{name}[{i}]", size) for i, size in enumerate(items))
+
+
+def require_indices(name: str, indices: object, size: int, what: str = "head") -> list[int]:
+    """A list of distinct ints in ``0 .. size-1`` from a list, tuple, range or 1-D int tensor.
+
+    A bare int, a string, floats or bools are refused: ``[0.7]`` is not head 0 and ``"12"``
+    is not heads 1 and 2.
+    """
+    if isinstance(indices, torch.Tensor):
+        require_int_tensor(name, indices, dim=1)
+        indices = indices.tolist()
+    if isinstance(indices, str | bytes | Mapping) or not isinstance(indices, Iterable):
+        raise ValueError(f"{name} must be a list of {what} indices, e.g. [0, 2], got "
+                         f"{_describe(indices)}")
+    items = list(indices)
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+            raise ValueError(f"{name} must hold int {what} indices, got {_describe(item)} in "
+                             f"{items!r}")
+    items = [int(i) for i in items]
+    outside = [i for i in items if not 0 <= i < size]
+    if outside:
+        raise ValueError(f"{name} must lie in 0..{size - 1}, got {outside} in {items}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{name} must not repeat a {what} index, got {items}")
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# the memory guard
+
+
+class MemoryBudgetError(MemoryError, ValueError):
+    """A tensor larger than the memory budget was asked for (raised before allocating it)."""
+
+
+#: fraction of the machine's RAM one tensor may take by default
+DEFAULT_FRACTION = 1 / 8
+_FALLBACK_RAM = 8 * 2**30  # when the OS does not say (a laptop-sized guess)
+_budget: int | None = None
+
+
+@functools.cache
+def machine_memory() -> int:
+    """Bytes of physical memory of this machine (8 GiB where the OS does not tell)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return _FALLBACK_RAM
+
+
+def get_memory_budget() -> int:
+    """The largest tensor, in bytes, that ``mha`` allocates without complaint."""
+    return _budget if _budget is not None else int(machine_memory() * DEFAULT_FRACTION)
+
+
+def set_memory_budget(nbytes: int | None) -> int | None:
+    """Set the budget in bytes (``None``: back to 1/8 of RAM); returns the previous setting."""
+    global _budget
+    previous = _budget
+    _budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
+    return previous
+
+
+@contextlib.contextmanager
+def memory_budget(nbytes: int | None) -> Iterator[None]:
+    """``with mha.memory_budget(2 * 2**30): ...`` runs the block with another budget."""
+    previous = set_memory_budget(nbytes)
+    try:
+        yield
+    finally:
+        set_memory_budget(previous)
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB"
+
+
+def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
+                     hint: str = "use smaller sizes") -> None:
+    """Raise :class:`MemoryBudgetError` if a tensor of ``shape`` and ``dtype`` is over budget.
+
+    O(1): multiplies the sizes as Python ints (no overflow) and allocates nothing.
+    """
+    shape = tuple(int(s) for s in shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    budget = get_memory_budget()
+    if nbytes > budget:
+        raise MemoryBudgetError(
+            f"{what} would need a tensor of shape {shape} ({dtype}) = {_gib(nbytes)}, over "
+            f"the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
+            f"mha.memory_budget(nbytes)"
+        )

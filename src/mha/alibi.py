@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-
-def _require_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+from mha._checks import check_allocation, require_flag, require_float_dtype, require_int
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -20,17 +17,16 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     (``h = 8``: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's code, take the ``h'`` slopes
     of the largest power of two ``h' < h`` and add every other slope of ``2h'`` heads.
     """
-    _require_positive_int("num_heads", num_heads)
+    num_heads = require_int("num_heads", num_heads)
+    check_allocation("alibi_slopes", (num_heads,), torch.float64, "use fewer heads")
 
-    def geometric(h: int) -> list[float]:
-        return [2.0 ** (-8.0 * i / h) for i in range(1, h + 1)]
+    def geometric(h: int) -> torch.Tensor:  # 2^(-8i/h), i = 1..h, in numpy (no Python list)
+        return torch.from_numpy(2.0 ** (-8.0 * np.arange(1, h + 1, dtype=np.float64) / h))
 
     if num_heads & (num_heads - 1) == 0:
-        slopes = geometric(num_heads)
-    else:
-        below = 2 ** math.floor(math.log2(num_heads))
-        slopes = geometric(below) + geometric(2 * below)[0::2][: num_heads - below]
-    return torch.tensor(slopes, dtype=torch.float64)
+        return geometric(num_heads)
+    below = 2 ** math.floor(math.log2(num_heads))
+    return torch.cat([geometric(below), geometric(2 * below)[0::2][: num_heads - below]])
 
 
 def alibi_bias(
@@ -53,12 +49,15 @@ def alibi_bias(
     Pass it as ``mask`` to :func:`mha.attention` or :class:`mha.MultiHeadAttention` (it
     broadcasts to ``(batch, heads, n, n)``).
     """
-    _require_positive_int("num_heads", num_heads)
-    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or num_positions < 0:
-        raise ValueError(f"num_positions must be a non-negative int, got {num_positions!r}")
+    num_heads = require_int("num_heads", num_heads)
+    num_positions = require_int("num_positions", num_positions, minimum=0)
+    causal = require_flag("causal", causal)
+    dtype = require_float_dtype("dtype", dtype)
+    check_allocation("alibi_bias", (num_heads, num_positions, num_positions), torch.float64,
+                     "use fewer positions (or chunked_attention(..., causal=True))")
     i = torch.arange(num_positions, dtype=torch.float64)
     distance = i[:, None] - i[None, :]  # (n, n): i - j
     bias = -alibi_slopes(num_heads)[:, None, None] * distance.abs()
     if causal:
         bias = bias.masked_fill(distance < 0, float("-inf"))
-    return bias.to(dtype or torch.get_default_dtype())
+    return bias.to(dtype)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
-from mha._checks import require_broadcastable_mask, require_float_tensor
+from mha._checks import (
+    check_allocation,
+    check_attention_inputs,
+    require_broadcastable_mask,
+    require_flag,
+    require_float_tensor,
+    require_probability,
+    require_same_device,
+)
 
 
 def attention(
@@ -27,7 +33,7 @@ def attention(
     - ``query``: ``(..., n_q, d_k)``, ``key``: ``(..., n_k, d_k)``, ``value``: ``(..., n_k, d_v)``
     - ``mask``: broadcastable to ``(..., n_q, n_k)``. A bool mask means **True = may attend**
       (as in ``torch.nn.functional.scaled_dot_product_attention``); a float mask is added to
-      the scores (``-inf`` forbids a key).
+      the scores (``-inf`` forbids a key), after conversion to the query's dtype.
     - returns ``output`` ``(..., n_q, d_v)`` and ``weights`` ``(..., n_q, n_k)``.
 
     ``scale`` defaults to ``1 / sqrt(d_k)``. ``is_causal=True`` lets query ``i`` see only the
@@ -38,34 +44,41 @@ def attention(
     with that probability and scales the others by ``1 / (1 - dropout)``, as
     ``nn.MultiheadAttention`` does in training; the weights returned are the dropped ones.
 
-    A query whose keys are all masked has no distribution to take: its weights are all zero and
-    its output is the zero vector (the same output as PyTorch's fused kernel), never NaN.
+    NaN and inf, the rule of every attention path in ``mha`` (this function, the fused path of
+    :class:`mha.MultiHeadAttention`, :func:`mha.chunked_attention`, the rotary and ALiBi
+    variants):
+
+    - A query whose keys are all masked (its mask row is all False or all ``-inf``, or
+      ``n_k = 0``) has no distribution to take: its weights are all zero and its output is the
+      zero vector, whatever the inputs hold.
+    - Every other query gets what IEEE arithmetic gives for the formula, the mask being
+      *added* to the scores (a bool mask as 0 and ``-inf``): nothing non-finite is hidden. A
+      NaN or inf in the query, or in a key or value it sees, or a NaN in its float mask, makes
+      its output NaN or inf. Masking is not cleaning: a NaN key's score stays NaN under
+      ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
+      inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
+      queries that mask them. Clean inputs before attending. (Finite inputs whose scores
+      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
+      case left to each path: the fused and chunked kernels skip some masked scores.)
+
+    Bad arguments (wrong types, dtypes that differ, shapes that do not fit, a score matrix
+    larger than the memory budget of :func:`mha.memory_budget`) raise ``ValueError`` (the last
+    a :class:`mha.MemoryBudgetError`) before anything is computed.
 
     The code scales ``Q`` before the product, ``(Q * scale) K^T``, rather than the product
     after it: the same numbers, one pass over an ``(n_q, d_k)`` matrix instead of an
     ``(n_q, n_k)`` one.
     """
-    require_float_tensor("query", query, min_dim=2)
-    require_float_tensor("key", key, min_dim=2)
-    require_float_tensor("value", value, min_dim=2)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key need the same feature size d_k: query {tuple(query.shape)}, "
-            f"key {tuple(key.shape)}"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key and value need the same number of tokens n_k: key {tuple(key.shape)}, "
-            f"value {tuple(value.shape)}"
-        )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    scale, batch = check_attention_inputs(query, key, value, scale)
+    is_causal = require_flag("is_causal", is_causal)
+    dropout = require_probability("dropout", dropout)
     n_q, n_k = query.shape[-2], key.shape[-2]
+    scores_shape = torch.Size((*batch, n_q, n_k))
+    check_allocation("attention's scores", scores_shape, query.dtype,
+                     "use mha.chunked_attention (it never forms them) or a smaller n")
     if mask is not None:
-        scores_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (n_q, n_k)
-        require_broadcastable_mask(mask, torch.Size(scores_shape))
+        require_broadcastable_mask(mask, scores_shape)
+        require_same_device(("query", query), ("mask", mask))
     if is_causal:
         allowed = causal_mask(n_q, n_k, query.device)
         mask = allowed if mask is None else combine_masks(mask, allowed)
@@ -80,7 +93,8 @@ def attention(
             scores = scores.masked_fill(~has_key, 0.0)
             weights = torch.softmax(scores, dim=-1).masked_fill(~has_key, 0.0)
             weights = F.dropout(weights, dropout) if dropout else weights
-            return weights @ value, weights
+            # zero weights times a non-finite value would still be NaN: zero those rows
+            return (weights @ value).masked_fill(~has_key, 0.0), weights
     weights = torch.softmax(scores, dim=-1)
     if dropout:
         weights = F.dropout(weights, dropout)
@@ -108,12 +122,13 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor,
     """The mask as numbers to add to the scores, and which of its rows allow some key.
 
     Both keep the mask's own (broadcastable) shape, usually far smaller than the scores':
-    a bool mask becomes ``0`` where allowed and ``-inf`` where not.
+    a bool mask becomes ``0`` where allowed and ``-inf`` where not. A float row is blocked
+    only when it is all ``-inf``: a NaN in it is an input to show, not a mask.
     """
     if mask.dtype == torch.bool:
         additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         return additive.masked_fill_(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
-    return mask.to(dtype), (mask > float("-inf")).any(dim=-1, keepdim=True)
+    return mask.to(dtype), (mask != float("-inf")).any(dim=-1, keepdim=True)
 
 
 def self_attention(

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import check_allocation, check_attention_inputs, require_flag, require_int
 
 
 def chunked_attention(
@@ -39,23 +37,27 @@ def chunked_attention(
     ``(..., n_k, d_v)``; returns ``(..., n_q, d_v)`` (no weights: they are never formed).
     ``scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` lets query ``i`` see keys
     ``j <= i`` only (and skips blocks entirely in the future). A query with no key to see
-    gets the zero vector, as in :func:`mha.attention`.
+    (``n_k = 0``) gets the zero vector, as in :func:`mha.attention`. NaN and inf follow
+    the rule of :func:`mha.attention` exactly (nothing non-finite is hidden), and leading batch
+    dimensions broadcast as there.
     """
-    require_float_tensor("query", query, min_dim=2)
-    require_float_tensor("key", key, min_dim=2)
-    require_float_tensor("value", value, min_dim=2)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"query and key need the same feature size d_k: query "
-                         f"{tuple(query.shape)}, key {tuple(key.shape)}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"key and value need the same number of tokens n_k: key "
-                         f"{tuple(key.shape)}, value {tuple(value.shape)}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    scale, out_batch = check_attention_inputs(query, key, value, scale)
+    chunk_size = require_int("chunk_size", chunk_size)
+    causal = require_flag("causal", causal)
+    # one block of scores (and of its exponentials) per step
+    check_allocation("chunked_attention", (*out_batch, min(chunk_size, query.shape[-2]),
+                                           min(chunk_size, key.shape[-2])), query.dtype,
+                     "use a smaller chunk_size")
 
     n_q, n_k = query.shape[-2], key.shape[-2]
+    last_bad = -1  # the last key whose key or value holds NaN or inf
+    if causal and n_k > chunk_size:
+        # Masking is not cleaning (see mha.attention): a NaN key or value reaches even the
+        # queries that mask it. A block wholly in the future may be skipped only when it
+        # holds nothing non-finite; one pass over key and value, O(n_k d), tells.
+        bad = (~torch.isfinite(key)).any(-1).flatten(end_dim=-2).any(0) \
+            | (~torch.isfinite(value)).any(-1).flatten(end_dim=-2).any(0)  # (n_k,)
+        last_bad = int(bad.nonzero()[-1]) if bad.any() else -1
     blocks = []
     for q_start in range(0, n_q, chunk_size):
         q = query[..., q_start:q_start + chunk_size, :] * scale
@@ -64,12 +66,14 @@ def chunked_attention(
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
         o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
         for k_start in range(0, n_k, chunk_size):
-            if causal and k_start > rows[-1, 0]:
+            if causal and k_start > rows[-1, 0] and k_start > last_bad:
                 break  # every later key is in the future of every query of this block
             s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
             if causal:
                 cols = torch.arange(k_start, k_start + s.shape[-1], device=q.device)[None, :]
-                s = s.masked_fill(cols > rows, float("-inf"))
+                future = torch.zeros(s.shape[-2:], dtype=s.dtype, device=s.device)
+                # added, not filled in, as in mha.attention: NaN + (-inf) stays NaN
+                s = s + future.masked_fill_(cols > rows, float("-inf"))
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             # while a query has seen only -inf scores, shift by 0 instead of -inf (no NaN)
             shift = m_new.masked_fill(m_new == float("-inf"), 0.0)
@@ -78,7 +82,10 @@ def chunked_attention(
             l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
             o = o * correction + p @ value[..., k_start:k_start + chunk_size, :]
             m = m_new
-        blocks.append(torch.where(l > 0, o / l.clamp_min(torch.finfo(l.dtype).tiny), 0.0))
+        # l >= 1 whenever a query sees a finite score (its largest term is e^0); l = 0 means
+        # it saw no key at all (n_k = 0: zeros, as for a fully masked query in mha.attention)
+        # or only -inf scores (from inf inputs: 0 / 0 = NaN, as softmax gives); NaN stays NaN
+        blocks.append(o / l if n_k else o)
     if not blocks:  # no queries
-        return query.new_zeros((*query.shape[:-1], value.shape[-1]))
+        return query.new_zeros((*out_batch, 0, value.shape[-1]))
     return torch.cat(blocks, dim=-2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import require_float_tensor, require_int_tensor, require_same_device
 
 
 def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -22,10 +22,11 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
         raise ValueError(f"weights must have shape (batch, heads, n, n), got "
                          f"{tuple(weights.shape)}")
     batch, _, n, _ = weights.shape
-    if (not isinstance(tokens, torch.Tensor) or tokens.is_floating_point()
-            or tuple(tokens.shape) != (batch, n)):
+    require_int_tensor("tokens", tokens)
+    if tuple(tokens.shape) != (batch, n):
         raise ValueError(f"tokens must be an integer tensor of shape ({batch}, {n}), got "
-                         f"{tuple(getattr(tokens, 'shape', ()))}")
+                         f"{tuple(tokens.shape)}")
+    require_same_device(("weights", weights), ("tokens", tokens))
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n)
     same &= ~torch.eye(n, dtype=torch.bool, device=tokens.device)  # other positions only
     return (weights * same[:, None].to(weights.dtype)).sum(dim=-1).mean(dim=(0, 2))

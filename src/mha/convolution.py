@@ -28,7 +28,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import require_float_tensor
+from mha._checks import (
+    check_allocation,
+    require_flag,
+    require_float_tensor,
+    require_int,
+    require_module_dtype,
+    require_optional_int,
+    require_positive,
+    require_same_device,
+    require_same_dtype,
+)
 from mha.diagrams import COURSE, Diagram
 from mha.multi_head import MultiHeadAttention
 
@@ -41,9 +51,11 @@ def pixel_offsets(height: int, width: int, padding: int = 0) -> torch.Tensor:
     also row-major. Returns a float tensor of shape ``(n_q, n_k, 2)`` holding (row, column)
     offsets.
     """
-    for name, size, low in [("height", height, 1), ("width", width, 1), ("padding", padding, 0)]:
-        if not isinstance(size, int) or size < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {size!r}")
+    height, width = require_int("height", height), require_int("width", width)
+    padding = require_int("padding", padding, minimum=0)
+    n_k = (height + 2 * padding) * (width + 2 * padding)
+    check_allocation("pixel_offsets", (height * width, n_k, 2), torch.float32,
+                     "use a smaller image")
     rows, cols = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
     query = torch.stack([rows.flatten(), cols.flatten()], dim=-1)
     rows, cols = torch.meshgrid(torch.arange(-padding, height + padding),
@@ -129,6 +141,8 @@ def quadratic_encoding(
     """
     require_float_tensor("centres", centres, min_dim=2)
     require_float_tensor("alpha", alpha)
+    require_same_dtype(("centres", centres), ("alpha", alpha))
+    require_same_device(("centres", centres), ("alpha", alpha))
     if centres.dim() != 2 or centres.shape[-1] != 2:
         raise ValueError(f"centres must have shape (heads, 2), got {tuple(centres.shape)}")
     if alpha.shape != centres.shape[:1]:
@@ -136,6 +150,11 @@ def quadratic_encoding(
             f"alpha must have shape ({centres.shape[0]},), one width per head, "
             f"got {tuple(alpha.shape)}"
         )
+    n_q = require_int("height", height) * require_int("width", width)
+    padding = require_int("padding", padding, minimum=0)
+    n_k = (height + 2 * padding) * (width + 2 * padding)
+    check_allocation("quadratic_encoding", (max(alpha.shape[0], 3), n_q, n_k), centres.dtype,
+                     "use a smaller image")
     r = quadratic_offsets(height, width, padding).to(centres)  # (n_q, n_k, 3)
     return torch.einsum("hd,qkd->hqk", _quadratic_v(centres, alpha), r)
 
@@ -192,12 +211,14 @@ class GridSelfAttention(nn.Module):
         content: bool = False,
     ) -> None:
         super().__init__()
-        for name, size in [("in_channels", in_channels), ("out_channels", out_channels),
-                           ("num_heads", num_heads)]:
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
-        if not isinstance(padding, int) or padding < 0:
-            raise ValueError(f"padding must be an int >= 0, got {padding!r}")
+        in_channels = require_int("in_channels", in_channels)
+        out_channels = require_int("out_channels", out_channels)
+        num_heads = require_int("num_heads", num_heads)
+        head_dim = require_optional_int("head_dim", head_dim)
+        padding = require_int("padding", padding, minimum=0)
+        bias = require_flag("bias", bias)
+        alpha = require_positive("alpha", alpha)
+        content = require_flag("content", content)
         head_dim = min(in_channels, out_channels) if head_dim is None else head_dim
         self.in_channels, self.out_channels = in_channels, out_channels
         self.num_heads, self.padding, self.content = num_heads, padding, content
@@ -231,6 +252,7 @@ class GridSelfAttention(nn.Module):
         if self.content:
             raise ValueError("with content=True the weights depend on the image: "
                              "softmax(layer.scores(x), -1) gives them")
+        # quadratic_encoding checks height and width
         scores = quadratic_encoding(height, width, self.centres, self.alpha, self.padding)
         return torch.softmax(scores, dim=-1)
 
@@ -250,11 +272,12 @@ class GridSelfAttention(nn.Module):
 
     def _tokens(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         require_float_tensor("x", x)
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
+        if x.dim() != 4 or x.shape[1] != self.in_channels or 0 in x.shape[2:]:
             raise ValueError(
-                f"x must have shape (batch, {self.in_channels}, height, width), "
-                f"got {tuple(x.shape)}"
+                f"x must have shape (batch, {self.in_channels}, height, width) with height, "
+                f"width >= 1, got {tuple(x.shape)}"
             )
+        require_module_dtype("x", x, self)
         p = self.padding
         queries = x.flatten(2).transpose(1, 2)  # (B, H*W, C_in)
         keys = F.pad(x, (p, p, p, p)).flatten(2).transpose(1, 2)  # (B, (H+2p)(W+2p), C_in)
@@ -267,6 +290,10 @@ class GridSelfAttention(nn.Module):
         # a float mask is added to the (here all-zero) scores of MultiHeadAttention itself
         out, _ = self.attn(queries, keys, keys, mask=scores, need_weights=False)
         return out.transpose(1, 2).reshape(batch, self.out_channels, height, width)
+
+
+#: the largest ``alpha`` conv_to_attention accepts
+MAX_ALPHA = 1e4
 
 
 def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention:
@@ -289,13 +316,16 @@ def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention
     Covers ``nn.Conv2d`` with an odd square kernel, stride 1, any dilation ``r`` (the heads
     sit on the shifts ``r Delta``, as Cordonnier et al. remark), any groups (a grouped
     convolution is the one whose taps are block diagonal) and "same" zero padding
-    (``padding=r K//2`` or ``"same"``), with or without bias; anything else raises
-    ``ValueError``. A stride ``s`` is the stride-1 convolution read at every ``s``-th pixel:
+    (``padding=r K//2`` or ``"same"``), with or without bias; anything else (a subclass of
+    ``nn.Conv2d`` too) raises ``ValueError``. ``alpha`` is a number in ``(0, MAX_ALPHA]``. A
+    stride ``s`` is the stride-1 convolution read at every ``s``-th pixel:
     ``conv_to_attention(stride-1 twin)(x)[..., ::s, ::s]``. The result maps
     ``(B, C_in, H, W)`` to ``(B, C_out, H, W)``.
     """
-    if not isinstance(conv, nn.Conv2d):
-        raise ValueError(f"expected an nn.Conv2d, got {type(conv).__name__}")
+    if type(conv) is not nn.Conv2d:
+        # a subclass (LazyConv2d, a parametrized or custom conv) may compute something else
+        raise ValueError(f"conv must be a plain nn.Conv2d (not a subclass, not parametrized), "
+                         f"got {type(conv).__name__}")
     k_h, k_w = conv.kernel_size
     if k_h != k_w or k_h % 2 == 0:
         raise ValueError(
@@ -319,8 +349,11 @@ def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention
             f"only 'same' zero padding is covered (padding={pad} for a {size}x{size} kernel "
             f"with dilation {spread}), got padding={conv.padding!r}"
         )
-    if not alpha > 0:
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    alpha = require_positive("alpha", alpha)
+    if alpha > MAX_ALPHA:
+        raise ValueError(f"alpha must be at most {MAX_ALPHA:g} (eps(alpha) is already 0 in "
+                         f"float64 from about 745, and larger widths overflow float32 scores), "
+                         f"got {alpha}")
 
     c_out, c_in = conv.out_channels, conv.in_channels
     heads = size * size

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import torch
 
+from mha._checks import require_float_dtype, require_int
+
 
 def _require_sizes(**sizes: object) -> None:
     for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+        require_int(name, size)
 
 
 def attention_flops(n_q: int, n_k: int, d_k: int, d_v: int | None = None) -> int:
@@ -63,7 +64,24 @@ def attention_weights_bytes(
 ) -> int:
     """Bytes of the attention weights ``(batch, heads, n_q, n_k)``: ``batch*heads*n_q*n_k*size``."""
     _require_sizes(n_q=n_q, n_k=n_k, heads=heads, batch=batch)
+    itemsize = require_float_dtype("dtype", dtype).itemsize
+    return batch * heads * n_q * n_k * itemsize
+
+
+def kv_cache_bytes(
+    layers: int, kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
+    dtype: torch.dtype = torch.float32,
+) -> int:
+    """Bytes of a decoder's key/value cache: ``2 * layers * kv_heads * head_dim * tokens * size``.
+
+    Every layer keeps a key and a value (the 2) of ``head_dim`` numbers per key/value head for
+    every cached token, for each of ``batch`` sequences; ``size`` is the bytes of one number
+    (4 for float32, 2 for bfloat16). Fewer key/value heads (grouped-query attention) shrink
+    it in proportion; the number of query heads does not enter.
+    """
+    _require_sizes(layers=layers, kv_heads=kv_heads, head_dim=head_dim, tokens=tokens,
+                   batch=batch)
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
     itemsize = torch.empty((), dtype=dtype).element_size()
-    return batch * heads * n_q * n_k * itemsize
+    return 2 * layers * kv_heads * head_dim * tokens * batch * itemsize

@@ -15,10 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mha._checks import require_flag
 from mha.diagrams import COURSE, Diagram, Notation, math_symbol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+
+def _require_notation(notation: object) -> Notation:
+    if not isinstance(notation, Notation):
+        raise ValueError(f"notation must be an mha.Notation, got {type(notation).__name__}")
+    return notation
 
 
 def scaled_dot_product_diagram(notation: Notation = COURSE, *, heads: bool = False,
@@ -29,7 +36,8 @@ def scaled_dot_product_diagram(notation: Notation = COURSE, *, heads: bool = Fal
     ``V``; with ``heads=True`` every shape has the head axis after the batch, ``(B, h, ...)``,
     as inside multi-head attention. ``mask=False`` leaves out the optional mask step.
     """
-    s = notation
+    s = _require_notation(notation)
+    heads, mask = require_flag("heads", heads), require_flag("mask", mask)
     lead = (s.batch, s.heads) if heads else (s.batch,)
     d = Diagram("Scaled dot-product attention" + (", every head at once" if heads else ""))
     q = d.box("$Q$", (0, 7), kind="tensor", width=1.2)
@@ -63,6 +71,7 @@ def multi_head_diagram(notation: Notation = COURSE, *, weights: bool = True) -> 
     concatenated back to ``(B, n, h*d_v)`` and projected by $W_O$ to ``(B, n, d)``. With
     ``weights=True`` the attention weights ``(B, h, n, n)`` leave as a side output.
     """
+    notation, weights = _require_notation(notation), require_flag("weights", weights)
     s = notation
     d = Diagram("Multi-head attention")
     x = d.box("input $X$", (3.5, 9.6), kind="tensor")

@@ -25,6 +25,8 @@ def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
             f"weights must be square in the last two dimensions (n, n), got shape "
             f"{tuple(weights.shape)}"
         )
+    if not torch.isfinite(weights).all():  # NaN compares False: it would hide violations
+        raise ValueError("weights must be finite, got NaN or inf")
     diag = weights.diagonal(dim1=-2, dim2=-1)  # (..., n): alpha_ii
     # max(alpha_ii, alpha_jj) for every (i, j): row i's diagonal against column j's diagonal
     bound = torch.maximum(diag.unsqueeze(-1), diag.unsqueeze(-2))  # (..., n, n)

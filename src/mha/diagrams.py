@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mha._checks import require_int, require_number
+
 if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn: `import mha` stays light
     from matplotlib.figure import Figure
 
@@ -170,8 +172,10 @@ class Diagram:
             raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
         if width <= 0 or height <= 0:
             raise ValueError(f"width and height must be positive, got {width} and {height}")
-        if not isinstance(stack, int) or stack < 1:
-            raise ValueError(f"stack must be a positive integer, got {stack!r}")
+        stack = require_int("stack", stack)
+        if isinstance(at, str | bytes) or not isinstance(at, Sequence) or len(at) != 2:
+            raise ValueError(f"at must be a pair (x, y) of numbers, got {at!r}")
+        at = (require_number("at[0]", at[0]), require_number("at[1]", at[1]))
         box = Box(label, float(at[0]), float(at[1]), float(width), float(height), kind, stack)
         self.boxes.append(box)
         return box

@@ -8,6 +8,16 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_flag,
+    require_float_tensor,
+    require_int,
+    require_int_tensor,
+    require_module_dtype,
+    require_optional_int,
+    require_token_ids,
+)
 from mha.multi_head import MultiHeadAttention
 from mha.pruning import prune_heads
 
@@ -21,6 +31,9 @@ class EncoderBlock(nn.Module):
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
         super().__init__()
+        mlp_dim = require_int("mlp_dim", mlp_dim)
+        check_allocation("EncoderBlock's MLP", (require_int("embed_dim", embed_dim), mlp_dim),
+                         torch.get_default_dtype(), "use smaller sizes")
         self.norm1 = nn.LayerNorm(embed_dim)
         self.attn = MultiHeadAttention(embed_dim, num_heads)
         self.norm2 = nn.LayerNorm(embed_dim)
@@ -31,6 +44,8 @@ class EncoderBlock(nn.Module):
         self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``."""
+        require_float_tensor("x", x, dim=3)
+        require_module_dtype("x", x, self)
         attended, weights = self.attn(self.norm1(x), head_mask=head_mask,
                                       need_weights=need_weights)
         x = x + attended
@@ -64,10 +79,15 @@ class TinyEncoder(nn.Module):
         mlp_dim: int | None = None,
     ) -> None:
         super().__init__()
-        for name, size in [("vocab_size", vocab_size), ("num_classes", num_classes),
-                           ("max_len", max_len), ("num_layers", num_layers)]:
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        vocab_size, num_classes = require_int("vocab_size", vocab_size), require_int(
+            "num_classes", num_classes)
+        max_len, num_layers = require_int("max_len", max_len), require_int("num_layers", num_layers)
+        embed_dim, mlp_dim = require_int("embed_dim", embed_dim), require_optional_int(
+            "mlp_dim", mlp_dim)
+        for what, rows in [("token embedding", vocab_size), ("position table", max_len),
+                           ("read-out", num_classes)]:
+            check_allocation(f"TinyEncoder's {what}", (rows, embed_dim),
+                             torch.get_default_dtype(), "use smaller sizes")
         self.max_len = max_len
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = nn.Parameter(torch.randn(max_len, embed_dim))
@@ -98,12 +118,12 @@ class TinyEncoder(nn.Module):
         Returns ``(logits (B, n, num_classes), weights)`` where ``weights`` is a list with one
         ``(B, h_l, n, n)`` tensor per layer when ``need_weights`` is True, else None.
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        require_int_tensor("tokens", tokens)
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= n <= {self.max_len}, "
                              f"got {tuple(tokens.shape)}")
+        require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
+        need_weights = require_flag("need_weights", need_weights)
         gates = self._split_head_mask(head_mask, tokens.shape[0])
         x = self.token_embedding(tokens) + self.position_embedding[: tokens.shape[1]]
         all_weights = []

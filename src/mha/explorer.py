@@ -34,6 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from mha._checks import require_int
+
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 HEIGHT = 560  # pixels
 # white for no attention, dark blue for all of it (matplotlib's "Blues" at its ends)
@@ -169,18 +171,18 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     """
     w = _as_array(weights)
     layers, heads, n_q, n_k = w.shape
+    for name, given in [("tokens", tokens), ("key_tokens", key_tokens)]:
+        if isinstance(given, str | bytes):
+            raise ValueError(f"{name} must be a list of token strings, got a str {given!r}")
+    layer = require_int("layer", layer, minimum=0, maximum=layers - 1)
+    head = None if head is None else require_int("head", head, minimum=0, maximum=heads - 1)
+    decimals = require_int("decimals", decimals, minimum=1, maximum=6)
     queries = list(tokens)
     keys = queries if key_tokens is None else list(key_tokens)
     if len(queries) != n_q or len(keys) != n_k:
         raise ValueError(f"tokens must have n_q = {n_q} entries and key_tokens n_k = {n_k} "
                          f"for weights of shape {tuple(w.shape)}; got {len(queries)} and "
                          f"{len(keys)}")
-    if not 0 <= layer < layers:
-        raise ValueError(f"layer must lie in 0..{layers - 1}, got {layer}")
-    if head is not None and not 0 <= head < heads:
-        raise ValueError(f"head must be None or lie in 0..{heads - 1}, got {head}")
-    if not isinstance(decimals, int) or not 1 <= decimals <= 6:
-        raise ValueError(f"decimals must be an int in 1..6, got {decimals!r}")
 
     rows, cols = _grid(heads)
     z = np.round(w, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
@@ -247,6 +249,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
         note["x"] = round(sum(grid[f"xaxis{_n(h)}.domain"]) / 2, 4)
         note["y"] = grid[f"yaxis{_n(h)}.domain"][1]
 
+    # the head menu at the left edge, the layer menu at the right: apart even on a phone
     menus = [{
         "type": "dropdown", "direction": "down", "x": 0.0, "y": 1.0, "xanchor": "left",
         "yanchor": "top", "showactive": True, "active": head + 1 if head is not None else 0,
@@ -257,7 +260,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     }]
     if layers > 1:
         menus.append({
-            "type": "dropdown", "direction": "down", "x": 0.2, "y": 1.0, "xanchor": "left",
+            "type": "dropdown", "direction": "down", "x": 1.0, "y": 1.0, "xanchor": "right",
             "yanchor": "top", "showactive": True, "active": layer, "pad": {"t": 0, "b": 0},
             "buttons": [{"label": f"layer {l + 1}", "method": "restyle",
                          "args": [{"visible": [i // heads == l for i in range(len(data))]}]}

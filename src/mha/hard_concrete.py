@@ -16,15 +16,28 @@ closed form
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from mha._checks import (
+    broadcast_batch,
+    check_allocation,
+    require_float_tensor,
+    require_generator,
+    require_int,
+    require_number,
+    require_positive,
+    require_shape,
+)
+
 
 def _check_params(temperature: float, stretch: tuple[float, float]) -> None:
-    if not temperature > 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    low, high = stretch
+    require_positive("temperature", temperature)
+    if isinstance(stretch, str | bytes) or not isinstance(stretch, Sequence) or len(stretch) != 2:
+        raise ValueError(f"stretch must be a pair (low, high), got {stretch!r}")
+    low, high = (require_number(f"stretch[{i}]", v) for i, v in enumerate(stretch))
     if not (low < 0 and high > 1):
         raise ValueError(f"stretch must be (low, high) with low < 0 and high > 1, got {stretch}")
 
@@ -40,8 +53,11 @@ def hard_concrete_sample(
     ``u``: uniform noise in (0, 1), broadcastable with ``log_alpha`` (any shape).
     """
     _check_params(temperature, stretch)
-    if not isinstance(u, torch.Tensor) or ((u <= 0) | (u >= 1)).any():
-        raise ValueError("u must be a tensor of uniform noise strictly inside (0, 1)")
+    require_float_tensor("log_alpha", log_alpha, min_dim=0)
+    require_float_tensor("u", u, min_dim=0)
+    broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
+    if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
+        raise ValueError("u must be uniform noise strictly inside (0, 1), got values outside")
     low, high = stretch
     s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + log_alpha) / temperature)
     return (low + (high - low) * s).clamp(0.0, 1.0)
@@ -54,6 +70,7 @@ def prob_nonzero(
 ) -> torch.Tensor:
     r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise."""
     _check_params(temperature, stretch)
+    require_float_tensor("log_alpha", log_alpha, min_dim=0)
     low, high = stretch
     return torch.sigmoid(log_alpha - temperature * math.log(-low / high))
 
@@ -83,6 +100,9 @@ class HardConcreteGates(nn.Module):
     ) -> None:
         super().__init__()
         _check_params(temperature, stretch)
+        shape = require_shape("shape", (shape,) if isinstance(shape, int) else shape)
+        check_allocation("HardConcreteGates", shape, torch.get_default_dtype(), "use fewer gates")
+        init_log_alpha = require_number("init_log_alpha", init_log_alpha)
         self.temperature = temperature
         self.stretch = stretch
         self.log_alpha = nn.Parameter(torch.full(tuple(shape), float(init_log_alpha)))
@@ -93,7 +113,10 @@ class HardConcreteGates(nn.Module):
         if not self.training:
             low, high = self.stretch
             return (low + (high - low) * torch.sigmoid(self.log_alpha)).clamp(0.0, 1.0)
+        batch = None if batch is None else require_int("batch", batch)
+        require_generator("generator", generator)
         size = self.log_alpha.shape if batch is None else (batch, *self.log_alpha.shape)
+        check_allocation("HardConcreteGates", size, self.log_alpha.dtype, "use a smaller batch")
         # keep u away from 0 and 1 so that logit(u) stays finite
         u = torch.rand(size, generator=generator).clamp(1e-6, 1 - 1e-6)
         return hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import (
+    require_bool_tensor,
+    require_float_tensor,
+    require_number,
+    require_same_device,
+)
 
 
 def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
@@ -17,11 +22,10 @@ def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tens
         )
     if token_mask is None:
         return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
-    if token_mask.dtype != torch.bool or tuple(token_mask.shape) != (batch, n_q):
-        raise ValueError(
-            f"token_mask must be a bool tensor of shape ({batch}, {n_q}) (True = real token), "
-            f"got {token_mask.dtype} of shape {tuple(token_mask.shape)}"
-        )
+    require_bool_tensor("token_mask", token_mask, (batch, n_q))
+    require_same_device(("weights", weights), ("token_mask", token_mask))
+    if not token_mask.any():
+        raise ValueError("token_mask must mark at least one real token (True), got all False")
     return token_mask
 
 
@@ -67,7 +71,8 @@ def positional_heads(
     r"""Voita et al.'s positional heads: those whose largest weight falls at one fixed relative
     offset for at least ``threshold`` of the real tokens. Returns ``(head, offset, share)`` tuples.
     """
-    if not 0.0 < threshold <= 1.0:
+    threshold = require_number("threshold", threshold, greater_than=0.0)
+    if threshold > 1.0:
         raise ValueError(f"threshold must lie in (0, 1], got {threshold}")
     offsets, shares = relative_offsets(weights, token_mask)
     return [(h, int(offsets[h]), float(shares[h]))

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from mha._checks import (
+    check_allocation,
+    require_float_tensor,
+    require_same_device,
+    require_same_dtype,
+)
+
 
 class KVCache:
     r"""Keys and values of every token seen so far, for one attention layer.
@@ -38,6 +45,20 @@ class KVCache:
         self, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all."""
+        require_float_tensor("keys", keys, dim=4)
+        require_float_tensor("values", values, dim=4)
+        require_same_dtype(("keys", keys), ("values", values),
+                           *([("the cached keys", self.keys)] if self.keys is not None else []))
+        require_same_device(("keys", keys), ("values", values))
+        if keys.shape[:3] != values.shape[:3]:
+            raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must "
+                             f"agree in (B, h_kv, n_new)")
+        if self.values is not None and values.shape[-1] != self.values.shape[-1]:
+            raise ValueError(f"new values of shape {tuple(values.shape)} do not fit the cached "
+                             f"values of shape {tuple(self.values.shape)}: d_v must agree")
+        n = len(self) + keys.shape[-2]
+        check_allocation("the KV cache", (2, *keys.shape[:2], n, max(keys.shape[-1],
+                         values.shape[-1])), keys.dtype, "use shorter sequences")
         if self.keys is None or self.values is None:
             self.keys, self.values = keys, values
         else:

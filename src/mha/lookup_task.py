@@ -12,6 +12,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_callable,
+    require_generator,
+    require_int,
+    require_positive,
+)
+
 
 def lookup_task(
     batch: int,
@@ -31,11 +39,11 @@ def lookup_task(
     Returns ``x`` ``(batch, n, d)``, ``target`` ``(batch, n, L m)`` and ``source``
     ``(batch, n, L)``, the index ``p_r(i)`` of the token each look-up must read.
     """
-    for name, value in [("batch", batch), ("n_tokens", n_tokens),
-                        ("content_dim", content_dim), ("n_lookups", n_lookups)]:
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    n, m, lookups = n_tokens, content_dim, n_lookups
+    n, m = require_int("n_tokens", n_tokens), require_int("content_dim", content_dim)
+    batch, lookups = require_int("batch", batch), require_int("n_lookups", n_lookups)
+    require_generator("generator", generator)
+    check_allocation("lookup_task", (batch, n, (1 + lookups) * n + lookups * m), torch.float32,
+                     "use a smaller batch or fewer tokens")
     # distinct names per sequence: a random permutation of 0..n-1
     names = torch.argsort(torch.rand(batch, n, generator=generator), dim=-1)
     wants = torch.randint(0, n, (batch, n, lookups), generator=generator)
@@ -69,6 +77,10 @@ class LookupModel(nn.Module):
 
     def __init__(self, attention: nn.Module, in_features: int, out_features: int) -> None:
         super().__init__()
+        if not isinstance(attention, nn.Module):
+            raise ValueError(f"attention must be an nn.Module, got {type(attention).__name__}")
+        in_features = require_int("in_features", in_features)
+        out_features = require_int("out_features", out_features)
         self.attention = attention
         self.readout = nn.Linear(in_features, out_features)
 
@@ -79,10 +91,20 @@ class LookupModel(nn.Module):
 def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
                    batch: int = 2048, seed: int = 12345) -> float:
     r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero."""
+    require_callable("model", model)
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return ((model(x) - y).square().mean() / y.square().mean()).item()
+        return ((_predict(model, x, y) - y).square().mean() / y.square().mean()).item()
+
+
+def _predict(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``model(x)``, which must have the target's shape (a broadcast would silently mislead)."""
+    out = model(x)
+    if not isinstance(out, torch.Tensor) or out.shape != y.shape:
+        raise ValueError(f"model must map x {tuple(x.shape)} to the target's shape "
+                         f"{tuple(y.shape)}, got {tuple(getattr(out, 'shape', ())) or out!r}")
+    return out
 
 
 def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
@@ -93,14 +115,16 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     Every step draws a fresh batch from a generator seeded with ``seed``, so a run is
     reproducible given the model's initial weights.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    generator = torch.Generator().manual_seed(seed)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
+    require_int("steps", steps)
+    require_positive("lr", lr)
+    generator = torch.Generator().manual_seed(require_int("seed", seed, minimum=0))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
         x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
-        loss = (model(x) - y).square().mean()
+        loss = (_predict(model, x, y) - y).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -9,12 +9,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import torch
+
+from mha._checks import check_allocation, require_callable, require_choice, require_int
 
 #: The attention implementations ``peak_memory`` can run.
-METHODS = ("plain", "chunked")
+METHODS = ("plain", "chunked", "fused")
 
 # One fresh Python process imports PyTorch once, then forks a new child for every measurement:
 # each call runs in a process of its own, which no earlier call has left freed memory to reuse
@@ -55,6 +58,10 @@ def run(method, q, k, v):
     if method == "plain":
         # the formula as written: the (n, n) scores, then the (n, n) weights, then times V
         return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
+    if method == "fused":
+        # PyTorch's fused kernel; it takes (B, h, n, d): on 3-D inputs the CPU build falls
+        # back to its plain path, which forms the (n, n) matrix
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])
     return mha.chunked_attention(q, k, v, chunk_size=chunk)
 
 
@@ -94,9 +101,12 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     ``method``: ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which
     forms the ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes
     the same, with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
-    :func:`mha.chunked_attention` with blocks of ``chunk_size``. Entry ``i`` is measured for
-    ``sizes[i]`` (increasing) as :func:`peak_memories` describes: in a process of its own.
+    :func:`mha.chunked_attention` with blocks of ``chunk_size``; ``"fused"`` is PyTorch's
+    ``scaled_dot_product_attention`` on ``(1, 1, n, d)`` inputs (its fused kernel). Entry
+    ``i`` is measured for ``sizes[i]`` (increasing) as :func:`peak_memories` describes: in a
+    process of its own.
     """
+    require_choice("method", method, METHODS)
     return peak_memories([method], sizes, d, chunk_size)[method]
 
 
@@ -113,16 +123,24 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
     ``ru_maxrss``, the peak over the child's life, exists: then the result is an upper bound.
     Needs a POSIX system (``os.fork``).
     """
-    methods = list(methods)
-    unknown = [m for m in methods if m not in METHODS]
-    if not methods or unknown:
-        raise ValueError(f"method must be one of {METHODS}, got {unknown or methods!r}")
-    sizes = list(sizes)
-    for name, size in [("d", d), ("chunk_size", chunk_size)] + [("n", n) for n in sizes]:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    if isinstance(methods, str | bytes) or not isinstance(methods, Iterable):
+        raise ValueError(f"methods must be a list of method names, got {type(methods).__name__}")
+    methods = [require_choice("method", m, METHODS) for m in methods]
+    if not methods:
+        raise ValueError(f"methods must name at least one of {METHODS}, got none")
+    if isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
+        raise ValueError(f"sizes must be a list of ints, got {type(sizes).__name__}")
+    sizes = [require_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]
+    d, chunk_size = require_int("d", d), require_int("chunk_size", chunk_size)
     if not sizes or sizes != sorted(sizes):
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
+    # the child processes allocate these; refuse here what would take the machine down
+    n = sizes[-1]
+    check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
+    for method in methods:
+        block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
+        check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
+                         "use smaller sizes (or a smaller chunk_size)")
     done = subprocess.run(
         [sys.executable, "-c", _MEMORY_SCRIPT, ",".join(methods), str(d), str(chunk_size),
          *map(str, sizes)],
@@ -140,8 +158,8 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
     The minimum is the least noisy estimate on a shared machine: other work only adds time.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    require_callable("fn", fn)
+    require_int("repeats", repeats)
     fn()
     best = float("inf")
     for _ in range(repeats):
@@ -153,7 +171,11 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
 def loglog_slope(sizes: object, values: object) -> float:
     """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``."""
-    x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    try:
+        x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"sizes and values must be sequences of numbers, got "
+                         f"{type(sizes).__name__} and {type(values).__name__}") from None
     if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
         raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
                          f"and {y.shape}")

@@ -6,8 +6,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import require_broadcastable_mask, require_float_tensor
-from mha.attention import attention, causal_mask, combine_masks
+from mha._checks import (
+    check_allocation,
+    require_broadcastable_mask,
+    require_flag,
+    require_float_tensor,
+    require_int,
+    require_module_dtype,
+    require_optional_int,
+    require_probability,
+    require_same_device,
+    require_same_dtype,
+    require_tensor,
+)
+from mha.attention import additive_mask, attention, causal_mask, combine_masks
 from mha.kv_cache import KVCache
 
 
@@ -54,13 +66,14 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
-                           ("kdim", kdim), ("vdim", vdim), ("head_dim", head_dim),
-                           ("num_kv_heads", num_kv_heads)]:
-            # bool is an int in Python; MultiHeadAttention(8, True) is a bug, not one head
-            if size is not None and (not isinstance(size, int) or isinstance(size, bool)
-                                     or size < 1):
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        # bool is an int in Python; MultiHeadAttention(8, True) is a bug, not one head
+        embed_dim, num_heads = require_int("embed_dim", embed_dim), require_int(
+            "num_heads", num_heads)
+        kdim, vdim = require_optional_int("kdim", kdim), require_optional_int("vdim", vdim)
+        head_dim = require_optional_int("head_dim", head_dim)
+        num_kv_heads = require_optional_int("num_kv_heads", num_kv_heads)
+        bias = require_flag("bias", bias)
+        dropout = require_probability("dropout", dropout)
         if head_dim is None:
             if embed_dim % num_heads:
                 raise ValueError(
@@ -71,9 +84,11 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads % num_kv_heads:
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}")
-        if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not (
-                0.0 <= dropout < 1.0):
-            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+        inner, kv_inner = num_heads * head_dim, num_kv_heads * head_dim
+        numel = inner * (2 * embed_dim + 1) + kv_inner * ((kdim or embed_dim)
+                                                           + (vdim or embed_dim) + 2)
+        check_allocation("MultiHeadAttention's weights", (numel,), torch.get_default_dtype(),
+                         "use a smaller embed_dim or head_dim")
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -126,8 +141,17 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
+        is_causal = require_flag("is_causal", is_causal)
+        need_weights = require_flag("need_weights", need_weights)
         batch, n_q, _ = query.shape
+        if cache is not None and not isinstance(cache, KVCache):
+            raise ValueError(f"cache must be an mha.KVCache (or None), got "
+                             f"{type(cache).__name__}")
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
+        if need_weights:
+            check_allocation("the attention weights", (batch, self.num_heads, n_q, n_k),
+                             query.dtype, "pass need_weights=False (fused kernel), or a "
+                             "smaller n")
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
 
@@ -174,6 +198,7 @@ class MultiHeadAttention(nn.Module):
     def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
         require_broadcastable_mask(mask, target)
+        require_same_device(("the module", self.q_proj.weight), ("mask", mask))
         if mask.dim() == 3:
             # (B, n_q, n_k) would broadcast batch against heads when B == h (or B == 1):
             # silently wrong, so ask for the unambiguous 4-D form instead
@@ -191,21 +216,37 @@ class MultiHeadAttention(nn.Module):
             allowed = causal_mask(n_q, n_k, q.device)
             mask = allowed if mask is None else combine_masks(mask, allowed)
             is_causal = False
+        if is_causal and not torch.isfinite(k.sum() + v.sum()):  # (an overflow just costs time)
+            # the fused causal kernel skips some future blocks: a NaN or inf there would not
+            # reach the earlier queries as it does in mha.attention (masking is not cleaning).
+            # One pass over K and V (n x d, against the kernel's n x n x d) rules that out.
+            return self._explicit_attention(q, k, v, None, True, dropout)[0]
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
-        if mask is not None and mask.is_floating_point():
-            # With a float mask a query whose keys are all -inf comes out NaN; the course's
-            # convention (and the bool-mask path of the fused kernel) is a zero output.
-            blocked = (mask == float("-inf")).all(dim=-1, keepdim=True)
-            out = out.masked_fill(blocked, 0.0)
+        # The fused kernel departs from the rule of mha.attention in two corners: a query whose
+        # scores are all NaN or -inf without being masked (a NaN query, NaN in every key, or
+        # scores that overflow) comes out 0 instead of NaN, and a fully masked query comes out
+        # NaN instead of 0 for an all -inf float row or a NaN/inf input. Both show in the
+        # output, as a row whose sum is 0 or NaN: one cheap pass over n_q x d (not n_q x n_k)
+        # finds them. Masked rows are set to 0; any other such row is computed in the open.
+        row_ok = out.sum(dim=-1).abs_() > 0  # (B, h, n_q): False for a zero or NaN row
+        if not row_ok.all():
+            blocked = torch.zeros((), dtype=torch.bool, device=out.device) if mask is None \
+                else ~additive_mask(mask, out.dtype)[1].squeeze(-1)  # (..., n_q)
+            if (~row_ok & ~blocked).any():
+                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
+            out = out.masked_fill(blocked.unsqueeze(-1), 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
         h = self.num_heads
-        if not isinstance(head_mask, torch.Tensor):
-            raise ValueError(f"head_mask must be a torch.Tensor, got {type(head_mask).__name__}")
+        require_tensor("head_mask", head_mask)
+        if head_mask.is_floating_point() and head_mask.dtype != self.out_proj.weight.dtype \
+                or head_mask.is_complex():
+            raise ValueError(f"head_mask must be bool or have the module's dtype "
+                             f"{self.out_proj.weight.dtype}, got {head_mask.dtype}")
         if tuple(head_mask.shape) not in [(h,), (batch, h)]:
             raise ValueError(
                 f"head_mask must have shape ({h},) or ({batch}, {h}) for {h} heads, "
@@ -221,6 +262,9 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(
                     f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}"
                 )
+        require_module_dtype("query", query, self)
+        require_same_dtype(("query", query), ("key", key), ("value", value))
+        require_same_device(("query", query), ("key", key), ("value", value))
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 f"query, key and value need the same batch size: {tuple(query.shape)}, "
@@ -242,8 +286,12 @@ class MultiHeadAttention(nn.Module):
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
         not attend (pass ``~mask``). Its dropout probability is copied too.
         """
-        if not isinstance(module, nn.MultiheadAttention):
-            raise ValueError(f"expected nn.MultiheadAttention, got {type(module).__name__}")
+        if type(module) is not nn.MultiheadAttention:
+            raise ValueError(f"module must be a plain nn.MultiheadAttention, got "
+                             f"{type(module).__name__}")
+        if cls is not MultiHeadAttention:
+            raise ValueError(f"from_torch builds a plain MultiHeadAttention: call "
+                             f"mha.MultiHeadAttention.from_torch, not {cls.__name__}.from_torch")
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("add_bias_kv and add_zero_attn are not supported")
         bias = module.in_proj_bias is not None

@@ -25,15 +25,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_callable,
+    require_float_tensor,
+    require_generator,
+    require_int,
+    require_int_tensor,
+    require_positive,
+)
+
 #: The target of the start position: ignored by the loss and the accuracy.
 IGNORE = -100
 
 
 def lookup_targets(tokens: torch.Tensor) -> torch.Tensor:
     """The answers ``y`` (same shape as ``tokens`` ``(B, n)``) of the look-up task."""
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-        raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
-                         f"{tuple(getattr(tokens, 'shape', ()))}")
+    require_int_tensor("tokens", tokens, dim=2)
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n): x_i == x_j
     repeated = same.sum(dim=-1) > 1  # x_i == x_j for some j != i
     previous = tokens.roll(1, dims=1)  # previous[:, i] = x_{i-1}
@@ -51,10 +59,13 @@ def lookup_batch(
     ``lookup_targets(tokens[:, 1:])``. A model for it needs ``V + 1`` input symbols, ``V``
     classes and ``1 + n`` positions.
     """
-    for name, value, low in [("batch_size", batch_size, 1), ("seq_len", seq_len, 3),
-                             ("vocab_size", vocab_size, 2)]:
-        if not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    batch_size = require_int("batch_size", batch_size)
+    seq_len = require_int("seq_len", seq_len, minimum=3)
+    vocab_size = require_int("vocab_size", vocab_size, minimum=2)
+    require_generator("generator", generator)
+    # lookup_targets compares every pair of tokens: (B, n, n)
+    check_allocation("lookup_batch", (batch_size, seq_len, seq_len), torch.bool,
+                     "use a smaller batch or shorter sequences")
     symbols = torch.randint(vocab_size, (batch_size, seq_len), generator=generator)
     start = torch.full((batch_size, 1), vocab_size)
     ignore = torch.full((batch_size, 1), IGNORE)
@@ -66,10 +77,19 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
     ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
     """
+    require_float_tensor("logits", logits, dim=3)
+    require_int_tensor("targets", targets, dim=2)
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match targets "
                          f"{tuple(targets.shape)}")
     scored = targets != IGNORE
+    if not scored.any():
+        raise ValueError(f"targets has no scored position (all are IGNORE = {IGNORE})")
+    classes = logits.shape[-1]
+    if ((targets[scored] < 0) | (targets[scored] >= classes)).any():
+        raise ValueError(f"targets must lie in 0..{classes - 1} (or be IGNORE = {IGNORE}) for "
+                         f"{classes} classes, got values from {int(targets[scored].min())} to "
+                         f"{int(targets[scored].max())}")
     return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
 
 
@@ -97,8 +117,9 @@ def train(
     all of ``model``'s trainable parameters at ``lr``.
     Returns the last loss and the wall-clock seconds taken.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    require_int("steps", steps)
+    require_positive("lr", lr)
+    require_callable("batches", batches)
     forward = forward or (lambda tokens: model(tokens)[0])
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     optimizer = torch.optim.Adam(groups, lr=lr)

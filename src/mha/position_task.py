@@ -17,6 +17,15 @@ from math import comb
 import torch
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_choice,
+    require_generator,
+    require_int,
+    require_int_tensor,
+    require_positive,
+    require_token_ids,
+)
 from mha.alibi import alibi_bias
 from mha.multi_head import MultiHeadAttention
 from mha.positional import sinusoidal_encoding
@@ -37,9 +46,10 @@ def previous_token_batch(
     Both have shape ``(batch, length)``; ``target[0]`` is ``IGNORE``. Tokens are drawn
     uniformly from ``0 .. vocab_size - 1``.
     """
-    for name, size in [("batch", batch), ("length", length), ("vocab_size", vocab_size)]:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    batch, length = require_int("batch", batch), require_int("length", length)
+    vocab_size = require_int("vocab_size", vocab_size)
+    require_generator("generator", generator)
+    check_allocation("previous_token_batch", (batch, length), torch.int64, "use smaller sizes")
     tokens = torch.randint(vocab_size, (batch, length), generator=generator)
     targets = torch.full_like(tokens, IGNORE)
     targets[:, 1:] = tokens[:, :-1]
@@ -59,8 +69,12 @@ class PositionToyModel(nn.Module):
     def __init__(self, encoding: str, vocab_size: int, embed_dim: int = 32, num_heads: int = 4,
                  max_positions: int = 256) -> None:
         super().__init__()
-        if encoding not in ENCODINGS:
-            raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+        require_choice("encoding", encoding, ENCODINGS)
+        vocab_size, max_positions = require_int("vocab_size", vocab_size), require_int(
+            "max_positions", max_positions)
+        check_allocation("PositionToyModel's tables", (max(vocab_size, max_positions),
+                         require_int("embed_dim", embed_dim)), torch.get_default_dtype(),
+                         "use smaller sizes")
         self.encoding = encoding
         self.num_heads = num_heads
         self.max_positions = max_positions
@@ -75,8 +89,13 @@ class PositionToyModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)``."""
+        require_int_tensor("tokens", tokens)
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
+        require_token_ids("tokens", tokens, self.embed.num_embeddings)
+        if tokens.shape[1] == 0:
+            raise ValueError(f"tokens must hold at least one token, got shape "
+                             f"{tuple(tokens.shape)}")
         n = tokens.shape[1]
         x = self.embed(tokens)
         if self.encoding == "sinusoidal":
@@ -110,7 +129,9 @@ def train_position_model(
 
     Everything random (initial weights, batches) is drawn from ``seed``.
     """
-    torch.manual_seed(seed)
+    require_int("steps", steps)
+    require_positive("lr", lr)
+    torch.manual_seed(require_int("seed", seed, minimum=0))
     model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
@@ -129,6 +150,8 @@ def previous_token_accuracy(
     model: PositionToyModel, length: int, *, batch: int = 256, seed: int = 1
 ) -> float:
     """Share of positions ``1 .. length-1`` where the model predicts the previous token."""
+    if not isinstance(model, PositionToyModel):
+        raise ValueError(f"model must be a PositionToyModel, got {type(model).__name__}")
     vocab_size = model.readout.out_features
     generator = torch.Generator().manual_seed(seed)
     tokens, targets = previous_token_batch(batch, length, vocab_size, generator)

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from mha._checks import (
+    check_allocation,
+    require_base,
+    require_float_dtype,
+    require_int,
+    require_number,
+)
 from mha.diagrams import COURSE, Diagram, Notation
 
 
 def _require_even_dim(dim: object) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2 or dim % 2:
-        raise ValueError(
-            f"dim must be a positive even int (sin and cos come in pairs), got {dim!r}"
-        )
+    dim = require_int("dim", dim)
+    if dim % 2:
+        raise ValueError(f"dim must be a positive even int (sin and cos come in pairs), got {dim}")
     return dim
-
-
-def _require_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
-        raise ValueError(f"base must be a number greater than 1, got {base!r}")
-    return float(base)
 
 
 def encoding_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -31,7 +29,8 @@ def encoding_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
     ``2 pi * base ** (1 - 2 / dim)``, just below ``2 pi * base``. Shape ``(dim // 2,)``, float64.
     """
     dim = _require_even_dim(dim)
-    base = _require_base(base)
+    base = require_base(base)
+    check_allocation("encoding_frequencies", (dim // 2,), torch.float64, "use a smaller dim")
     j = torch.arange(dim // 2, dtype=torch.float64)
     return base ** (-2.0 * j / dim)
 
@@ -53,13 +52,16 @@ def sinusoidal_encoding(
     ``(batch, num_positions, dim)`` as ``X + P``. The angles are computed in float64 and the
     result is cast to ``dtype`` (default: torch's default dtype).
     """
-    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or num_positions < 0:
-        raise ValueError(f"num_positions must be a non-negative int, got {num_positions!r}")
+    num_positions = require_int("num_positions", num_positions, minimum=0)
+    dtype = require_float_dtype("dtype", dtype)
+    # the float64 angles and their sines and cosines: a few tables of this size
+    check_allocation("sinusoidal_encoding", (num_positions, _require_even_dim(dim)),
+                     torch.float64, "use fewer positions or a smaller dim")
     omega = encoding_frequencies(dim, base)
     angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega  # (n, dim/2)
     # interleave: sin in the even columns, cos in the odd ones
     encoding = torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(num_positions, dim)
-    return encoding.to(dtype or torch.get_default_dtype())
+    return encoding.to(dtype)
 
 
 def relative_rotation(
@@ -85,12 +87,14 @@ def relative_rotation(
 
     ``M_k`` does not depend on ``i``: shifting by ``k`` is one linear map for all positions.
     """
-    if isinstance(offset, bool) or not isinstance(offset, int | float) or not math.isfinite(offset):
-        raise ValueError(f"offset must be a finite number, got {offset!r}")
+    offset = require_number("offset", offset)
+    dtype = require_float_dtype("dtype", dtype)
+    check_allocation("relative_rotation", (_require_even_dim(dim),) * 2, torch.float64,
+                     "use a smaller dim")
     theta = offset * encoding_frequencies(dim, base)  # (dim/2,)
     cos, sin = theta.cos(), theta.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
-    return torch.block_diag(*blocks).to(dtype or torch.get_default_dtype())
+    return torch.block_diag(*blocks).to(dtype)
 
 
 def positions_diagram(notation: Notation = COURSE) -> Diagram:

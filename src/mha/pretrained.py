@@ -26,6 +26,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_flag,
+    require_float_tensor,
+    require_indices,
+    require_int,
+    require_positive,
+    require_tensor,
+)
 from mha.multi_head import MultiHeadAttention
 from mha.pruning import prune_heads
 
@@ -104,6 +113,14 @@ class BertEncoder(nn.Module):
                  ffn_width: int, max_positions: int, type_vocab_size: int = 2,
                  eps: float = 1e-12) -> None:
         super().__init__()
+        sizes = {name: require_int(name, size) for name, size in [
+            ("vocab_size", vocab_size), ("width", width), ("num_layers", num_layers),
+            ("num_heads", num_heads), ("ffn_width", ffn_width), ("max_positions", max_positions),
+            ("type_vocab_size", type_vocab_size)]}
+        require_positive("eps", eps)
+        for name in ("vocab_size", "ffn_width", "max_positions"):
+            check_allocation(f"BertEncoder's {name} weights", (sizes[name], width),
+                             torch.get_default_dtype(), "use smaller sizes")
         self.word_embeddings = nn.Embedding(vocab_size, width)
         self.position_embeddings = nn.Embedding(max_positions, width)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, width)
@@ -122,6 +139,7 @@ class BertEncoder(nn.Module):
                 head_mask: torch.Tensor | None = None,
                 output_attentions: bool = True) -> EncoderOutput:
         self._check_ids(input_ids, attention_mask)
+        output_attentions = require_flag("output_attentions", output_attentions)
         batch, n = input_ids.shape
         positions = torch.arange(n, device=input_ids.device)
         x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
@@ -198,12 +216,14 @@ def prune_encoder(encoder: BertEncoder,
             raise ValueError(f"heads must be a bool tensor of shape {expected}, got "
                              f"{heads.dtype} of shape {tuple(heads.shape)}")
         heads = {i: row.nonzero().flatten().tolist() for i, row in enumerate(heads)}
+    if not isinstance(heads, Mapping):
+        raise ValueError(f"heads must be a dict {{layer: [head, ...]}} or a bool tensor, got "
+                         f"{type(heads).__name__}")
     pruned = copy.deepcopy(encoder)
     for index, removed in heads.items():
-        if not 0 <= index < len(pruned.layers):
-            raise ValueError(f"layer index must lie in 0..{len(pruned.layers) - 1}, got {index}")
-        removed = sorted(set(int(h) for h in removed))
+        index = require_int("layer index", index, minimum=0, maximum=len(pruned.layers) - 1)
         layer = pruned.layers[index]
+        removed = sorted(require_indices(f"heads[{index}]", removed, layer.attention.num_heads))
         if not removed:
             continue
         if len(removed) == layer.attention.num_heads:
@@ -223,6 +243,8 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     Returns ``(batch, width)``. This is how all-MiniLM-L6-v2 turns token vectors into a sentence
     vector (mean pooling, then normalisation).
     """
+    require_float_tensor("hidden", hidden)
+    require_tensor("attention_mask", attention_mask)
     if hidden.dim() != 3 or attention_mask.shape != hidden.shape[:2]:
         raise ValueError(f"hidden must be (batch, tokens, width) and attention_mask "
                          f"(batch, tokens); got {tuple(hidden.shape)} and "
@@ -237,8 +259,10 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 def embed(encoder: BertEncoder, tokenizer, sentences: Sequence[str],
           head_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Unit sentence vectors ``(len(sentences), width)`` for a list of sentences (one batch)."""
-    if isinstance(sentences, str) or not sentences:
-        raise ValueError("sentences must be a non-empty list of strings")
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not sentences \
+            or not all(isinstance(s, str) for s in sentences):
+        raise ValueError(f"sentences must be a non-empty list of strings, got "
+                         f"{type(sentences).__name__}")
     batch = tokenizer(list(sentences), padding=True, return_tensors="pt")
     out = encoder(batch["input_ids"], batch["attention_mask"], head_mask=head_mask,
                   output_attentions=False)
@@ -255,10 +279,10 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
     ``(batch, n)``, True for the chosen keys; ``token_mask``: bool ``(batch, n)``, True for real
     tokens (default: all). Returns ``(heads,)`` with values in [0, 1].
     """
-    if not isinstance(weights, torch.Tensor) or weights.dim() != 4 \
-            or weights.shape[-1] != weights.shape[-2]:
-        shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else None
-        raise ValueError(f"weights must have shape (batch, heads, n, n), got {shape}")
+    require_float_tensor("weights", weights)
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must have shape (batch, heads, n, n), got "
+                         f"{tuple(weights.shape)}")
     batch, _, n, _ = weights.shape
     if token_mask is None:
         token_mask = torch.ones(batch, n, dtype=torch.bool, device=weights.device)
@@ -267,6 +291,8 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
                 or tuple(m.shape) != (batch, n):
             shape = tuple(m.shape) if isinstance(m, torch.Tensor) else None
             raise ValueError(f"{name} must be a bool tensor of shape ({batch}, {n}), got {shape}")
+    if not token_mask.any():
+        raise ValueError("token_mask must mark at least one real token (True), got all False")
     on_keys = (weights * key_mask[:, None, None, :].to(weights.dtype)).sum(dim=-1)  # (B, h, n)
     real = token_mask[:, None, :].to(weights.dtype)
     return (on_keys * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
@@ -339,7 +365,10 @@ def load_minilm(source: str | None = None):
         warnings.filterwarnings("ignore", message="IProgress not found")
         from transformers import AutoConfig, AutoTokenizer
 
-    source = source or minilm_source()
+    if source is not None and not isinstance(source, str | Path):
+        raise ValueError(f"source must be a folder or a hub name (str), got "
+                         f"{type(source).__name__}")
+    source = str(source) if source else minilm_source()
     config = AutoConfig.from_pretrained(source)
     if config.hidden_act != "gelu" or getattr(config, "position_embedding_type",
                                               "absolute") != "absolute":
@@ -423,7 +452,8 @@ def sentence_qkv(sentence: str, layer: int) -> tuple[list[str], torch.Tensor, to
     (:func:`sentence_attention`). ``layer`` counts from 0. float64.
     """
     encoder = _minilm64()
-    if not isinstance(layer, int) or not 0 <= layer < len(encoder.layers):
+    if isinstance(layer, bool) or not isinstance(layer, int) \
+            or not 0 <= layer < len(encoder.layers):
         raise ValueError(f"layer must be an int in 0..{len(encoder.layers) - 1}, got {layer!r}")
     tokens, states = sentence_states(sentence)
     attention = encoder.layers[layer].attention

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
+from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_callable,
+    require_flag,
+    require_indices,
+    require_int,
+)
 from mha.multi_head import MultiHeadAttention
 
 
@@ -15,20 +23,30 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
     Its outputs equal ``module(..., head_mask=g)`` with ``g`` zero on ``heads`` and one elsewhere:
     a head's rows of ``W_Q``, ``W_K``, ``W_V`` and its columns of ``W_O`` are dropped, so it
     costs neither parameters nor time. At least one head must remain.
+
+    ``heads`` is a list (tuple, range, 1-D int tensor) of distinct head indices; ``[]`` gives
+    an exact copy. Only a plain ``MultiHeadAttention`` is rebuilt: a subclass (rotary,
+    split-input, ...) or a module whose projections were replaced or parametrized (such as
+    ``GridSelfAttention.attn``, whose output has ``out_channels`` features) raises
+    ``ValueError`` instead of silently losing what makes it different.
     """
-    if not isinstance(module, MultiHeadAttention):
-        raise ValueError(f"expected mha.MultiHeadAttention, got {type(module).__name__}")
+    _require_plain_attention(module)
+    if module.num_kv_heads != module.num_heads:
+        raise ValueError(
+            f"prune_heads does not prune grouped-query attention (num_kv_heads="
+            f"{module.num_kv_heads} < num_heads={module.num_heads}): a key/value head is "
+            f"shared by several query heads"
+        )
     h, d = module.num_heads, module.head_dim
-    removed = set(int(i) for i in heads)
-    if not removed <= set(range(h)):
-        raise ValueError(f"head indices must lie in 0..{h - 1}, got {sorted(removed)}")
+    removed = set(require_indices("heads", heads, h))
     keep = [i for i in range(h) if i not in removed]
     if not keep:
         raise ValueError(f"cannot prune all {h} heads: at least one must remain")
 
     bias = module.q_proj.bias is not None
     pruned = MultiHeadAttention(module.embed_dim, len(keep), kdim=module.kdim,
-                                vdim=module.vdim, bias=bias, head_dim=d)
+                                vdim=module.vdim, bias=bias, head_dim=d,
+                                dropout=module.dropout).train(module.training)
     weight = module.out_proj.weight
     pruned.to(device=weight.device, dtype=weight.dtype)
     # feature index of head i, dimension j, in the concatenated projections: i * d + j
@@ -43,6 +61,26 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
         if bias:
             pruned.out_proj.bias.copy_(module.out_proj.bias)
     return pruned
+
+
+def _require_plain_attention(module: object) -> None:
+    """``module`` must be exactly what ``MultiHeadAttention(...)`` builds."""
+    if type(module) is not MultiHeadAttention:
+        raise ValueError(
+            f"module must be a plain mha.MultiHeadAttention, got {type(module).__name__}: "
+            f"prune_heads rebuilds a MultiHeadAttention and would lose what a subclass adds"
+        )
+    inner, kv_inner = module.num_heads * module.head_dim, module.num_kv_heads * module.head_dim
+    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, kv_inner),
+                "v_proj": (module.vdim, kv_inner), "out_proj": (inner, module.embed_dim)}
+    for name, (fan_in, fan_out) in expected.items():
+        proj = getattr(module, name)
+        if type(proj) is not nn.Linear or (proj.in_features, proj.out_features) != (
+                fan_in, fan_out):
+            raise ValueError(
+                f"module.{name} must be an nn.Linear({fan_in}, {fan_out}) as MultiHeadAttention "
+                f"builds it, got {proj}: prune_heads cannot rebuild a modified module"
+            )
 
 
 def head_importance(
@@ -60,12 +98,26 @@ def head_importance(
     ``normalize_layers`` each layer's scores are divided by their l2 norm, the paper's
     normalisation that makes scores comparable across layers.
     """
+    require_callable("loss_fn", loss_fn)
+    num_layers = require_int("num_layers", num_layers)
+    num_heads = require_int("num_heads", num_heads)
+    normalize_layers = require_flag("normalize_layers", normalize_layers)
+    check_allocation("head_importance", (num_layers, num_heads), torch.float32,
+                     "use fewer layers or heads")
+    if not isinstance(batches, Iterable):
+        raise ValueError(f"batches must be an iterable of batches, got {type(batches).__name__}")
     gates = torch.ones(num_layers, num_heads, requires_grad=True)
     total = torch.zeros(num_layers, num_heads)
     count = 0
     for batch in batches:
         loss = loss_fn(batch, gates)
-        (grad,) = torch.autograd.grad(loss, gates)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
+            raise ValueError(f"loss_fn must return a scalar tensor that depends on gates, got "
+                             f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
+        (grad,) = torch.autograd.grad(loss, gates, allow_unused=True)
+        if grad is None:
+            raise ValueError("loss_fn's loss does not depend on gates: pass gates to the model "
+                             "as its head_mask")
         total += grad.abs()
         count += 1
     if count == 0:

@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
+from mha._checks import require_callable, require_shape, require_tensor
 
-def _check_scores(scores: torch.Tensor) -> None:
-    if not isinstance(scores, torch.Tensor) or scores.dim() != 2 or scores.is_complex():
+
+def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
+                  nan_ok: bool = False) -> None:
+    require_tensor("scores", scores)
+    if scores.dim() != 2 or scores.is_complex() or scores.dtype == torch.bool or 0 in scores.shape:
         raise ValueError(f"scores must be a real tensor of shape (layers, heads), got "
-                         f"{tuple(getattr(scores, 'shape', ()))}")
+                         f"{scores.dtype} of shape {tuple(scores.shape)}")
+    if shape is not None and tuple(scores.shape) != shape:
+        raise ValueError(f"scores must have shape {shape}, got {tuple(scores.shape)}")
+    if not nan_ok and scores.is_floating_point() and scores.isnan().any():
+        raise ValueError("scores must not be NaN (a NaN has no place in a ranking)")
+
+
+def _check_order(order: object, shape: tuple[int, int]) -> list[tuple[int, int]]:
+    if isinstance(order, str | bytes) or not isinstance(order, Iterable):
+        raise ValueError(f"order must be a list of (layer, head) pairs, got "
+                         f"{type(order).__name__}")
+    order = list(order)
+    for pair in order:
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2 \
+                or any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in pair):
+            raise ValueError(f"order must hold (layer, head) pairs of ints, got {pair!r}")
+    order = [(int(la), int(h)) for la, h in order]
+    layers, heads = shape
+    if len(set(order)) != len(order) or any(
+            not (0 <= la < layers and 0 <= h < heads) for la, h in order):
+        raise ValueError(f"order must list distinct (layer, head) pairs inside {shape}, "
+                         f"got {order}")
+    return order
 
 
 def pruning_order(scores: torch.Tensor) -> list[tuple[int, int]]:
@@ -31,11 +58,9 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int]) -> tor
     Returns a float tensor ``(len(order) + 1, layers, heads)``: row k is one everywhere except
     zeros at the first k heads of the order.
     """
+    shape = require_shape("shape", shape, 2)
+    order = _check_order(order, shape)
     layers, heads = shape
-    if sorted(set(order)) != sorted(order) or any(
-            not (0 <= la < layers and 0 <= h < heads) for la, h in order):
-        raise ValueError(f"order must list distinct (layer, head) pairs inside {shape}, "
-                         f"got {list(order)}")
     masks = torch.ones(len(order) + 1, layers, heads)
     for k, (layer, head) in enumerate(order, start=1):
         masks[k:, layer, head] = 0.0
@@ -52,7 +77,16 @@ def pruning_curve(
     ``evaluate(mask)`` runs the model with ``head_mask=mask`` (``(layers, heads)``) and returns
     a score such as the accuracy.
     """
-    return [float(evaluate(mask)) for mask in masks_along(order, shape)]
+    require_callable("evaluate", evaluate)
+    scores = []
+    for mask in masks_along(order, shape):
+        score = evaluate(mask)
+        try:
+            scores.append(float(score))
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"evaluate must return a number (e.g. an accuracy), got "
+                             f"{type(score).__name__}") from None
+    return scores
 
 
 def iterative_pruning_order(
@@ -65,12 +99,14 @@ def iterative_pruning_order(
     scores once, with every head present; this variant lets the ranking adapt to the heads that
     are gone, at the price of one importance computation per head.
     """
+    require_callable("importance", importance)
+    shape = require_shape("shape", shape, 2)
     mask = torch.ones(shape)
     order = []
     for _ in range(shape[0] * shape[1]):
         scores = importance(mask.clone())
-        _check_scores(scores)
-        scores = scores.masked_fill(mask == 0, float("inf"))
+        _check_scores(scores, shape, nan_ok=True)  # removed heads' scores are ignored
+        scores = scores.double().masked_fill(mask == 0, float("inf"))
         layer, head = pruning_order(scores)[0]
         order.append((layer, head))
         mask[layer, head] = 0.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import require_float_tensor, require_same_device, require_tensor
 from mha.attention import attention
 from mha.multi_head import MultiHeadAttention
 from mha.positional import encoding_frequencies
@@ -28,23 +28,35 @@ def apply_rotary(
     through the offset ``m - n``.
 
     Shapes: ``x`` ``(..., n, d)`` with ``d`` even, e.g. ``(batch, heads, n, head_dim)``;
-    ``positions`` ``(n,)`` (default ``0 .. n-1``) or broadcastable to ``x.shape[:-1]``.
+    ``positions`` ``(n,)`` (default ``0 .. n-1``) or with ``x.dim() - 1`` dimensions that
+    broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, n)`` for per-sequence positions.
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm.
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
-    if d % 2:
-        raise ValueError(f"the last dimension of x must be even to form pairs, got shape "
-                         f"{tuple(x.shape)}")
+    if d % 2 or d == 0:
+        raise ValueError(f"the last dimension of x must be even and >= 2 to form pairs, "
+                         f"got shape {tuple(x.shape)}")
     if positions is None:
         positions = torch.arange(n, device=x.device)
-    if not isinstance(positions, torch.Tensor):
-        raise ValueError(f"positions must be a torch.Tensor, got {type(positions).__name__}")
+    require_tensor("positions", positions)
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise ValueError(f"positions must be integer or real, got {positions.dtype}")
+    require_same_device(("x", x), ("positions", positions))
+    if positions.dim() not in (1, x.dim() - 1):
+        # (B, n) against x (B, h, n, d) would line B up with the heads: refuse, as for masks
+        raise ValueError(f"positions must have shape (n,) = ({n},), or x's tokens' "
+                         f"{x.dim() - 1} dimensions {tuple(x.shape[:-1])} (e.g. (B, 1, n) for "
+                         f"x (B, h, n, d)), got shape {tuple(positions.shape)}")
     try:
-        torch.broadcast_shapes(positions.shape, x.shape[:-1])
+        grown = torch.broadcast_shapes(positions.shape, x.shape[:-1]) != x.shape[:-1]
     except RuntimeError:
-        raise ValueError(f"positions of shape {tuple(positions.shape)} do not broadcast to "
-                         f"x's tokens {tuple(x.shape[:-1])}") from None
+        grown = True
+    if grown:
+        raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to x's "
+                         f"tokens {tuple(x.shape[:-1])} without growing them")
+    if positions.is_floating_point() and not torch.isfinite(positions).all():
+        raise ValueError("positions must be finite, got NaN or inf")
     # angles in float64 so that large positions keep their precision, then x's dtype
     omega = encoding_frequencies(d, base).to(x.device)
     angles = positions.to(torch.float64)[..., None] * omega  # (..., n, d/2)
@@ -84,13 +96,22 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Self-attention on ``x`` ``(B, n, embed_dim)`` with tokens at ``positions`` ``(n,)``.
+        """Self-attention on ``x`` ``(B, n, embed_dim)`` with tokens at ``positions`` ``(n,)``
+        (or ``(B, n)``, one row per sequence).
 
         ``mask`` as in :class:`mha.MultiHeadAttention`. Returns ``(output (B, n, embed_dim),
         weights (B, h, n, n))``.
         """
         self._check_inputs(x, x, x)
         batch, n, _ = x.shape
+        if positions is not None:
+            require_tensor("positions", positions)
+            if tuple(positions.shape) not in [(n,), (batch, n)]:
+                raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
+                                 f"{tuple(positions.shape)}")
+            positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
+        if mask is not None:
+            self._check_mask(mask, batch, n, n)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
         k = apply_rotary(self._split_heads(self.k_proj(x)), positions, self.base)
         v = self._split_heads(self.v_proj(x))

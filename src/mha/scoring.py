@@ -14,7 +14,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha._checks import require_float_tensor
+from mha._checks import (
+    check_allocation,
+    require_flag,
+    require_float_tensor,
+    require_int,
+    require_same_device,
+    require_same_dtype,
+)
 
 
 def additive_scores(
@@ -52,6 +59,10 @@ def additive_scores(
             f"w_k must have shape (d_k, hidden) = ({key.shape[-1]}, hidden) for key of shape "
             f"{tuple(key.shape)}, got {tuple(w_k.shape)}"
         )
+    named = [("query", query), ("key", key), ("w_q", w_q), ("w_k", w_k), ("w_v", w_v)]
+    named += [("bias", bias)] if bias is not None else []
+    require_same_dtype(*named)
+    require_same_device(*named)
     hidden = w_q.shape[1]
     if w_k.shape[1] != hidden or w_v.shape != (hidden,):
         raise ValueError(
@@ -69,6 +80,10 @@ def additive_scores(
             f"the batch dimensions of query {tuple(query.shape)} and key {tuple(key.shape)} "
             f"do not broadcast"
         ) from None
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    check_allocation("additive_scores' hidden layer",
+                     (*batch, query.shape[-2], key.shape[-2], hidden), query.dtype,
+                     "use fewer tokens or a smaller hidden size")
     # Project once per token, then pair every query with every key by broadcasting:
     # (..., n_q, 1, hidden) + (..., 1, n_k, hidden) -> (..., n_q, n_k, hidden).
     pairs = (query @ w_q).unsqueeze(-2) + (key @ w_k).unsqueeze(-3)
@@ -92,10 +107,10 @@ class AdditiveScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, bias: bool = True) -> None:
         super().__init__()
-        for name, size in [("query_dim", query_dim), ("key_dim", key_dim),
-                           ("hidden_dim", hidden_dim)]:
-            if not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        query_dim, key_dim = require_int("query_dim", query_dim), require_int("key_dim", key_dim)
+        hidden_dim, bias = require_int("hidden_dim", hidden_dim), require_flag("bias", bias)
+        check_allocation("AdditiveScore's weights", (max(query_dim, key_dim), hidden_dim),
+                         torch.get_default_dtype(), "use smaller sizes")
         # One bias for the hidden layer is enough: a second one (on the key side) would add to
         # the same sum, and a bias after w_v adds the same constant to a whole row of scores,
         # which the softmax ignores.

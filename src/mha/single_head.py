@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha._checks import require_float_tensor
+from mha._checks import (
+    check_allocation,
+    require_flag,
+    require_float_tensor,
+    require_int,
+    require_module_dtype,
+    require_optional_int,
+)
 from mha.attention import attention
 
 
@@ -35,13 +42,12 @@ class SelfAttention(nn.Module):
         bias: bool = False,
     ) -> None:
         super().__init__()
-        for name, size in [("embed_dim", embed_dim), ("key_dim", key_dim),
-                           ("value_dim", value_dim)]:
-            optional = size is None and name != "embed_dim"
-            # bool is an int in Python, but SelfAttention(True) is a bug
-            if not optional and (not isinstance(size, int) or isinstance(size, bool)
-                                 or size < 1):
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        embed_dim = require_int("embed_dim", embed_dim)
+        key_dim = require_optional_int("key_dim", key_dim)
+        value_dim = require_optional_int("value_dim", value_dim)
+        bias = require_flag("bias", bias)
+        check_allocation("SelfAttention's projections", (embed_dim, max(key_dim or embed_dim,
+                         value_dim or embed_dim)), torch.get_default_dtype(), "use smaller sizes")
         self.embed_dim = embed_dim
         self.key_dim = key_dim or embed_dim
         self.value_dim = value_dim or embed_dim
@@ -58,4 +64,5 @@ class SelfAttention(nn.Module):
                 f"x must have {self.embed_dim} features in its last dimension, "
                 f"got shape {tuple(x.shape)}"
             )
+        require_module_dtype("x", x, self)
         return attention(self.w_q(x), self.w_k(x), self.w_v(x), mask=mask)

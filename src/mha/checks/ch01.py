@@ -74,6 +74,10 @@ def causal_padding_mask(answer) -> None:
 @exercise_check("1.5")
 def nearest_key_features(answer) -> None:
     """Exercise 1.5: features that make dot-product attention pick the nearest key."""
+
+    def same(a, b):
+        return a.shape == b.shape and torch.allclose(a.double(), b.double())
+
     g = _generator(15)
     for trial in range(20):
         n_k = 2 + trial % 7
@@ -100,6 +104,15 @@ def nearest_key_features(answer) -> None:
                 raise Wrong(f"for the query {q[i, 0]:.3f} and the keys [{keys}], the largest "
                             f"weight falls on {k[chosen[i], 0]:.3f}, but the nearest key is "
                             f"{k[nearest[i], 0]:.3f}")
+        # Each token's features must be its own: reverse the keys and draw new queries (of
+        # another count); a key's row of features, and a query's, must come back unchanged.
+        q_new = torch.rand(4, 1, generator=g, dtype=torch.float64) * 4 - 2
+        _, k_rev_feat = answer(q_new.clone(), k.flip(0).clone())
+        q_rev_feat, _ = answer(q.flip(0).clone(), q_new.clone())
+        if not (same(k_rev_feat, k_feat.flip(0)) and same(q_rev_feat, q_feat.flip(0))):
+            raise Wrong("the features of a token changed when the other tokens changed: row j "
+                        "of key_features may depend on k_j only, row i of query_features on "
+                        "q_i only")
 
 
 @exercise_check("1.6")

@@ -23,8 +23,11 @@ def _cases_for_prefers_other() -> list[torch.Tensor]:
 def prefers_other(answer) -> None:
     """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
     for case, x in enumerate(_cases_for_prefers_other(), start=1):
-        _, weights = self_attention(x)
-        # the reference compares the softmax weights themselves, not the lemma's shortcut
+        # The reference compares the softmax weights themselves, not the lemma's shortcut. It
+        # computes the scores as (x x^T) / sqrt(C), so that equal dot products (exact for the
+        # integer tokens) give bit-equal scores and weights: a tie is a tie, not rounding.
+        scores = x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5  # (..., n, n)
+        weights = torch.softmax(scores, dim=-1)
         expected = weights > weights.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
         got = answer(x.clone())
         if not isinstance(got, torch.Tensor):
@@ -48,8 +51,11 @@ def prefers_other(answer) -> None:
 
 @exercise_check("2.4")
 def previous_token_projections(answer) -> None:
-    """``answer(n)`` must return ``(w_q, w_k)`` with which one-hot token i attends to i - 1."""
-    for n in (3, 5, 8):
+    """``answer(n)`` must return ``(w_q, w_k)`` with which one-hot token i attends to i - 1.
+
+    The exercise asks for every ``n >= 2``; the check tries sizes from 2 to 256.
+    """
+    for n in (2, 3, 5, 8, 13, 32, 100, 256):
         result = answer(n)
         if not (isinstance(result, tuple) and len(result) == 2):
             raise Wrong(f"n = {n}: expected a tuple (w_q, w_k), got {type(result).__name__}")

@@ -1,0 +1,94 @@
+"""Checks for the exercises of chapter 9 (multi-head attention in today's decoders)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mha.exercises import Wrong, exercise_check, expect_close
+from mha.kv_cache import KVCache
+from mha.multi_head import MultiHeadAttention
+
+
+@exercise_check("9.1")
+def cache_bytes(answer) -> None:
+    """``answer(layers, kv_heads, head_dim, tokens, bytes_per_number)`` -> the KV cache's bytes,
+    checked against caches that real layers fill."""
+    gen = torch.Generator().manual_seed(91)
+    for layers, heads, kv_heads, head_dim, tokens, dtype in [
+            (2, 4, 4, 8, 10, torch.float32), (3, 8, 2, 4, 7, torch.float64),
+            (1, 6, 1, 16, 33, torch.bfloat16), (4, 4, 2, 2, 1, torch.float16)]:
+        measured = 0
+        for _ in range(layers):  # one layer, one cache: fill it as a decoder would
+            layer = MultiHeadAttention(heads * head_dim, heads, num_kv_heads=kv_heads,
+                                       head_dim=head_dim).to(dtype)
+            measured += _filled_cache(layer, tokens, dtype, gen)
+        size = torch.empty((), dtype=dtype).element_size()
+        got = answer(layers, kv_heads, head_dim, tokens, size)
+        if not isinstance(got, int) or isinstance(got, bool):
+            raise Wrong(f"expected an int number of bytes, got {type(got).__name__}")
+        if got != measured:
+            raise Wrong(f"{layers} layers with {kv_heads} key/value heads of {head_dim} "
+                        f"features, {tokens} tokens in {dtype} ({size} bytes each): the caches "
+                        f"hold {measured} bytes, your formula gives {got}")
+
+
+def _filled_cache(layer: MultiHeadAttention, tokens: int, dtype, gen) -> int:
+    """The bytes a layer's KV cache holds after it has read ``tokens`` tokens."""
+    cache = KVCache()
+    x = torch.randn(1, tokens, layer.embed_dim, generator=gen).to(dtype)
+    with torch.no_grad():
+        layer(x, cache=cache, is_causal=True, need_weights=False)
+    return cache.nbytes
+
+
+@exercise_check("9.2")
+def gqa_attention(answer) -> None:
+    """``answer(q, k, v)`` with ``q`` ``(B, h, n, d)`` and ``k``, ``v`` ``(B, h_kv, n, d)`` ->
+    causal grouped-query attention ``(B, h, n, d)``, checked against PyTorch's fused kernel."""
+    gen = torch.Generator().manual_seed(92)
+    for heads, kv_heads in [(8, 2), (4, 1), (6, 3), (4, 4)]:
+        q = torch.randn(2, heads, 5, 4, generator=gen, dtype=torch.float64)
+        k = torch.randn(2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)
+        v = torch.randn(2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        got = answer(q.clone(), k.clone(), v.clone())
+        expect_close(f"{heads} query heads sharing {kv_heads} key/value heads", got, expected,
+                     atol=1e-9, rtol=1e-9)
+
+
+@exercise_check("9.3")
+def absorb_query(answer) -> None:
+    """``answer(q, w_uk)`` with ``q`` ``(B, h, n, d_h)`` and ``w_uk`` ``(h, d_h, d_c)`` ->
+    latent queries ``(B, h, n, d_c)`` whose dot products with the latents are the scores."""
+    gen = torch.Generator().manual_seed(93)
+    for heads, d_h, d_c in [(4, 8, 12), (2, 3, 5), (3, 6, 6)]:
+        q = torch.randn(2, heads, 4, d_h, generator=gen, dtype=torch.float64)
+        w_uk = torch.randn(heads, d_h, d_c, generator=gen, dtype=torch.float64)
+        latents = torch.randn(2, 7, d_c, generator=gen, dtype=torch.float64)
+        # the reference decompresses: k_{j,i} = W_UK,i c_j, then q . k
+        keys = torch.einsum("hdc,bjc->bhjd", w_uk, latents)
+        scores = q @ keys.transpose(-2, -1)  # (B, h, n, 7)
+        got = answer(q.clone(), w_uk.clone())
+        if not isinstance(got, torch.Tensor) or got.shape != (2, heads, 4, d_c):
+            raise Wrong(f"expected latent queries of shape (2, {heads}, 4, {d_c}), got "
+                        f"{tuple(getattr(got, 'shape', ())) or type(got).__name__}")
+        expect_close(f"the scores of the absorbed queries against the latents (h = {heads}, "
+                     f"d_h = {d_h}, d_c = {d_c})", got @ latents[:, None].transpose(-2, -1),
+                     scores, atol=1e-9, rtol=1e-9)
+
+
+@exercise_check("9.5")
+def mean_pool_kv(answer) -> None:
+    """``answer(weight, num_heads, num_kv_heads)`` with a key or value projection ``weight``
+    ``(num_heads * d, d_in)`` -> the mean-pooled ``(num_kv_heads * d, d_in)``."""
+    gen = torch.Generator().manual_seed(95)
+    for heads, kv_heads, d, d_in in [(8, 2, 4, 16), (4, 1, 3, 5), (6, 3, 2, 7), (4, 4, 2, 3)]:
+        weight = torch.randn(heads * d, d_in, generator=gen, dtype=torch.float64)
+        group = heads // kv_heads
+        expected = torch.stack([
+            sum(weight[(g * group + j) * d:(g * group + j + 1) * d] for j in range(group)) / group
+            for g in range(kv_heads)]).reshape(kv_heads * d, d_in)
+        got = answer(weight.clone(), heads, kv_heads)
+        expect_close(f"{heads} heads of size {d} pooled into {kv_heads}", got, expected,
+                     atol=1e-12, rtol=1e-12)

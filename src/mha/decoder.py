@@ -1,0 +1,234 @@
+"""A tiny GPT-style decoder on ``mha.MultiHeadAttention``: causal training, cached generation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha.kv_cache import KVCache
+from mha.latent_attention import MultiHeadLatentAttention
+from mha.multi_head import MultiHeadAttention
+
+
+class DecoderBlock(nn.Module):
+    r"""One pre-norm decoder block: ``x + Attn(LN(x))`` (causal), then ``x + MLP(LN(x))``.
+
+    ``attn`` is any of the course's self-attention layers that accepts
+    ``(x, is_causal=True, need_weights=False, cache=..., head_mask=...)``:
+    :class:`mha.MultiHeadAttention` (with or without ``num_kv_heads``) or
+    :class:`mha.MultiHeadLatentAttention`.
+    """
+
+    def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(embed_dim)
+        self.attn = attn
+        self.norm2 = nn.LayerNorm(embed_dim)
+        self.mlp = nn.Sequential(nn.Linear(embed_dim, mlp_dim), nn.GELU(),
+                                 nn.Linear(mlp_dim, embed_dim))
+
+    def forward(self, x: torch.Tensor, *, cache=None,
+                head_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``."""
+        attended, _ = self.attn(self.norm1(x), is_causal=True, need_weights=False, cache=cache,
+                                head_mask=head_mask)
+        x = x + attended
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyDecoder(nn.Module):
+    r"""A byte-level GPT: token and learned position embeddings, pre-norm causal blocks, and a
+    read-out tied to the token embedding.
+
+    ``logits = LN(block_L(... block_1(E[x] + P[positions]))) E^T``: at every position the
+    scores of the next token. Position ``i`` sees tokens ``0..i`` only (a causal mask), so one
+    forward pass trains all ``n`` next-token predictions of a sequence at once.
+
+    Args:
+        vocab_size: number of token values (256 for bytes).
+        max_len: the longest sequence (number of learned position vectors).
+        embed_dim: width d of the residual stream.
+        num_heads: query heads per layer.
+        num_kv_heads: key/value heads per layer (default ``num_heads``; 1 is multi-query).
+        num_layers: number of blocks.
+        mlp_dim: hidden width of the MLPs (default ``4 * embed_dim``).
+        make_attention: optional factory returning each block's attention layer (for
+            example a :class:`mha.MultiHeadLatentAttention`); default
+            ``MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_len: int,
+        *,
+        embed_dim: int = 64,
+        num_heads: int = 8,
+        num_kv_heads: int | None = None,
+        num_layers: int = 2,
+        mlp_dim: int | None = None,
+        make_attention: Callable[[], nn.Module] | None = None,
+    ) -> None:
+        super().__init__()
+        for name, size in [("vocab_size", vocab_size), ("max_len", max_len),
+                           ("embed_dim", embed_dim), ("num_layers", num_layers)]:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        if make_attention is None:
+            def make_attention():
+                return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
+        self.vocab_size, self.max_len = vocab_size, max_len
+        # small embeddings (GPT-2 draws them with standard deviation 0.02): the tied read-out
+        # then starts with logits near zero, a near-uniform prediction, instead of confidently
+        # wrong random ones
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
+        self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
+        self.blocks = nn.ModuleList(
+            DecoderBlock(make_attention(), embed_dim, mlp_dim or 4 * embed_dim)
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(embed_dim)
+
+    def new_caches(self) -> list:
+        """One empty cache per layer: a ``KVCache``, or a ``LatentCache`` for latent attention."""
+        return [block.attn.new_cache() if isinstance(block.attn, MultiHeadLatentAttention)
+                else KVCache() for block in self.blocks]
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        caches: list | None = None,
+        head_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        r"""Next-token scores ``(B, n, vocab_size)`` for integer ``tokens`` ``(B, n)``.
+
+        With ``caches`` (from :meth:`new_caches`), ``tokens`` continue the sequence the caches
+        hold: they sit at positions ``len(cache) ..``, and their keys and values are added to
+        the caches. ``head_mask``: gates of shape ``(layers, heads)``, layer ``l``'s heads
+        multiplied by row ``l`` (Michel et al. 2019).
+        """
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        past = 0 if caches is None else len(caches[0])
+        if tokens.dim() != 2 or tokens.shape[1] < 1 or past + tokens.shape[1] > self.max_len:
+            raise ValueError(f"tokens must have shape (batch, n) with 1 <= {past} + n <= "
+                             f"max_len = {self.max_len}, got {tuple(tokens.shape)}")
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ValueError(f"need one cache per layer ({len(self.blocks)}), got {len(caches)}")
+        if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
+                                      or head_mask.dim() != 2
+                                      or head_mask.shape[0] != len(self.blocks)):
+            raise ValueError(f"head_mask must have shape (layers, heads) with "
+                             f"{len(self.blocks)} layers, got "
+                             f"{tuple(getattr(head_mask, 'shape', ()))}")
+        n = tokens.shape[1]
+        x = self.token_embedding(tokens) + self.position_embedding[past:past + n]
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cache=None if caches is None else caches[layer],
+                      head_mask=None if head_mask is None else head_mask[layer])
+        return self.norm(x) @ self.token_embedding.weight.T  # read-out tied to the embedding
+
+
+def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of next-token scores ``(B, n, V)`` against targets ``(B, n)``, in nats."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+@torch.no_grad()
+def generate(
+    model: TinyDecoder,
+    prompt: torch.Tensor,
+    steps: int,
+    *,
+    use_cache: bool = True,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    r"""Extend ``prompt`` ``(B, n)`` by ``steps`` tokens, one at a time; returns ``(B, n + steps)``.
+
+    ``temperature=0`` picks the most likely token (greedy); otherwise tokens are sampled from
+    ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
+    through the model once and every later step feeds only the newest token, reading the
+    earlier keys and values from the caches; without it every step recomputes the whole
+    sequence. Both give the same tokens.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if not isinstance(temperature, (int, float)) or temperature < 0 or math.isnan(temperature):
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
+                         f"{tuple(getattr(prompt, 'shape', ()))}")
+    if prompt.shape[1] + steps > model.max_len:
+        raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
+                         f"max_len {model.max_len}")
+    was_training = model.training
+    model.eval()
+    tokens = prompt
+    caches = model.new_caches() if use_cache else None
+    new_input = prompt
+    for _ in range(steps):
+        logits = model(new_input if use_cache else tokens, caches=caches)[:, -1]  # (B, V)
+        if temperature == 0:
+            next_token = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+        else:
+            probs = torch.softmax(logits / temperature, dim=-1)
+            next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        new_input = next_token
+    model.train(was_training)
+    return tokens
+
+
+def train_decoder(
+    model: nn.Module,
+    data: torch.Tensor,
+    steps: int,
+    *,
+    batch_size: int = 16,
+    length: int = 64,
+    lr: float = 1e-2,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Train ``model`` to predict the next token of random windows of ``data`` (1-D tokens).
+
+    Adam with a cosine-decaying learning rate (:func:`mha.neighbour_task.train`), windows drawn
+    with a generator seeded by ``seed``. Returns the last batch's loss and the seconds taken.
+    """
+    from mha.neighbour_task import train
+    from mha.text_corpus import windows
+
+    generator = torch.Generator().manual_seed(seed)
+    return train(model, lambda step: windows(data, batch_size, length, generator), steps,
+                 lr=lr, forward=model)
+
+
+@torch.no_grad()
+def bits_per_byte(
+    model: nn.Module, data: torch.Tensor, *, length: int = 64, num_windows: int = 128,
+    head_mask: torch.Tensor | None = None,
+) -> float:
+    r"""Mean next-token loss in bits, ``-log2 p(x_{t+1} | x_{<=t})``, on fixed windows of ``data``.
+
+    The windows are the first ``num_windows`` non-overlapping stretches of ``length + 1``
+    tokens, so every model is scored on the same text. A model that knows nothing (uniform over
+    256 bytes) scores 8.
+    """
+    stride = length + 1
+    if num_windows * stride > data.numel():
+        raise ValueError(f"{num_windows} windows of {stride} tokens need {num_windows * stride} "
+                         f"tokens, data has {data.numel()}")
+    chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
+    was_training = model.training
+    model.eval()
+    logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
+                                                                   head_mask=head_mask)
+    model.train(was_training)
+    return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)

@@ -1,0 +1,203 @@
+"""Multi-head latent attention (DeepSeek-V2, 2024): keys and values from one small shared latent.
+
+Every token is compressed to a latent ``c = h W_DKV`` of ``latent_dim`` features; each head's
+key and value are read out of it, ``k_i = c W_UK,i`` and ``v_i = c W_UV,i``. Only ``c`` has to
+be cached, plus one small rotary key shared by all heads (the "decoupled" RoPE part, which
+carries the positions). Because ``q_i . (c W_UK,i) = (q_i W_UK,i^T) . c``, inference can fold
+``W_UK,i`` into the query ("absorb" it) and attend over the cached latents directly, never
+decompressing a key.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha._checks import require_float_tensor
+from mha.rotary import apply_rotary
+
+
+class LatentCache:
+    """What one MLA layer caches per token: the latent ``c`` and the shared rotary key.
+
+    ``latents``: ``(B, n, latent_dim)``; ``rope_keys``: ``(B, 1, n, rope_dim)`` (one head,
+    shared by all query heads), or None while empty. ``len(cache)`` is ``n``.
+    """
+
+    def __init__(self) -> None:
+        self.latents: torch.Tensor | None = None
+        self.rope_keys: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.latents is None else self.latents.shape[1]
+
+    def append(
+        self, latents: torch.Tensor, rope_keys: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``(B, n_new, latent_dim)`` latents and ``(B, 1, n_new, rope_dim)`` rotary keys;
+        return everything cached so far."""
+        if self.latents is None:
+            self.latents, self.rope_keys = latents, rope_keys
+        else:
+            self.latents = torch.cat([self.latents, latents], dim=1)
+            self.rope_keys = torch.cat([self.rope_keys, rope_keys], dim=2)
+        return self.latents, self.rope_keys
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: ``batch * n * (latent_dim + rope_dim) * element size``."""
+        if self.latents is None:
+            return 0
+        return self.latents.nbytes + self.rope_keys.nbytes
+
+
+class MultiHeadLatentAttention(nn.Module):
+    r"""Causal multi-head latent attention (DeepSeek-V2, section 2.1), batch first.
+
+    For token ``t`` with input ``x_t`` (``embed_dim``) and head ``i`` (``head_dim = d_h``):
+
+    - latent ``c_t = RMSNorm(x_t W_DKV)`` (``latent_dim = d_c``); ``k^C_{t,i} = c_t W_UK,i``,
+      ``v_{t,i} = c_t W_UV,i`` (``d_h`` each);
+    - queries ``q^C_{t,i} = x_t W_Q,i`` (``d_h``) and ``q^R_{t,i} = RoPE(x_t W_QR,i)``,
+      one shared rotary key ``k^R_t = RoPE(x_t W_KR)`` (``rope_dim = d_h^R``);
+    - ``o_{t,i} = sum_{j <= t} softmax_j([q^C; q^R] . [k^C_{j,i}; k^R_j] / sqrt(d_h + d_h^R))
+      v_{j,i}`` and the output ``[o_{t,1}, ..., o_{t,h}] W_O``.
+
+    The cache holds ``c_t`` and ``k^R_t``: ``d_c + d_h^R`` numbers per token and layer, against
+    ``2 h d_h`` for multi-head attention. (DeepSeek-V2 also compresses the queries, to save
+    activation memory in training; that does not touch the cache and is left out here.)
+    No biases, as in DeepSeek-V2. The RMS normalisation of the latent is in DeepSeek's code
+    (``kv_a_layernorm``), not in the paper's equations; it acts before anything is cached, so
+    the cache and the absorption are unchanged by it.
+
+    Args:
+        embed_dim: width of the input and output.
+        num_heads: number of query heads h.
+        latent_dim: d_c, the size of the cached latent.
+        rope_dim: d_h^R, the size of the decoupled rotary query and key (even).
+        head_dim: d_h; defaults to ``embed_dim // num_heads``.
+        base: the rotary base.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        latent_dim: int,
+        rope_dim: int,
+        head_dim: int | None = None,
+        base: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
+                           ("latent_dim", latent_dim), ("rope_dim", rope_dim),
+                           ("head_dim", head_dim)]:
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                                     or size < 1):
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        if rope_dim % 2:
+            raise ValueError(f"rope_dim must be even (RoPE rotates pairs), got {rope_dim}")
+        if head_dim is None:
+            if embed_dim % num_heads:
+                raise ValueError(f"embed_dim={embed_dim} is not divisible by "
+                                 f"num_heads={num_heads}; pass head_dim")
+            head_dim = embed_dim // num_heads
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
+        self.latent_dim, self.rope_dim, self.base = latent_dim, rope_dim, base
+        inner = num_heads * head_dim
+        self.kv_down = nn.Linear(embed_dim, latent_dim, bias=False)  # W_DKV
+        self.latent_norm = nn.RMSNorm(latent_dim, eps=1e-6)
+        self.k_up = nn.Linear(latent_dim, inner, bias=False)  # W_UK, all heads side by side
+        self.v_up = nn.Linear(latent_dim, inner, bias=False)  # W_UV
+        self.q_proj = nn.Linear(embed_dim, inner, bias=False)  # W_Q
+        self.q_rope = nn.Linear(embed_dim, num_heads * rope_dim, bias=False)  # W_QR
+        self.k_rope = nn.Linear(embed_dim, rope_dim, bias=False)  # W_KR, one for all heads
+        self.out_proj = nn.Linear(inner, embed_dim, bias=False)  # W_O
+
+    @staticmethod
+    def new_cache() -> LatentCache:
+        """An empty cache for this layer."""
+        return LatentCache()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        cache: LatentCache | None = None,
+        absorb: bool = False,
+        head_mask: torch.Tensor | None = None,
+        is_causal: bool = True,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, None]:
+        r"""Causal self-attention on ``x`` ``(B, n, embed_dim)``; returns ``(output, None)``.
+
+        With ``cache``, ``x`` holds the next ``n`` tokens: their latents and rotary keys are
+        appended and they attend over everything cached (query ``i`` sits at position
+        ``len(cache) + i``). ``absorb=True`` computes the same output without decompressing
+        keys or values: each query is multiplied by ``W_UK,i^T`` and attends over the latents
+        (one key/value "head" of size ``d_c`` shared by all heads, as in multi-query attention),
+        and ``W_UV,i`` is applied after the weighted sum. ``head_mask`` gates heads as in
+        :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
+        False (the arguments exist so a decoder block can call any of the course's layers
+        alike).
+        """
+        require_float_tensor("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(f"x must have shape (batch, tokens, {self.embed_dim}), "
+                             f"got {tuple(x.shape)}")
+        if not is_causal or need_weights:
+            raise ValueError("MultiHeadLatentAttention is causal self-attention without "
+                             "weights: is_causal must be True and need_weights False")
+        if cache is not None and not isinstance(cache, LatentCache):
+            raise ValueError(f"cache must be a LatentCache, got {type(cache).__name__}")
+        batch, n, _ = x.shape
+        h, d, r = self.num_heads, self.head_dim, self.rope_dim
+        past = 0 if cache is None else len(cache)
+        positions = torch.arange(past, past + n, device=x.device)
+
+        latents = self.latent_norm(self.kv_down(x))  # (B, n, d_c)
+        rope_keys = apply_rotary(self.k_rope(x)[:, None], positions, self.base)  # (B, 1, n, r)
+        if cache is not None:
+            latents, rope_keys = cache.append(latents, rope_keys)
+        n_k = latents.shape[1]
+        q = self.q_proj(x).view(batch, n, h, d).transpose(1, 2)  # (B, h, n, d_h)
+        q_rope = self.q_rope(x).view(batch, n, h, r).transpose(1, 2)  # (B, h, n, r)
+        q_rope = apply_rotary(q_rope, positions, self.base)
+        # query i (at position past + i) sees keys 0 .. past + i
+        mask = torch.ones(n, n_k, dtype=torch.bool, device=x.device).tril(diagonal=n_k - n)
+        scale = 1.0 / math.sqrt(d + r)
+
+        if absorb:
+            w_uk = self.k_up.weight.view(h, d, self.latent_dim)  # (h, d_h, d_c)
+            w_uv = self.v_up.weight.view(h, d, self.latent_dim)  # (h, d_h, d_c)
+            q_latent = torch.einsum("bhnd,hdc->bhnc", q, w_uk)  # (B, h, n, d_c) = q W_UK^T
+            queries = torch.cat([q_latent, q_rope], dim=-1)  # (B, h, n, d_c + r)
+            keys = torch.cat([latents[:, None], rope_keys], dim=-1)  # (B, 1, n_k, d_c + r)
+            mixed = F.scaled_dot_product_attention(
+                queries, keys.expand(batch, h, n_k, -1),
+                latents[:, None].expand(batch, h, n_k, -1), attn_mask=mask, scale=scale,
+            )  # (B, h, n, d_c): weighted sums of latents
+            heads = torch.einsum("bhnc,hdc->bhnd", mixed, w_uv)  # (B, h, n, d_h)
+        else:
+            k = self.k_up(latents).view(batch, n_k, h, d).transpose(1, 2)  # (B, h, n_k, d_h)
+            v = self.v_up(latents).view(batch, n_k, h, d).transpose(1, 2)  # (B, h, n_k, d_h)
+            queries = torch.cat([q, q_rope], dim=-1)  # (B, h, n, d_h + r)
+            keys = torch.cat([k, rope_keys.expand(batch, h, n_k, r)], dim=-1)
+            heads = F.scaled_dot_product_attention(queries, keys, v, attn_mask=mask,
+                                                   scale=scale)  # (B, h, n, d_h)
+
+        if head_mask is not None:
+            if tuple(head_mask.shape) not in [(h,), (batch, h)]:
+                raise ValueError(f"head_mask must have shape ({h},) or ({batch}, {h}), got "
+                                 f"{tuple(head_mask.shape)}")
+            heads = heads * head_mask.reshape(-1, h, 1, 1)
+        merged = heads.transpose(1, 2).reshape(batch, n, h * d)  # (B, n, h d_h)
+        return self.out_proj(merged), None
+
+    def cache_numbers_per_token(self) -> int:
+        """Numbers this layer caches per token: ``latent_dim + rope_dim``."""
+        return self.latent_dim + self.rope_dim

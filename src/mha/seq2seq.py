@@ -1,0 +1,218 @@
+"""A tiny encoder-decoder (the chapter-7 encoder plus a decoder with cross-attention) and a
+translation-like toy task, to compare pruning in the three kinds of attention (Michel et al.).
+
+The task. A source "sentence" holds ``n`` words ``x_1 ... x_n`` from a vocabulary of ``V``.
+Its "translation" has ``n`` words ``y_1 ... y_n``: the sentence is reversed, every word is
+looked up in a fixed random dictionary ``T`` (a permutation of ``0..V-1``), and gets an
+inflection bit ``b_i`` that agrees with the source word's left neighbour and with the target
+word two places back:
+
+    y_i = 2 T[w_i] + b_i,   w_i = x_{n+1-i},   b_i = (x_{n-i} mod 2) XOR (y_{i-2} mod 2),
+
+with ``x_0 = 0`` and ``y_{-1} = y_0 = 0``. Each kind of attention has a job: the
+encoder-decoder attention fetches ``w_i`` (and can fetch its neighbour), the encoder's
+self-attention can bring the neighbour's parity to ``w_i``, and the decoder's self-attention
+reads ``y_{i-2}``, two tokens back in its own input.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from mha.encoder import EncoderBlock
+from mha.multi_head import MultiHeadAttention
+
+#: The three kinds of attention of an encoder-decoder, in the order of ``head_mask`` rows.
+KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder attention")
+
+
+def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
+    """The fixed random dictionary ``T``: a permutation of ``0..vocab_size-1``."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
+        raise ValueError(f"vocab_size must be an int >= 2, got {vocab_size!r}")
+    return torch.randperm(vocab_size, generator=torch.Generator().manual_seed(seed))
+
+
+def translate(source: torch.Tensor, dictionary: torch.Tensor) -> torch.Tensor:
+    """The translation ``y`` ``(B, n)`` of ``source`` ``(B, n)`` (values in ``0..2V-1``)."""
+    if (not isinstance(source, torch.Tensor) or source.dim() != 2
+            or source.is_floating_point()):
+        raise ValueError(f"source must be an integer tensor of shape (batch, n), got "
+                         f"{tuple(getattr(source, 'shape', ()))}")
+    words = source.flip(1)  # w_i = x_{n+1-i}: (B, n)
+    # the left neighbour of w_i in the source, x_{n-i}, is the next entry of the flipped row
+    neighbours = torch.cat([words[:, 1:], torch.zeros_like(words[:, :1])], dim=1)
+    target = torch.zeros_like(source)
+    for i in range(source.shape[1]):
+        two_back = target[:, i - 2] if i >= 2 else torch.zeros_like(words[:, 0])
+        bit = (neighbours[:, i] % 2) ^ (two_back % 2)
+        target[:, i] = 2 * dictionary[words[:, i]] + bit
+    return target
+
+
+def translation_batch(
+    batch_size: int, seq_len: int, dictionary: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random source sentences and their translations, ready for teacher forcing.
+
+    Returns ``(source, target_in, target_out)``, each ``(B, n)``: ``target_in`` is the
+    translation shifted right behind a start symbol ``2V`` (what the decoder reads) and
+    ``target_out`` the translation itself (what it must predict at each position). The
+    decoder therefore needs ``2V + 1`` input symbols and ``2V`` classes.
+    """
+    for name, value in [("batch_size", batch_size), ("seq_len", seq_len)]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise ValueError(f"{name} must be an int >= 2, got {value!r}")
+    vocab = dictionary.numel()
+    source = torch.randint(vocab, (batch_size, seq_len), generator=generator)
+    target = translate(source, dictionary)
+    start = torch.full((batch_size, 1), 2 * vocab)
+    return source, torch.cat([start, target[:, :-1]], dim=1), target
+
+
+class CrossDecoderBlock(nn.Module):
+    r"""A pre-norm decoder block with cross-attention:
+    ``y + SelfAttn(LN(y))`` (causal), ``y + CrossAttn(LN(y), memory)``, ``y + MLP(LN(y))``."""
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(embed_dim)
+        self.self_attn = MultiHeadAttention(embed_dim, num_heads)
+        self.norm2 = nn.LayerNorm(embed_dim)
+        self.cross_attn = MultiHeadAttention(embed_dim, num_heads)
+        self.norm3 = nn.LayerNorm(embed_dim)
+        self.mlp = nn.Sequential(nn.Linear(embed_dim, mlp_dim), nn.GELU(),
+                                 nn.Linear(mlp_dim, embed_dim))
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor,
+                self_gates: torch.Tensor | None = None,
+                cross_gates: torch.Tensor | None = None) -> torch.Tensor:
+        """``y``: ``(B, n_y, d)``; ``memory``: the encoder's output ``(B, n_x, d)``."""
+        y = y + self.self_attn(self.norm1(y), is_causal=True, need_weights=False,
+                               head_mask=self_gates)[0]
+        y = y + self.cross_attn(self.norm2(y), memory, need_weights=False,
+                                head_mask=cross_gates)[0]
+        return y + self.mlp(self.norm3(y))
+
+
+class TinyTranslator(nn.Module):
+    r"""An encoder-decoder transformer: ``num_layers`` chapter-7 encoder blocks
+    (:class:`mha.EncoderBlock`) over the source, ``num_layers`` decoder blocks with causal
+    self-attention and cross-attention over the target, learned positions, a linear read-out.
+
+    ``forward(source, target_in, head_mask)`` returns scores ``(B, n_y, num_classes)``;
+    ``head_mask`` ``(3, layers, heads)`` gates the heads of the three kinds of attention,
+    in the order of :data:`KINDS`.
+    """
+
+    def __init__(
+        self,
+        source_vocab: int,
+        target_vocab: int,
+        num_classes: int,
+        max_len: int,
+        *,
+        embed_dim: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        mlp_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, size in [("source_vocab", source_vocab), ("target_vocab", target_vocab),
+                           ("num_classes", num_classes), ("max_len", max_len),
+                           ("num_layers", num_layers)]:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        mlp_dim = mlp_dim or 2 * embed_dim
+        self.num_layers, self.num_heads, self.max_len = num_layers, num_heads, max_len
+        self.source_embedding = nn.Embedding(source_vocab, embed_dim)
+        self.target_embedding = nn.Embedding(target_vocab, embed_dim)
+        self.source_positions = nn.Parameter(torch.randn(max_len, embed_dim))
+        self.target_positions = nn.Parameter(torch.randn(max_len, embed_dim))
+        self.encoder = nn.ModuleList(EncoderBlock(embed_dim, num_heads, mlp_dim)
+                                     for _ in range(num_layers))
+        self.encoder_norm = nn.LayerNorm(embed_dim)
+        self.decoder = nn.ModuleList(CrossDecoderBlock(embed_dim, num_heads, mlp_dim)
+                                     for _ in range(num_layers))
+        self.norm = nn.LayerNorm(embed_dim)
+        self.readout = nn.Linear(embed_dim, num_classes)
+
+    def forward(
+        self,
+        source: torch.Tensor,
+        target_in: torch.Tensor,
+        head_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Scores ``(B, n_y, num_classes)`` for ``source`` ``(B, n_x)`` and ``target_in``
+        ``(B, n_y)``; ``head_mask`` ``(3, layers, heads)`` as in the class docstring."""
+        for name, tokens in [("source", source), ("target_in", target_in)]:
+            if (not isinstance(tokens, torch.Tensor) or tokens.is_floating_point()
+                    or tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len):
+                raise ValueError(f"{name} must be an integer tensor of shape (batch, n) with "
+                                 f"n <= {self.max_len}, got "
+                                 f"{tuple(getattr(tokens, 'shape', ()))}")
+        shape = (len(KINDS), self.num_layers, self.num_heads)
+        if head_mask is None:
+            head_mask = torch.ones(shape)
+        elif not isinstance(head_mask, torch.Tensor) or tuple(head_mask.shape) != shape:
+            raise ValueError(f"head_mask must have shape {shape} (kinds, layers, heads), got "
+                             f"{tuple(getattr(head_mask, 'shape', ()))}")
+        encoder_gates, self_gates, cross_gates = head_mask.unbind(0)
+
+        x = self.source_embedding(source) + self.source_positions[: source.shape[1]]
+        for block, gates in zip(self.encoder, encoder_gates, strict=True):
+            x, _ = block(x, head_mask=gates)
+        memory = self.encoder_norm(x)
+        y = self.target_embedding(target_in) + self.target_positions[: target_in.shape[1]]
+        for block, s_gates, c_gates in zip(self.decoder, self_gates, cross_gates, strict=True):
+            y = block(y, memory, self_gates=s_gates, cross_gates=c_gates)
+        return self.readout(self.norm(y))
+
+
+def kind_importance(
+    model: TinyTranslator, batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+) -> torch.Tensor:
+    r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
+    ``(3, layers, heads)`` (kinds in the order of :data:`KINDS`), each layer's scores divided
+    by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
+    from mha.neighbour_task import cross_entropy
+
+    shape = (len(KINDS), model.num_layers, model.num_heads)
+    total = torch.zeros(shape)
+    for source, target_in, target_out in batches:
+        gates = torch.ones(shape, requires_grad=True)
+        loss = cross_entropy(model(source, target_in, gates), target_out)
+        (grad,) = torch.autograd.grad(loss, gates)
+        total += grad.abs()
+    return total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)
+
+
+@torch.no_grad()
+def kind_pruning_curves(
+    model: TinyTranslator,
+    importance: torch.Tensor,
+    source: torch.Tensor,
+    target_in: torch.Tensor,
+    target_out: torch.Tensor,
+) -> dict[str, list[float]]:
+    """For each kind of attention, the accuracy on ``(source, target_in, target_out)`` as its
+    heads are removed one by one, least important first, the other kinds left intact.
+
+    Returns ``{kind: [accuracy with 0 heads removed, 1, ..., all]}`` (Michel et al.'s
+    experiment of pruning each kind of attention separately).
+    """
+    from mha.pruning_curves import pruning_order
+
+    def accuracy(gates):
+        return (model(source, target_in, gates).argmax(-1) == target_out).double().mean().item()
+
+    curves = {}
+    for kind, name in enumerate(KINDS):
+        gates = torch.ones(importance.shape)
+        curve = [accuracy(gates)]
+        for layer, head in pruning_order(importance[kind]):
+            gates[kind, layer, head] = 0.0
+            curve.append(accuracy(gates))
+        curves[name] = curve
+    return curves

@@ -1,0 +1,136 @@
+"""Every attention path follows one rule for masks, NaN and inf (the docstring of mha.attention).
+
+The paths: ``mha.attention`` (weights in the open), ``MultiHeadAttention`` with
+``need_weights=False`` (PyTorch's fused kernel), ``mha.chunked_attention``, and the rotary and
+ALiBi variants. On random inputs with random masks, fully masked rows, NaN and inf:
+
+- a fully masked query gets zero weights and a zero output on every path;
+- every other output is finite on one path exactly where it is finite on the others, and the
+  finite values agree (to rounding);
+- on finite inputs, outputs equal ``F.scaled_dot_product_attention`` (an independent reference)
+  everywhere but the fully masked rows.
+"""
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha
+
+# large but finite: their products (up to 4e30) stay inside float32, whose overflow is the one
+# thing the rule leaves to each path (see mha.attention)
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 1e15, -1e15]
+
+
+def same_rule(a: torch.Tensor, b: torch.Tensor) -> None:
+    assert a.shape == b.shape
+    finite = torch.isfinite(a)
+    assert torch.equal(finite, torch.isfinite(b)), "the paths disagree on which outputs are finite"
+    torch.testing.assert_close(a[finite], b[finite], atol=1e-5, rtol=1e-4)
+
+
+@st.composite
+def problems(draw, causal_only: bool = False, rotary: bool = False):
+    """(q, k, v, mask, kind, blocked): (B, h, n, d) tensors, a mask, its kind, and the fully
+    masked queries (None without a mask)."""
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    batch, heads = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    n_q = draw(st.integers(1, 6))
+    n_k = n_q if causal_only or rotary else draw(st.integers(1, 6))
+    d = 2 * draw(st.integers(1, 2)) if rotary else draw(st.integers(1, 4))
+    q, k, v = (torch.randn(batch, heads, n, d, generator=g) for n in (n_q, n_k, n_k))
+    for tensor in (q, k, v):  # a few NaN, inf or huge entries, anywhere
+        for _ in range(draw(st.integers(0, 2))):
+            index = tuple(draw(st.integers(0, s - 1)) for s in tensor.shape)
+            tensor[index] = draw(st.sampled_from(SPECIAL))
+    kinds = ["bool", "float", "alibi"] if rotary else ["none", "bool", "float", "alibi"]
+    kind = "causal" if causal_only else draw(st.sampled_from(kinds))
+    mask, allowed = None, torch.ones(n_q, n_k, dtype=torch.bool)
+    if kind == "causal":
+        allowed = allowed.tril()
+    if kind in ("bool", "float", "alibi"):
+        allowed = torch.rand(batch, 1, n_q, n_k, generator=g) < draw(st.floats(0.2, 1.0))
+        blocked_rows = torch.rand(batch, 1, n_q, 1, generator=g) < 0.3
+        allowed = allowed & ~blocked_rows  # some queries see no key at all
+        mask = allowed
+    if kind == "float":  # 0 / -inf, and now and then a NaN in the mask itself
+        mask = torch.zeros(allowed.shape).masked_fill(~allowed, -float("inf"))
+        if draw(st.booleans()):
+            mask[tuple(draw(st.integers(0, s - 1)) for s in mask.shape)] = float("nan")
+    if kind == "alibi":  # ALiBi's biases, with the random -inf on top
+        bias = mha.alibi_bias(heads, max(n_q, n_k), causal=False)[:, :n_q, :n_k]
+        mask = bias.masked_fill(~allowed, -float("inf"))
+    blocked = None
+    if mask is not None:  # fully masked: all False, or all -inf (a NaN is not a mask)
+        blocked = ~mask.any(-1, keepdim=True) if mask.dtype == torch.bool else \
+            (mask == -float("inf")).all(-1, keepdim=True)
+    return q, k, v, mask, kind, blocked
+
+
+def fused(q, k, v, mask):
+    """The fused path of MultiHeadAttention on per-head inputs (projections are the identity)."""
+    batch, heads, n_q, d = q.shape
+    layer = mha.MultiHeadAttention(heads * d, heads, bias=False)
+    return layer._fused_attention(q, k, v, mask, False, 0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_attention_and_the_fused_path_follow_one_rule(problem):
+    q, k, v, mask, kind, blocked = problem
+    out, weights = mha.attention(q, k, v, mask=mask)
+    same_rule(out, fused(q, k, v, mask))
+    if blocked is not None:
+        assert (out.masked_select(blocked.expand_as(out)) == 0).all()
+        assert (weights.masked_select(blocked.expand_as(weights)) == 0).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems(causal_only=True), st.integers(1, 4), st.booleans())
+def test_chunked_attention_follows_the_rule_of_attention(problem, chunk_size, causal):
+    q, k, v, _, _, _ = problem
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril() if causal else None
+    expected, _ = mha.attention(q, k, v, mask=mask)
+    same_rule(mha.chunked_attention(q, k, v, chunk_size=chunk_size, causal=causal), expected)
+    # the causal kernel of MultiHeadAttention's fused path too
+    layer = mha.MultiHeadAttention(q.shape[1] * q.shape[-1], q.shape[1], bias=False)
+    same_rule(layer._fused_attention(q, k, v, None, causal, 0.0), expected)
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems())
+def test_finite_inputs_match_scaled_dot_product_attention(problem):
+    q, k, v, mask, kind, blocked = problem
+    q, k, v = (torch.nan_to_num(t, nan=0.0, posinf=3.0, neginf=-3.0).clamp(-3, 3)
+               for t in (q, k, v))
+    if mask is not None and mask.is_floating_point():
+        mask = torch.nan_to_num(mask, nan=0.0, posinf=0.0, neginf=-float("inf"))
+    out, _ = mha.attention(q, k, v, mask=mask)
+    reference = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                               attn_mask=None if mask is None else (
+                                                   mask if mask.dtype == torch.bool
+                                                   else mask.double()))
+    if blocked is not None:
+        reference = reference.masked_fill(blocked, 0.0)  # the course's rule for those rows
+    torch.testing.assert_close(out.double(), reference, atol=1e-5, rtol=1e-4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems(rotary=True))
+def test_rotary_attention_follows_the_rule(problem):
+    """RotaryMultiHeadAttention: a fully masked query's heads are zero, nothing else hidden."""
+    q, k, v, mask, kind, blocked = problem
+    batch, heads, n, d = q.shape
+    torch.manual_seed(0)
+    layer = mha.RotaryMultiHeadAttention(heads * d, heads, bias=False)
+    x = q.transpose(1, 2).reshape(batch, n, heads * d)  # (B, n, h d)
+    out, _ = layer(x, mask=mask)
+    rotate = [mha.apply_rotary(layer._split_heads(p(x))) for p in (layer.q_proj, layer.k_proj)]
+    heads_out, _ = mha.attention(*rotate, layer._split_heads(layer.v_proj(x)), mask=mask)
+    merged = heads_out.transpose(1, 2).reshape(batch, n, heads * d)  # (B, n, h d)
+    same_rule(out, layer.out_proj(merged))
+    if blocked is not None:  # zero heads, and no output bias: zero rows
+        rows = blocked.all(dim=1).squeeze(-1)  # (B, n)
+        assert (out[rows] == 0).all()

@@ -1,0 +1,70 @@
+"""Bad input, tried as a student would: each call gives a clear error or a documented result.
+
+The table is ``tests/bad_inputs.py``; ``tools/bad_input_tally.py`` counts its outcomes for any
+version of ``mha``. A row that expects an error asserts its class and that the message holds
+the row's words (the argument's name, and what was received); a row that expects a result
+asserts the documented result.
+"""
+
+import pytest
+import torch
+from bad_inputs import CASES, LAPTOP, Bad
+
+import mha
+
+
+def test_the_table_is_large_and_its_ids_unique():
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+    assert len(CASES) >= 146
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input(case: Bad):
+    if case.error is None:
+        assert case.check(case.call()), f"{case.id}: not the documented result"
+        return
+    with pytest.raises(case.error) as raised:
+        case.call()
+    message = str(raised.value).lower()
+    missing = [word for word in case.words if word.lower() not in message]
+    assert not missing, f"{case.id}: message {str(raised.value)!r} lacks {missing}"
+
+
+def test_memory_errors_are_also_value_and_memory_errors():
+    assert issubclass(mha.MemoryBudgetError, MemoryError)
+    assert issubclass(mha.MemoryBudgetError, ValueError)
+
+
+def test_default_budget_allows_chapter_6_on_a_24_gib_machine_and_stops_40000_on_a_laptop():
+    """Chapter 6 forms float32 scores at n = 16384 (1 GiB); n = 40000 needs 5.96 GiB."""
+    from mha._checks import DEFAULT_FRACTION, check_allocation
+
+    with mha.memory_budget(int(24 * 2**30 * DEFAULT_FRACTION)):  # this machine's default
+        check_allocation("scores", (16384, 16384), torch.float32)
+        with pytest.raises(mha.MemoryBudgetError, match=r"5\.96 GiB"):
+            check_allocation("scores", (40000, 40000), torch.float32)
+    with mha.memory_budget(int(8 * 2**30 * DEFAULT_FRACTION)):  # an 8 GiB laptop
+        check_allocation("scores", (16384, 16384), torch.float32)  # exactly 1 GiB: allowed
+        with pytest.raises(mha.MemoryBudgetError):
+            check_allocation("scores", (16385, 16384), torch.float32)
+
+
+def test_budget_is_overridable_and_restored():
+    before = mha.get_memory_budget()
+    q = torch.zeros(1, 300, 2)
+    with mha.memory_budget(300 * 300 * 4 - 1):
+        assert mha.get_memory_budget() == 300 * 300 * 4 - 1
+        with pytest.raises(mha.MemoryBudgetError, match="chunked_attention"):
+            mha.attention(q, q, q)
+        mha.chunked_attention(q, q, q, chunk_size=64)  # never forms the (300, 300) scores
+    assert mha.get_memory_budget() == before
+    mha.attention(q, q, q)  # the default budget allows it
+    previous = mha.set_memory_budget(LAPTOP)
+    try:
+        assert mha.get_memory_budget() == LAPTOP
+    finally:
+        mha.set_memory_budget(previous)
+    assert mha.get_memory_budget() == before
+    with pytest.raises(ValueError, match="nbytes"):
+        mha.set_memory_budget(-1)

@@ -1,0 +1,123 @@
+"""The chapter-9 decoder: causal training is parallel, cached generation equals recomputation."""
+
+import pytest
+import torch
+
+import mha
+from mha import text_corpus
+
+
+def small_decoder(kind: str, dtype=torch.float64) -> mha.TinyDecoder:
+    torch.manual_seed(0)
+    sizes = dict(embed_dim=32, num_heads=4, num_layers=2, mlp_dim=64)
+    if kind == "mla":
+        return mha.TinyDecoder(256, 48, make_attention=lambda: mha.MultiHeadLatentAttention(
+            32, 4, latent_dim=16, rope_dim=4), **sizes).to(dtype).eval()
+    kv = {"mha": 4, "gqa": 2, "mqa": 1}[kind]
+    return mha.TinyDecoder(256, 48, num_kv_heads=kv, **sizes).to(dtype).eval()
+
+
+@pytest.mark.claim("9.1")
+def test_one_causal_pass_gives_every_prefix_prediction():
+    """Training is parallel: position i of one pass equals the last position of a pass over
+    the prefix x_0..x_i alone, so the n next-token losses need one forward pass, not n."""
+    model = small_decoder("mha")
+    tokens = torch.randint(256, (2, 20), generator=torch.Generator().manual_seed(1))
+    full = model(tokens)
+    for i in range(20):
+        torch.testing.assert_close(full[:, i], model(tokens[:, : i + 1])[:, -1],
+                                   rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("9.2")
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mqa", "mla"])
+def test_cached_decoding_equals_recomputing_the_prefix(kind):
+    model = small_decoder(kind)
+    tokens = torch.randint(256, (3, 30), generator=torch.Generator().manual_seed(2))
+    caches = model.new_caches()
+    pieces = [model(tokens[:, :11], caches=caches)]  # the prompt at once, then one at a time
+    pieces += [model(tokens[:, i:i + 1], caches=caches) for i in range(11, 30)]
+    torch.testing.assert_close(torch.cat(pieces, 1), model(tokens), rtol=0, atol=1e-12)
+    assert all(len(cache) == 30 for cache in caches)
+
+
+@pytest.mark.claim("9.2")
+@pytest.mark.parametrize("kind", ["mha", "gqa", "mla"])
+def test_greedy_generation_is_identical_with_and_without_cache(kind):
+    model = small_decoder(kind, torch.float32)
+    prompt = torch.randint(256, (2, 6), generator=torch.Generator().manual_seed(3))
+    with_cache = mha.generate(model, prompt, 40)
+    assert torch.equal(with_cache, mha.generate(model, prompt, 40, use_cache=False))
+    assert torch.equal(with_cache[:, :6], prompt)
+
+
+def test_sampling_is_reproducible_with_a_seeded_generator():
+    model = small_decoder("gqa", torch.float32)
+    prompt = torch.zeros(1, 1, dtype=torch.int64)
+    a = mha.generate(model, prompt, 20, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    b = mha.generate(model, prompt, 20, temperature=1.0, generator=torch.Generator().manual_seed(0),
+                     use_cache=False)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.claim("9.3")
+@pytest.mark.parametrize("kind,kv_heads", [("mha", 4), ("gqa", 2), ("mqa", 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cache_bytes_are_two_layers_kv_heads_head_dim_tokens_bytes(kind, kv_heads, dtype):
+    model = small_decoder(kind, dtype)
+    caches = model.new_caches()
+    with torch.no_grad():
+        model(torch.randint(256, (2, 13)), caches=caches)
+        model(torch.randint(256, (2, 1)), caches=caches)
+    measured = sum(cache.nbytes for cache in caches)
+    size = torch.tensor([], dtype=dtype).element_size()
+    assert measured == 2 * 2 * kv_heads * 8 * 14 * 2 * size  # 2 (K, V) x layers x ... x batch
+    assert measured == mha.cost.kv_cache_bytes(2, kv_heads, 8, 14, batch=2, dtype=dtype)
+
+
+def test_text_corpus_round_trip_and_shifted_targets():
+    text = text_corpus.reference_text()
+    assert len(text) > 100_000 and "assert" in text
+    sample = "naïve café: x = 1"
+    assert text_corpus.decode(text_corpus.encode(sample)) == sample
+    data = text_corpus.encode(text[:5000])
+    x, y = text_corpus.windows(data, 4, 32, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 32)
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    train, held_out = mha.text_splits()
+    assert train.numel() + held_out.numel() == len(text.encode("utf-8"))
+
+
+def test_bits_per_byte_of_a_uniform_model_is_eight():
+    class Uniform(torch.nn.Module):
+        def forward(self, tokens):
+            return torch.zeros(*tokens.shape, 256)
+
+    data = torch.randint(256, (2000,))
+    assert mha.bits_per_byte(Uniform(), data, length=16, num_windows=8) == pytest.approx(8.0)
+
+
+def test_training_lowers_the_loss():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 32, embed_dim=32, num_heads=4, num_layers=1, mlp_dim=64)
+    data = text_corpus.encode(text_corpus.reference_text()[:20000])
+    before = mha.bits_per_byte(model, data, length=32, num_windows=32)
+    mha.train_decoder(model, data, 60, batch_size=8, length=32, lr=1e-2)
+    after = mha.bits_per_byte(model, data, length=32, num_windows=32)
+    assert after < before - 2.0  # from about 8 bits (uniform) to the byte frequencies
+
+
+def test_bad_input_raises_value_error():
+    model = small_decoder("mha", torch.float32)
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 49, dtype=torch.int64))
+    with pytest.raises(ValueError, match="integer tensor"):
+        model(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="exceeds the model's max_len"):
+        mha.generate(model, torch.zeros(1, 40, dtype=torch.int64), 9)
+    with pytest.raises(ValueError, match="temperature"):
+        mha.generate(model, torch.zeros(1, 4, dtype=torch.int64), 2, temperature=-1.0)
+    with pytest.raises(ValueError, match="one cache per layer"):
+        model(torch.zeros(1, 4, dtype=torch.int64), caches=[mha.KVCache()])
+    with pytest.raises(ValueError, match="length"):
+        text_corpus.windows(torch.arange(10), 2, 10, torch.Generator())

@@ -1,0 +1,91 @@
+"""Chapter 9's experiments on the trained decoder: pooling key/value heads (Ainslie et al.'s
+conversion to grouped-query attention), brief uptraining, and pruning at the same cache size."""
+
+import copy
+
+import pytest
+import torch
+
+import mha
+from mha.decoder import language_model_loss
+from mha.text_corpus import windows
+from mha.trained_models import DECODER_RECIPE as R
+
+UP_STEPS = R["steps"] // 20  # 5% of the original training, as in Ainslie et al.
+
+
+def pooled(net, kv_heads):
+    smaller = copy.deepcopy(net)
+    for block in smaller.blocks:
+        block.attn = mha.pool_kv_heads(block.attn, kv_heads)
+    return smaller
+
+
+def uptrain(net, train):
+    net = copy.deepcopy(net)
+    mha.train_decoder(net, train, UP_STEPS, batch_size=R["batch_size"], length=R["length"],
+                      lr=1e-3, seed=7)
+    return net
+
+
+@pytest.fixture(scope="module")
+def results():
+    torch.set_num_threads(1)
+    train, held_out = mha.text_splits()
+    model = mha.load_decoder("mha")
+
+    def bpb(net, **kwargs):
+        return mha.bits_per_byte(net, held_out, **kwargs)
+
+    gqa = pooled(model, 2)
+    gen = torch.Generator().manual_seed(5)
+    batches = [windows(train, 16, R["length"], gen) for _ in range(2)]
+
+    def loss_with_gates(batch, gates):
+        return language_model_loss(model(batch[0], head_mask=gates), batch[1])
+
+    importance = mha.head_importance(loss_with_gates, batches, R["num_layers"], R["num_heads"])
+    pruned = copy.deepcopy(model)  # keep each layer's two most important heads
+    for block, row in zip(pruned.blocks, importance, strict=True):
+        keep = torch.zeros(R["num_heads"], dtype=torch.bool)
+        keep[row.topk(2).indices] = True
+        block.attn = mha.prune_heads(block.attn, (~keep).nonzero().flatten().tolist())
+
+    def cache_bytes(net):
+        caches = net.new_caches()
+        with torch.no_grad():
+            net(torch.randint(256, (1, 10)), caches=caches)
+        return sum(c.nbytes for c in caches)
+
+    return {"base": bpb(model), "control": bpb(uptrain(model, train)),
+            "scratch": bpb(mha.load_decoder("gqa2")),
+            "gqa": bpb(gqa), "gqa_up": bpb(uptrain(gqa, train)),
+            "pruned": bpb(pruned), "pruned_up": bpb(uptrain(pruned, train)),
+            "caches": (cache_bytes(gqa), cache_bytes(pruned))}
+
+
+@pytest.mark.claim("9.7")
+def test_uptraining_wins_back_most_of_what_pooling_lost_but_not_all(results):
+    """Ainslie et al.: mean-pool a multi-head checkpoint into GQA, train for 5% of the original
+    steps, and come close to multi-head quality. On the toy decoder (8 heads -> 2 key/value
+    heads): pooling costs over 2 bits per byte, 5% of the steps win back between half and all of
+    it, but the result stays behind the multi-head model trained for as long and behind a GQA
+    model trained from scratch."""
+    r = results
+    lost = r["gqa"] - r["base"]
+    assert lost > 2.0
+    won_back = (r["gqa"] - r["gqa_up"]) / lost
+    assert 0.5 < won_back < 1.0
+    assert r["gqa_up"] > r["control"] + 0.5  # still behind multi-head, trained as long
+    assert r["gqa_up"] > r["scratch"]  # and behind GQA trained from scratch
+
+
+@pytest.mark.claim("9.8")
+def test_at_the_same_cache_pruning_wins_at_once_and_pooling_after_training(results):
+    """Chapter 7's pruning against GQA's pooling, both at 2 key/value heads per layer (the same
+    cache): keeping the two most important heads loses less right away; after the same 5% of
+    training the pooled model is (narrowly) better."""
+    r = results
+    assert r["caches"][0] == r["caches"][1]
+    assert r["pruned"] < r["gqa"]
+    assert r["gqa_up"] < r["pruned_up"]

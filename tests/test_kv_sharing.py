@@ -1,0 +1,79 @@
+"""Grouped-query attention: repeating key/value heads, and pooling a multi-head checkpoint."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mha
+
+
+@pytest.mark.claim("9.4")
+@pytest.mark.parametrize("kv_heads", [1, 2, 4, 8])
+def test_repeating_kv_heads_is_sdpa_with_enable_gqa(kv_heads):
+    g = torch.Generator().manual_seed(kv_heads)
+    q = torch.randn(2, 8, 5, 6, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(2, kv_heads, 7, 6, generator=g, dtype=torch.float64) for _ in range(2))
+    groups = 8 // kv_heads
+    ours = mha.attention(q, mha.repeat_kv(k, groups), mha.repeat_kv(v, groups))[0]
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                               rtol=0, atol=1e-12)
+    for head in range(8):  # query head i reads key/value head i // groups
+        torch.testing.assert_close(mha.repeat_kv(k, groups)[:, head], k[:, head // groups])
+
+
+@pytest.mark.claim("9.4")
+def test_grouped_query_layer_is_the_repeated_multi_head_layer():
+    """A layer with h_kv key/value heads computes what the h-head layer computes when each
+    group's key and value weights are copies of one head's (sharing is a constraint on MHA)."""
+    torch.manual_seed(0)
+    gqa = mha.MultiHeadAttention(32, 8, num_kv_heads=2).double()
+    full = mha.MultiHeadAttention(32, 8).double()
+    with torch.no_grad():
+        full.q_proj.load_state_dict(gqa.q_proj.state_dict())
+        full.out_proj.load_state_dict(gqa.out_proj.state_dict())
+        for big, small in [(full.k_proj, gqa.k_proj), (full.v_proj, gqa.v_proj)]:
+            big.weight.copy_(small.weight.view(2, 1, 4, 32).expand(2, 4, 4, 32).reshape(32, 32))
+            big.bias.copy_(small.bias.view(2, 1, 4).expand(2, 4, 4).reshape(32))
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    torch.testing.assert_close(gqa(x, is_causal=True)[0], full(x, is_causal=True)[0],
+                               rtol=0, atol=1e-12)
+    # and pooling the copies back recovers the grouped layer exactly
+    pooled = mha.pool_kv_heads(full, 2)
+    torch.testing.assert_close(pooled(x)[0], gqa(x)[0], rtol=0, atol=1e-12)
+
+
+def test_pooled_weights_are_group_means():
+    torch.manual_seed(1)
+    layer = mha.MultiHeadAttention(16, 4, head_dim=3)
+    pooled = mha.pool_kv_heads(layer, 2)
+    assert pooled.num_kv_heads == 2 and pooled.k_proj.weight.shape == (6, 16)
+    w = layer.k_proj.weight
+    torch.testing.assert_close(pooled.k_proj.weight[:3], (w[0:3] + w[3:6]) / 2)
+    torch.testing.assert_close(pooled.v_proj.bias[3:], (layer.v_proj.bias[6:9]
+                                                        + layer.v_proj.bias[9:12]) / 2)
+    torch.testing.assert_close(pooled.q_proj.weight, layer.q_proj.weight)
+    same = mha.pool_kv_heads(layer, 4)  # one head per group: nothing changes
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(same(x)[0], layer(x)[0])
+
+
+def test_parameters_shrink_with_kv_heads():
+    d, h, dk = 64, 8, 8
+    for kv in [8, 4, 2, 1]:
+        layer = mha.MultiHeadAttention(d, h, num_kv_heads=kv, bias=False)
+        expected = 2 * d * h * dk + 2 * d * kv * dk  # W_Q and W_O, then W_K and W_V
+        assert sum(p.numel() for p in layer.parameters()) == expected
+
+
+def test_bad_input_raises_value_error():
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        mha.pool_kv_heads(layer, 3)
+    with pytest.raises(ValueError, match="expected mha.MultiHeadAttention"):
+        mha.pool_kv_heads(torch.nn.Linear(2, 2), 1)
+    with pytest.raises(ValueError, match="groups"):
+        mha.repeat_kv(torch.randn(1, 2, 3, 4), 0)
+    with pytest.raises(ValueError, match="kv_heads, n, head_dim"):
+        mha.repeat_kv(torch.randn(2, 3, 4), 2)
+    with pytest.raises(ValueError, match="tokens"):
+        mha.cost.kv_cache_bytes(2, 2, 8, 0)
