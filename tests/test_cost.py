@@ -141,18 +141,28 @@ def test_chunked_attention_bad_input():
 
 
 def test_chunked_attention_never_holds_the_n_by_n_matrix():
-    """Measured in fresh processes: chunked peak memory <= 1/8 of the plain formula's."""
-    sizes = [2048, 4096]  # the plain version holds two 64 MiB matrices at n = 4096
-    plain = measure.peak_memory("plain", sizes, d=16, chunk_size=256)
-    chunked = measure.peak_memory("chunked", sizes, d=16, chunk_size=256)
-    assert plain[-1] >= 1.5 * cost.attention_weights_bytes(4096, 4096)
+    """Measured with a fresh process per call: the plain formula holds two (n, n) float32
+    matrices (quadruple for twice the tokens); chunked holds a few blocks, whatever n."""
+    sizes, block = [1024, 2048, 4096], 256
+    memory = measure.peak_memories(["plain", "chunked"], sizes, d=16, chunk_size=block)
+    plain, chunked = memory["plain"], memory["chunked"]
+    for n, used in zip(sizes, plain, strict=True):
+        assert 0.95 <= used / (2 * cost.attention_weights_bytes(n, n)) <= 1.5
     assert chunked[-1] <= plain[-1] / 8
-    # the plain version's memory grows like n^2: about 4 times for twice the tokens
-    assert 3.0 <= plain[1] / plain[0] <= 5.0
+    assert max(chunked) <= 8 * block * block * 4  # at most eight blocks of scores
+    assert measure.peak_memory("plain", [2048], d=16)[0] == pytest.approx(plain[1], rel=0.05)
     with pytest.raises(ValueError, match="method must be one of"):
         measure.peak_memory("fast", [16])
     with pytest.raises(ValueError, match="increasing"):
         measure.peak_memory("plain", [32, 16])
+
+
+def test_each_measurement_runs_in_a_process_of_its_own():
+    """Two calls on the same n report the same growth: the second does not reuse memory the
+    first one freed (in one process it would, and would look almost free)."""
+    twice = measure.peak_memory("chunked", [2048, 2048], d=16, chunk_size=256)
+    assert twice[0] > 0 and twice[1] == pytest.approx(twice[0], rel=0.2)
+    assert "os.fork()" in measure._MEMORY_SCRIPT
 
 
 def test_plain_formula_in_the_memory_script_is_attention():

@@ -1,12 +1,16 @@
 """Chapter 6: the previous-token task, and what each position encoding makes of it."""
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mha
 from mha.position_task import (
     IGNORE,
     PositionToyModel,
+    order_blind_accuracy,
     previous_token_accuracy,
     previous_token_batch,
     train_position_model,
@@ -50,16 +54,28 @@ def test_relative_encodings_give_the_same_logits_wherever_a_window_starts():
     torch.testing.assert_close(shifted, out)
 
 
-def test_which_encodings_solve_the_task_and_which_extrapolate():
-    """The chapter's robust findings, trained as in the notebook (length 16, 200 steps, one
-    thread: tiny matrices gain nothing from more, and lose much on a busy machine)."""
-    acc = {}
+def accuracy_by_position(model, n, batch=256, seed=1):
+    tokens, targets = previous_token_batch(batch, n, 16, torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        predicted = model(tokens).argmax(dim=-1)
+    return (predicted == targets).float().mean(dim=0)[1:]  # positions 1 .. n-1
+
+
+@pytest.mark.claim("6.8")
+@pytest.mark.parametrize("seed", range(3))
+def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
+    """The chapter's findings, trained as in the notebook (length 16, 200 steps, one thread:
+    tiny matrices gain nothing from more, and lose much on a busy machine), for three seeds:
+    X + P (sinusoidal, learned) solves length 16 and does not extrapolate; RoPE stays perfect
+    to position 31; ALiBi is weakest at 16 and loses least; none is order-blind."""
+    acc, by_pos = {}, {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         for encoding in mha.position_task.ENCODINGS:
-            model = train_position_model(encoding, steps=200, batch=32, seed=0)
+            model = train_position_model(encoding, steps=200, batch=32, seed=seed)
             acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
+            by_pos[encoding] = accuracy_by_position(model, 64)
     finally:
         torch.set_num_threads(threads)
     assert acc["none"][16] < 0.5  # content alone cannot find the previous token
@@ -67,5 +83,39 @@ def test_which_encodings_solve_the_task_and_which_extrapolate():
         assert acc[encoding][16] > 0.95
     for encoding in ("sinusoidal", "learned"):  # absolute positions do not extrapolate
         assert acc[encoding][64] < 0.5
+        assert by_pos[encoding][15:].mean() < 0.5
     assert acc["rope"][64] > acc["sinusoidal"][64] + 0.1
+    assert by_pos["rope"][:31].min() > 0.95 and by_pos["rope"][40:].mean() < 0.3
+    assert acc["alibi"][16] < min(acc[e][16] for e in ("sinusoidal", "learned", "rope"))
     assert acc["alibi"][64] > acc["alibi"][16] - 0.25  # ALiBi degrades the least
+    best_blind = torch.tensor([order_blind_accuracy(i, 16) for i in range(1, 16)])
+    assert (by_pos["none"][:15] - best_blind).abs().max() < 0.1  # the best order-blind rule
+
+
+@pytest.mark.claim("6.4")
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), cut=st.integers(2, 11))
+def test_a_causal_model_without_positions_is_blind_to_the_order_of_earlier_tokens(seed, cut):
+    """The causal version of the chapter's lemma: the output at position i >= cut does not
+    change when the tokens before cut are shuffled (it sees them as a multiset)."""
+    torch.manual_seed(seed)
+    model = PositionToyModel("none", 16).double()
+    tokens = torch.randint(16, (3, 12))
+    shuffled = tokens.clone()
+    shuffled[:, :cut] = tokens[:, torch.randperm(cut)]
+    with torch.no_grad():
+        torch.testing.assert_close(model(shuffled)[:, cut:], model(tokens)[:, cut:])
+
+
+def test_order_blind_accuracy_is_the_expected_largest_count_over_i():
+    """Exact values against the formula at small i and against a simulation (numpy)."""
+    assert order_blind_accuracy(1, 16) == 1.0
+    assert order_blind_accuracy(2, 16) == pytest.approx(17 / 32)  # (1 + 1/16) / 2
+    assert order_blind_accuracy(3, 2) == pytest.approx((2 * 3 / 4 + 3 * 1 / 4) / 3)
+    rng = np.random.default_rng(0)
+    for i in (3, 7, 15):
+        draws = rng.integers(0, 16, size=(200_000, i))
+        largest = np.stack([(draws == v).sum(1) for v in range(16)]).max(0)
+        assert order_blind_accuracy(i, 16) == pytest.approx(largest.mean() / i, abs=3e-3)
+    with pytest.raises(ValueError, match="position must be a positive int, got 0"):
+        order_blind_accuracy(0, 16)

@@ -70,13 +70,24 @@ def test_frequencies_decrease_along_the_dimension_like_binary_digits():
 
 
 @pytest.mark.claim("6.7")
-def test_positions_have_distinct_encodings():
-    p = mha.sinusoidal_encoding(512, 16, dtype=torch.float64)
-    distances = torch.cdist(p, p) + torch.eye(512) * 1e9
-    assert distances.min().item() > 1e-3
-    # even a single (sin, cos) pair keeps integer positions apart (omega_0 = 1 radian per step)
-    pair = p[:, :2]
-    assert (torch.cdist(pair, pair) + torch.eye(512) * 1e9).min().item() > 0
+def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
+    """Literally true: one (sin, cos) pair gives 1024 positions 1024 distinct points. Useless:
+    two of them are 1e-4 apart. Ten bits keep 1024 positions at least 1 apart; the encoding
+    needs d = 16 columns (entries in [-1, 1], twice the bits' range) to do as well."""
+    far = torch.eye(1024, dtype=torch.float64) * 1e9
+
+    def closest(points):
+        return (torch.cdist(points, points) + far).min().item()
+
+    p = mha.sinusoidal_encoding(1024, 64, dtype=torch.float64)
+    assert 0 < closest(p[:, :2]) < 1e-3 and closest(p) > 1.4
+    # positions 0 and 44: 44 radians is 7 turns minus 0.0177 (pi is irrational: never exact)
+    assert 0 < (p[44, :2] - p[0, :2]).norm() < 0.02
+    bits = ((torch.arange(1024)[:, None] >> torch.arange(10)) & 1).double()
+    assert closest(bits) == 1.0
+    by_width = {d: closest(mha.sinusoidal_encoding(1024, d, dtype=torch.float64))
+                for d in (2, 4, 6, 8, 10, 12, 14, 16)}
+    assert all(by_width[d] < 1 for d in (2, 4, 6, 8, 10, 12, 14)) and by_width[16] > 1
 
 
 @pytest.mark.claim("6.2")
@@ -90,6 +101,24 @@ def test_relative_rotation_shifts_encoding(n, k, d, base):
     ahead = shifted[start + k:start + k + n]
     here = shifted[start:start + n]
     torch.testing.assert_close(ahead, here @ m.T)
+
+
+@pytest.mark.claim("6.10")
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(-60, 60).filter(lambda k: k != 0), d=even_dims, base=bases)
+def test_the_shift_is_a_linear_map_but_not_a_projection(k, d, base):
+    """M_k is linear and orthogonal (it maps every P_i to P_{i+k}); a projection would satisfy
+    M^2 = M, but M_k^2 = M_2k != M_k for k != 0: the first block turns by k radians, never a
+    multiple of 2 pi."""
+    m = mha.relative_rotation(k, d, base, dtype=torch.float64)
+    p = mha.sinusoidal_encoding(200, d, base, dtype=torch.float64)
+    rows = torch.arange(60, 140)
+    torch.testing.assert_close(p[rows + k], p[rows] @ m.T)  # a linear map of the encoding
+    torch.testing.assert_close(m @ m.T, torch.eye(d, dtype=torch.float64))
+    torch.testing.assert_close(m @ m, mha.relative_rotation(2 * k, d, base, dtype=torch.float64))
+    assert (m @ m - m).abs().max() > 1e-3
+    assert mha.relative_rotation(0, d, base, dtype=torch.float64).equal(
+        torch.eye(d, dtype=torch.float64))  # only the zero shift is a projection (the identity)
 
 
 @settings(max_examples=20, deadline=None)
@@ -107,6 +136,7 @@ def test_relative_rotation_literal_identity_from_the_design():
                                mha.sinusoidal_encoding(n, d) @ mha.relative_rotation(k, d).T)
 
 
+@pytest.mark.claim("6.8")
 @settings(max_examples=40, deadline=None)
 @given(p=st.integers(0, 200), q=st.integers(0, 200), k=st.integers(0, 100), d=even_dims)
 def test_encoding_dot_product_depends_on_offset_only(p, q, k, d):
@@ -146,31 +176,149 @@ def test_adding_the_encoding_breaks_permutation_equivariance():
     assert (out_p - out[:, perm]).abs().max() > 1e-3
 
 
+class CountOps(torch.overrides.TorchFunctionMode):
+    """Counts the torch functions and tensor methods a call runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+def ops_of(fn, *args):
+    with CountOps() as counter, torch.no_grad():
+        fn(*args)
+    return counter.ops
+
+
 @pytest.mark.claim("6.3")
-def test_one_layer_connects_every_position_to_every_other():
-    """Maximum path length 1: every output depends on every input after one layer."""
-    torch.manual_seed(0)
+def test_attention_takes_a_fixed_number_of_steps_an_rnn_n_and_flops_do_not_decide():
+    """O(1) sequential operations: mha.attention runs the same operations for every n; an Elman
+    RNN run along the sequence runs a fixed number per token, each needing the previous one,
+    although for n > d it counts fewer FLOPs than attention: the count does not imply it."""
+    d = 32
+    cell = torch.nn.RNNCell(d, d)
+
+    def rnn_along(x):
+        h = torch.zeros(1, d)
+        for t in range(x.shape[1]):
+            h = cell(x[:, t], h)
+        return h
+
+    attention_ops, rnn_ops = {}, {}
+    for n in (8, 64, 512):
+        x = torch.randn(1, n, d)
+        attention_ops[n], rnn_ops[n] = ops_of(mha.attention, x, x, x), ops_of(rnn_along, x)
+    assert attention_ops[8] == attention_ops[64] == attention_ops[512]
+    per_step = (rnn_ops[64] - rnn_ops[8]) / 56
+    assert per_step >= 1 and rnn_ops[512] - rnn_ops[64] == 448 * per_step
+    assert mha.cost.recurrent_flops(512, d) < mha.cost.attention_flops(512, 512, d)
+    layer = mha.MultiHeadAttention(d, 4)
+    assert ops_of(layer, torch.randn(1, 8, d)) == ops_of(layer, torch.randn(1, 512, d))
+
+
+@pytest.mark.claim("6.3")
+@pytest.mark.parametrize("n", [2, 6, 17])
+def test_one_layer_connects_every_position_to_every_other(n):
+    """Maximum path length 1: every output depends on every input after one layer; a kernel-3
+    convolution reaches only the neighbours, so it needs about n / 2 layers."""
+    torch.manual_seed(n)
     layer = mha.MultiHeadAttention(8, 2).double()
-    x = torch.randn(1, 6, 8, dtype=torch.float64)
-    jac = torch.autograd.functional.jacobian(lambda t: layer(t)[0], x)  # (1,6,8, 1,6,8)
-    block_norms = jac[0, :, :, 0].pow(2).sum(dim=(1, 3))  # (6 outputs, 6 inputs)
+    x = torch.randn(1, n, 8, dtype=torch.float64)
+    jac = torch.autograd.functional.jacobian(lambda t: layer(t)[0], x)  # (1,n,8, 1,n,8)
+    block_norms = jac[0, :, :, 0].pow(2).sum(dim=(1, 3))  # (n outputs, n inputs)
     assert torch.all(block_norms > 1e-12)
-    # a kernel-3 convolution reaches only neighbours in one layer
     conv = torch.nn.Conv1d(8, 8, 3, padding=1).double()
     jac_c = torch.autograd.functional.jacobian(lambda t: conv(t.mT).mT, x)
     reach = jac_c[0, :, :, 0].pow(2).sum(dim=(1, 3)) > 0
-    assert not reach[0, 5] and reach[0, 1]
+    offsets = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+    assert torch.equal(reach, offsets <= 1)
 
 
 @pytest.mark.claim("6.8")
 def test_a_general_score_matrix_does_not_make_the_encoding_relative():
-    """The seed's 'easily learn to attend by relative positions' needs a special W = W_Q W_K^T:
-    with W = diag(1, 0, ..., 0) the position-position score p_i W p_j^T = sin(i) sin(j) is not
-    a function of i - j; with W = M_k (a rotation) it is."""
+    """The summary's 'easily learn to attend by relative positions' needs a special
+    W = W_Q W_K^T: with W = diag(1, 0, ..., 0) the position-position score p_i W p_j^T =
+    sin(i) sin(j) is not a function of j - i; with W = M_k (a rotation) it is, for all i, j."""
     d = 8
-    p = mha.sinusoidal_encoding(10, d, dtype=torch.float64)
+    p = mha.sinusoidal_encoding(40, d, dtype=torch.float64)
     w = torch.zeros(d, d, dtype=torch.float64)
     w[0, 0] = 1.0
     assert abs(p[1] @ w @ p[2] - p[2] @ w @ p[3]) > 0.1  # same offset, different scores
     rot = mha.relative_rotation(3, d, dtype=torch.float64)
-    torch.testing.assert_close(p[1] @ rot @ p[2], p[2] @ rot @ p[3])
+    scores = p @ rot @ p.T  # (40, 40): entry (i, j) for the pair of positions
+    for offset in range(-10, 11):
+        diagonal = torch.diagonal(scores, offset)  # every pair with j - i = offset
+        torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal))
+
+
+def test_the_positions_diagram_shows_the_shapes_the_code_makes():
+    """The chapter's picture, drawn with numbers, against X + P and RotaryMultiHeadAttention's
+    own tensors (B = 2, n = 5, d = 12, h = 3, d_k = d_v = 4)."""
+    import re
+
+    from mha.diagrams import Notation
+    from mha.positional import positions_diagram
+
+    sizes = Notation(batch="2", tokens="5", width="12", heads="3", key="4", value="4")
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 12)
+    p = mha.sinusoidal_encoding(5, 12)
+    layer = mha.RotaryMultiHeadAttention(12, 3)
+    seen = {}
+    layer.out_proj.register_forward_hook(lambda m, args, out: seen.update(merged=args[0].shape))
+    rotated = mha.apply_rotary(layer._split_heads(layer.q_proj(x)), torch.arange(5))
+    values = layer._split_heads(layer.v_proj(x))
+    out, _ = layer(x)
+    expected = {
+        ("tokens $X$", "$X + P$"): x.shape, ("encoding $P$", "$X + P$"): p.shape,
+        ("$X + P$", "multi-head\nattention"): (x + p).shape,
+        ("$W_Q$, $W_K$, $W_V$, split heads", "rotate by position"): rotated.shape,
+        ("positions", "rotate by position"): torch.arange(5).shape,
+        ("rotate by position", "attention, each head"): rotated.shape,
+        ("$W_Q$, $W_K$, $W_V$, split heads", "attention, each head"): values.shape,
+        ("concatenate, $W_O$", "output"): out.shape,
+    }
+    drawn = {}
+    for a in positions_diagram(sizes).arrows:
+        numbers = re.search(r"\(([\d, ]*)\)", a.label).group(1)
+        drawn[(a.start.label, a.end.label)] = tuple(int(v) for v in numbers.split(",") if v)
+    for ends, shape in expected.items():
+        assert drawn[ends] == tuple(shape), ends
+    assert seen["merged"] == (2, 5, 12)  # heads concatenated: h * d_v = 12
+
+
+def test_minilms_learned_positions_are_relative_only_nearby():
+    """The chapter's worked example, on the table as Hugging Face transformers loads it: the
+    offset explains over 0.8 of the variance of cos(P_p, P_{p+k}) among positions 1-63, between
+    0.6 and 0.8 among 1-127 and under half over all 511 (position 0, [CLS], left out); next-door
+    positions have nearly the same cosine everywhere, offset-32 ones do not."""
+    transformers = pytest.importorskip("transformers")
+    from mha import pretrained
+
+    model = transformers.AutoModel.from_pretrained(pretrained.minilm_source())
+    table = model.embeddings.position_embeddings.weight.detach().double().numpy()
+    torch.testing.assert_close(
+        pretrained.cached_minilm()[0].position_embeddings.weight.double(),
+        torch.from_numpy(table))
+
+    def share(rows, max_offset):
+        unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        sims = unit @ unit.T
+        groups = [np.diagonal(sims, k) for k in range(1, max_offset + 1)]
+        values = np.concatenate(groups)
+        within = sum(((g - g.mean()) ** 2).sum() for g in groups)
+        return 1 - within / ((values - values.mean()) ** 2).sum()
+
+    assert np.linalg.norm(table[0]) > 4 * np.linalg.norm(table[1:], axis=1).mean()
+    assert share(table[1:64], 32) > 0.8
+    assert 0.6 < share(table[1:128], 64) < 0.8
+    assert share(table[1:512], 64) < 0.5
+    sinusoidal = mha.sinusoidal_encoding(128, 384, dtype=torch.float64).numpy()
+    assert share(sinusoidal[1:], 64) == pytest.approx(1.0)
+    unit = table[1:129] / np.linalg.norm(table[1:129], axis=1, keepdims=True)
+    next_door, far = np.diagonal(unit @ unit.T, 1), np.diagonal(unit @ unit.T, 32)
+    assert next_door.std() < 0.1 * next_door.mean() and far.std() > far.mean()

@@ -30,10 +30,7 @@ CITED: dict[str, dict[str, str]] = {
            for n in ["24.9", "25.4", "25.8"]},
     },
     "05_convolution": {
-        n: "TODO(errata): not printed by a cell" for n in ["128", "189", "2020", "729"]
-    },
-    "06_positional_encoding": {
-        n: "TODO(errata): not printed by a cell" for n in ["116", "2.85"]
+        "2020": "the year of Cordonnier et al.'s paper, in the theorem's title",
     },
     "07_head_pruning": {
         n: "TODO(errata): not printed by a cell" for n in ["0.917", "2019"]

@@ -130,3 +130,35 @@ def test_alibi_as_a_float_mask_matches_torch_multihead_attention():
                                            average_attn_weights=False)
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(weights, expected_weights)
+
+
+@pytest.mark.claim("6.9")
+@pytest.mark.parametrize("seed", range(3))
+def test_adding_p_gives_absolute_positions_relative_methods_act_on_the_scores(seed):
+    """'inject absolute or relative positional information by adding positional encoding to
+    the input representations': X + P changes when the whole sequence moves along (absolute);
+    RoPE and ALiBi add nothing to X (the values are the content alone, the positions reach
+    only the weights) and give the same output wherever the sequence starts (relative)."""
+    torch.manual_seed(seed)
+    n, start = 6, 25
+    x = torch.randn(2, n, 16, dtype=torch.float64)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    absolute = mha.MultiHeadAttention(16, 4).double()
+    p = mha.sinusoidal_encoding(start + n, 16, dtype=torch.float64)
+    moved = absolute(x + p[start:], mask=causal)[0] - absolute(x + p[:n], mask=causal)[0]
+    assert moved.abs().max() > 1e-2
+
+    rope = mha.RotaryMultiHeadAttention(16, 4).double()
+    out, weights = rope(x, positions=torch.arange(start, start + n), mask=causal)
+    torch.testing.assert_close(out, rope(x, mask=causal)[0])
+    values = rope.v_proj(x).reshape(2, n, 4, 4).transpose(1, 2)  # (B, h, n, d_v): no positions
+    heads = (weights @ values).transpose(1, 2).reshape(2, n, 16)  # (B, n, h d_v)
+    torch.testing.assert_close(rope.out_proj(heads), out)
+
+    plain = mha.MultiHeadAttention(16, 4).double()
+    bias = mha.alibi_bias(4, start + n)  # (h, N, N): -m (i - j), depends on i - j only
+    torch.testing.assert_close(bias[:, start:, start:], bias[:, :n, :n])
+    out_alibi, weights_alibi = plain(x, mask=bias[None, :, :n, :n])
+    scores = plain.q_proj(x).reshape(2, n, 4, 4).transpose(1, 2) @ \
+        plain.k_proj(x).reshape(2, n, 4, 4).transpose(1, 2).mT / 2.0  # (B, h, n, n), sqrt(4)
+    torch.testing.assert_close(weights_alibi, torch.softmax(scores + bias[:, :n, :n], dim=-1))

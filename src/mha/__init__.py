@@ -22,7 +22,12 @@ from mha.split_input import SplitInputAttention
 from mha.kv_cache import KVCache
 
 # Chapter 5: convolution as attention
-from mha.convolution import GridSelfAttention, conv_to_attention, quadratic_encoding
+from mha.convolution import (
+    GridSelfAttention,
+    conv_to_attention,
+    quadratic_encoding,
+    relative_scores,
+)
 
 # Chapter 6: positions, and what attention costs
 from mha.positional import encoding_frequencies, relative_rotation, sinusoidal_encoding
@@ -80,6 +85,7 @@ __all__ = [
     "GridSelfAttention",
     "conv_to_attention",
     "quadratic_encoding",
+    "relative_scores",
     "encoding_frequencies",
     "sinusoidal_encoding",
     "relative_rotation",

@@ -19,15 +19,18 @@ from mha._checks import check_allocation, require_callable, require_choice, requ
 #: The attention implementations ``peak_memory`` can run.
 METHODS = ("plain", "chunked", "fused")
 
-# Runs in a fresh Python process, so that no memory of the caller counts. On Linux the peak
-# resident set size (VmHWM) can be reset before each call (write "5" to /proc/self/clear_refs);
-# elsewhere ru_maxrss, a high-water mark over the whole process, is the best there is.
+# One fresh Python process imports PyTorch once, then forks a new child for every measurement:
+# each call runs in a process of its own, which no earlier call has left freed memory to reuse
+# (freed memory stays resident, so a second call in the same process can look free). On Linux
+# the child resets its peak resident set size (VmHWM) just before the call (write "5" to
+# /proc/self/clear_refs); elsewhere ru_maxrss, a high-water mark over the child's life, is the
+# best there is.
 _MEMORY_SCRIPT = """
-import os, resource, sys
+import ctypes, os, resource, sys
 import torch
 import mha
 
-method, d, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+methods, d, chunk = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
 sizes = [int(n) for n in sys.argv[4:]]
 torch.set_num_threads(1)
 LINUX = os.path.exists("/proc/self/clear_refs")
@@ -51,7 +54,7 @@ def peak():
     return status("VmHWM") if LINUX else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def run(q, k, v):
+def run(method, q, k, v):
     if method == "plain":
         # the formula as written: the (n, n) scores, then the (n, n) weights, then times V
         return torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v
@@ -62,15 +65,32 @@ def run(q, k, v):
     return mha.chunked_attention(q, k, v, chunk_size=chunk)
 
 
-g = torch.Generator().manual_seed(0)
-largest = [torch.randn(1, sizes[-1], d, generator=g) for _ in range(3)]
-# warm up on a small input: the kernels' one-off allocations are not the call's
-run(*(x[:, : min(sizes[0], 64)] for x in largest))
-for n in sizes:
+def measure(method, n):
+    try:  # glibc: every block of 128 KiB or more is its own mapping, returned when freed
+        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    except AttributeError:  # no mallopt (macOS): the allocator's own policy
+        pass
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, d, generator=g) for _ in range(3))
+    # warm up on one block of tokens: the kernels' one-off buffers are not the call's
+    run(method, q[:, :chunk], k[:, :chunk], v[:, :chunk])
     before = reset_peak()
-    out = run(*(x[:, :n] for x in largest))
-    print(max(0, peak() - before))  # RSS can shrink during a call: no growth then
-    del out
+    run(method, q, k, v)
+    return max(0, peak() - before)  # RSS can shrink during a call: no growth then
+
+
+for method in methods:
+    for n in sizes:
+        sys.stdout.flush()
+        child = os.fork()
+        if child == 0:  # a fresh process for this one call: measure, report, leave
+            try:
+                print(method, measure(method, n), flush=True)
+            finally:
+                os._exit(0)
+        _, wait_status = os.waitpid(child, 0)
+        if wait_status != 0:
+            sys.exit(f"measuring {method} at n = {n} failed (wait status {wait_status})")
 """
 
 
@@ -78,36 +98,59 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
                 chunk_size: int = 1024) -> list[int]:
     """Bytes by which self-attention calls on ``(1, n, d)`` inputs raised peak memory.
 
-    Runs ``method`` in one fresh subprocess, once for each ``n`` in ``sizes`` (increasing):
-    ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which forms the
-    ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes the same,
-    with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
-    :func:`mha.chunked_attention`; ``"fused"`` is PyTorch's ``scaled_dot_product_attention``
-    on ``(1, 1, n, d)`` inputs (its fused kernel). Entry ``i`` is how far the process's peak
-    resident set size rose above its size just before the call on ``sizes[i]`` (Linux:
-    ``VmHWM``, reset before each call). Elsewhere only ``ru_maxrss``, the peak over the whole
-    process, exists: then entry ``i`` is exact when memory grows with ``n`` and an upper bound
-    otherwise. Needs a POSIX system.
+    ``method``: ``"plain"`` is the formula ``softmax(Q K^T / sqrt(d)) V`` as written, which
+    forms the ``(n, n)`` scores and then the ``(n, n)`` weights (:func:`mha.attention` computes
+    the same, with a few more ``(n, n)`` temporaries for its masking guards); ``"chunked"`` is
+    :func:`mha.chunked_attention` with blocks of ``chunk_size``; ``"fused"`` is PyTorch's
+    ``scaled_dot_product_attention`` on ``(1, 1, n, d)`` inputs (its fused kernel). Entry
+    ``i`` is measured for ``sizes[i]`` (increasing) as :func:`peak_memories` describes: in a
+    process of its own.
     """
     require_choice("method", method, METHODS)
+    return peak_memories([method], sizes, d, chunk_size)[method]
+
+
+def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
+                  chunk_size: int = 1024) -> dict[str, list[int]]:
+    """:func:`peak_memory` for several methods at once: ``{method: [bytes for each n]}``.
+
+    Every measurement runs in a process of its own: one fresh Python process imports PyTorch,
+    then forks a new child for each method and each ``n`` in ``sizes``, so that no earlier
+    call has left freed memory for this one to reuse. The child allocates the three
+    ``(1, n, d)`` inputs, warms up on ``chunk_size`` tokens (the kernels' one-off buffers are
+    not the call's), and reports how far its peak resident set size rose above its size just
+    before the one call (Linux: ``VmHWM``, reset before the call). Elsewhere only
+    ``ru_maxrss``, the peak over the child's life, exists: then the result is an upper bound.
+    Needs a POSIX system (``os.fork``).
+    """
+    if isinstance(methods, str | bytes) or not isinstance(methods, Iterable):
+        raise ValueError(f"methods must be a list of method names, got {type(methods).__name__}")
+    methods = [require_choice("method", m, METHODS) for m in methods]
+    if not methods:
+        raise ValueError(f"methods must name at least one of {METHODS}, got none")
     if isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
         raise ValueError(f"sizes must be a list of ints, got {type(sizes).__name__}")
     sizes = [require_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]
     d, chunk_size = require_int("d", d), require_int("chunk_size", chunk_size)
     if not sizes or sizes != sorted(sizes):
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
-    # the child process allocates these; refuse here what would take the machine down
+    # the child processes allocate these; refuse here what would take the machine down
     n = sizes[-1]
     check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
-    block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
-    check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
-                     "use smaller sizes (or a smaller chunk_size)")
+    for method in methods:
+        block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
+        check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
+                         "use smaller sizes (or a smaller chunk_size)")
     done = subprocess.run(
-        [sys.executable, "-c", _MEMORY_SCRIPT, method, str(d), str(chunk_size),
+        [sys.executable, "-c", _MEMORY_SCRIPT, ",".join(methods), str(d), str(chunk_size),
          *map(str, sizes)],
         capture_output=True, text=True, check=True,
     )
-    return [int(line) for line in done.stdout.split()]
+    results: dict[str, list[int]] = {m: [] for m in methods}
+    for line in done.stdout.splitlines():
+        method, size = line.split()
+        results[method].append(int(size))
+    return results
 
 
 def time_call(fn: Callable[[], object], repeats: int = 5) -> float:

@@ -11,6 +11,9 @@ for ``"sinusoidal"`` and ``"learned"``); ``"rope"`` rotates queries and keys ins
 
 from __future__ import annotations
 
+from fractions import Fraction
+from math import comb
+
 import torch
 from torch import nn
 
@@ -155,3 +158,29 @@ def previous_token_accuracy(
     predicted = model(tokens).argmax(dim=-1)
     keep = targets != IGNORE
     return (predicted[keep] == targets[keep]).float().mean().item()
+
+
+def order_blind_accuracy(position: int, vocab_size: int) -> float:
+    r"""The best accuracy at ``position`` of any rule that cannot see the order of the tokens.
+
+    A causal layer without positions sees, at position ``i``, its own token and the *set*
+    (with repeats) of the tokens before it: it is unchanged when those are shuffled. Given that
+    multiset ``M`` of ``i`` tokens drawn uniformly and independently, the previous token is each
+    of them with the same probability, so the token ``v`` has probability ``count_M(v) / i``;
+    the best guess is the most frequent one, right with probability ``E[max_v count_M(v)] / i``.
+
+    Computed exactly: ``P(max count <= m)`` is the number of sequences of ``i`` tokens in which
+    no token appears more than ``m`` times, divided by ``vocab_size^i``.
+    """
+    for name, size in [("position", position), ("vocab_size", vocab_size)]:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{name} must be a positive int, got {size!r}")
+    expected_max = Fraction(0)
+    for m in range(position):  # E[max] = sum over m >= 0 of P(max > m)
+        # ways[j]: sequences of length j over the tokens so far, each at most m times
+        ways = [1] + [0] * position
+        for _ in range(vocab_size):
+            ways = [sum(ways[j - c] * comb(j, c) for c in range(min(m, j) + 1))
+                    for j in range(position + 1)]
+        expected_max += 1 - Fraction(ways[position], vocab_size**position)
+    return float(expected_max / position)

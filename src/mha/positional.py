@@ -11,6 +11,7 @@ from mha._checks import (
     require_int,
     require_number,
 )
+from mha.diagrams import COURSE, Diagram, Notation
 
 
 def _require_even_dim(dim: object) -> int:
@@ -94,3 +95,41 @@ def relative_rotation(
     cos, sin = theta.cos(), theta.sin()
     blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)
     return torch.block_diag(*blocks).to(dtype)
+
+
+def positions_diagram(notation: Notation = COURSE) -> Diagram:
+    r"""Where positions enter attention, two ways, shape by shape.
+
+    Left, absolute: the encoding ``P`` ``(n, d)`` is added to the token embeddings ``X``
+    ``(B, n, d)`` before multi-head attention. Right, RoPE: ``X`` is projected and split into
+    heads, and each head's queries and keys ``(B, h, n, d_k)`` are rotated by their positions
+    ``(n,)`` before the scores; the values ``(B, h, n, d_v)`` are not rotated.
+    """
+    s = notation
+    d = Diagram("Positions: added to X, or rotating q and k (RoPE)")
+    x_abs = d.box("tokens $X$", (0, 8.0), kind="tensor", width=1.6)
+    p = d.box("encoding $P$", (2.6, 8.0), kind="tensor", width=1.8)
+    add = d.box("$X + P$", (0, 6.6), width=1.6)
+    d.arrow(x_abs, add, (s.batch, s.tokens, s.width), label_side="left")
+    d.arrow(p, add, (s.tokens, s.width), via=[(2.6, 6.6)])
+    attend_abs = d.box("multi-head\nattention", (0, 5.0), width=2.0, height=0.9, stack=3)
+    d.arrow(add, attend_abs, (s.batch, s.tokens, s.width), label_side="left")
+    out_abs = d.box("output", (0, 3.4), kind="tensor", width=1.6)
+    d.arrow(attend_abs, out_abs, (s.batch, s.tokens, s.width), label_side="left")
+
+    x_rope = d.box("tokens $X$", (6.8, 8.0), kind="tensor", width=1.6)
+    split = d.box("$W_Q$, $W_K$, $W_V$, split heads", (6.8, 6.6), width=3.6)
+    d.arrow(x_rope, split, (s.batch, s.tokens, s.width))
+    rotate = d.box("rotate by position", (6.4, 5.0), width=2.8, stack=3)
+    d.arrow(split, rotate, (s.batch, s.heads, s.tokens, s.key), name="q, k", label_side="left")
+    where = d.box("positions", (3.6, 5.0), kind="tensor", width=1.5)
+    d.arrow(where, rotate, f"({s.tokens},)", label_at=(4.65, 4.62))
+    attend = d.box("attention, each head", (6.8, 3.4), width=3.0, stack=3)
+    d.arrow(rotate, attend, (s.batch, s.heads, s.tokens, s.key), label_side="left")
+    d.arrow(split, attend, (s.batch, s.heads, s.tokens, s.value), name="v",
+            via=[(8.3, 4.2)])
+    merge = d.box("concatenate, $W_O$", (6.8, 1.9), width=2.6)
+    d.arrow(attend, merge, (s.batch, s.heads, s.tokens, s.value))
+    out = d.box("output", (6.8, 0.5), kind="tensor", width=1.6)
+    d.arrow(merge, out, (s.batch, s.tokens, s.width))
+    return d
