@@ -154,7 +154,8 @@ class TinyTranslator(nn.Module):
                                  f"{tuple(getattr(tokens, 'shape', ()))}")
         shape = (len(KINDS), self.num_layers, self.num_heads)
         if head_mask is None:
-            head_mask = torch.ones(shape)
+            weight = self.readout.weight  # all gates open, in the model's dtype and device
+            head_mask = torch.ones(shape, dtype=weight.dtype, device=weight.device)
         elif not isinstance(head_mask, torch.Tensor) or tuple(head_mask.shape) != shape:
             raise ValueError(f"head_mask must have shape {shape} (kinds, layers, heads), got "
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
