@@ -1,7 +1,7 @@
 """Time every multi-head attention path against PyTorch's own, forward and forward + backward.
 
     .venv/bin/python benchmarks/attention_speed.py [--threads 1 2] [--rounds 20] [--memory]
-        [--out benchmarks/results.csv]
+        [--out src/mha/data/attention_speed.csv]
 
 Each row pairs one way of computing multi-head attention with the ``nn.MultiheadAttention`` call
 that does the same work, on the same input and the same weights:

@@ -55,3 +55,22 @@ def test_saved_bytes_sees_the_weights_the_explicit_path_keeps(pairs):
     assert (b, h, n, n) in shapes["weights"] and (b, h, n, n) not in shapes["fused"]
     assert bench.saved_bytes(pairs["weights"][0], inputs()) > bench.saved_bytes(
         pairs["fused"][0], inputs())
+
+
+def test_recorded_runs_back_chapter_4s_reading():
+    """Chapter 4 reads the shipped benchmark runs and says: every path of the course's own is
+    within 5 % of PyTorch's median, forward and backward, and never saves more for backward.
+    The runs must cover what the chapter says they cover (3 sizes, 1 and 2 threads)."""
+    import csv
+    from importlib import resources
+
+    with resources.files("mha").joinpath("data/attention_speed.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len({r["run"] for r in rows}) >= 1
+    assert {r["threads"] for r in rows} == {"1", "2"}
+    assert {(r["batch"], r["tokens"], r["embed_dim"], r["heads"]) for r in rows} == {
+        tuple(str(v) for v in size) for size in bench.SIZES}
+    ours = [r for r in rows if not r["path"].startswith("learner")]
+    assert {r["path"] for r in ours} == {p for p in PATHS if not p.startswith("learner")}
+    assert max(float(r["ratio"]) for r in ours) <= 1.05
+    assert max(float(r["saved_ratio"]) for r in ours if r["saved_ratio"]) <= 1.0

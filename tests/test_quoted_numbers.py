@@ -22,10 +22,6 @@ CITED: dict[str, dict[str, str]] = {
         "768": "BERT-base's hidden size H (Devlin et al. 2019, section 3: L=12, H=768, A=12)",
     },
     "04_multi_head_attention": {
-        **{n: "TODO(errata): not printed by a cell"
-           for n in ["0.865", "0.905", "0.938", "0.971", "1.032", "1.82", "11.33", "117.91",
-                     "122.90", "128", "155.04", "161.73", "183.29", "2.16", "212.92",
-                     "27.14", "272.42", "30.97", "379.95", "54.24", "67.31", "8.02"]},
         **{n: "Vaswani et al. 2017, Table 3 rows (A): BLEU on newstest2013"
            for n in ["24.9", "25.4", "25.8"]},
     },
