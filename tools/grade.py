@@ -94,6 +94,8 @@ SUSPICIOUS = {
     "patches the grading": re.compile(r"\bmha\.exercises\b|from mha import exercises|"
                                       r"__torch_function__|\bsys\.modules\b|"
                                       r"\btorch\.\w+\s*=[^=]|\bsys\.std(out|err)\s*=[^=]"),
+    "writes startup or package files": re.compile(r"\.ipython|profile_default|__file__|"
+                                                  r"site-packages|\.pth\b"),
     "fake verdict": re.compile(r"Exercise \d+\.\d+ \[|✓"),
     "obfuscation": re.compile(r"\bgetattr\([^)]*\+|\bexec\(|\beval\(|__import__|\bcompile\("),
 }
@@ -175,7 +177,7 @@ def read_notebook(data: bytes) -> dict:
         raise ValueError("not a notebook: no list of cells")
     if len(nb["cells"]) > MAX_CELLS:
         raise ValueError(f"more than {MAX_CELLS} cells")
-    cells = []
+    cells, odd_tags = [], 0
     for cell in nb["cells"]:
         if not isinstance(cell, dict):
             continue  # a malformed cell is dropped (and counted below)
@@ -185,13 +187,14 @@ def read_notebook(data: bytes) -> dict:
         metadata = cell.get("metadata")
         cell_tags = metadata.get("tags") if isinstance(metadata, dict) else None
         if not isinstance(cell_tags, list) or not all(isinstance(t, str) for t in cell_tags):
+            odd_tags += cell_tags is not None
             cell_tags = []
         kind = cell.get("cell_type")
         if not isinstance(text, str) or kind not in ("code", "markdown", "raw"):
             continue
         cells.append({"cell_type": kind, "source": text, "metadata": {"tags": cell_tags}})
     dropped = len(nb["cells"]) - len(cells)
-    return {"cells": cells, "dropped": dropped}
+    return {"cells": cells, "dropped": dropped, "odd_tags": odd_tags}
 
 
 def labels(nb: dict) -> set[str]:
@@ -366,6 +369,9 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     if nb["dropped"]:
         outcome.problem = "; ".join(filter(None, [
             outcome.problem, f"{nb['dropped']} malformed cell(s) skipped"]))
+    if nb["odd_tags"]:
+        outcome.problem = "; ".join(filter(None, [
+            outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)"]))
     outcome.flags = flags(nb, assignment)
     steps = plan(nb, assignment, with_stubs=settings.with_stubs)
     checks = {str(i): i for i in assignment.info} | (
@@ -496,12 +502,14 @@ def find_submissions(folder: Path, assignments: list[Assignment]) -> list[Found]
             else:
                 found.append(Found(relative, None, "not a notebook (.ipynb): skipped"))
     found.sort(key=lambda f: f.relative)
-    # two notebooks of one chapter by one student (same folder and name prefix): both graded
+    # two notebooks of one chapter by one student: both graded, both reported. A student is a
+    # folder below SUBMISSIONS, or, for files directly in it, the prefix of the file name
     owners: dict[tuple[str, str], list[Found]] = {}
     for item in found:
         assignment = by_name(item.relative, assignments) if item.path else None
         if assignment is not None:
-            owner = item.relative.replace(assignment.name, "", 1)
+            parent, _, name = item.relative.rpartition("/")
+            owner = parent or name.split(assignment.name)[0].strip(" _-.")
             owners.setdefault((owner, assignment.chapter), []).append(item)
     for items in owners.values():
         if len(items) > 1:

@@ -97,8 +97,9 @@ def python_paths() -> list[str]:
     """Folders the Python environment needs: the interpreter's and every site-packages folder,
     except folders that hold ``mha`` sources themselves (an editable install)."""
     paths = [sys.base_prefix, sys.prefix]
-    for entry in sys.path:
-        if entry and os.path.isdir(entry) and not os.path.isdir(os.path.join(entry, "mha")):
+    for entry in sys.path:  # site-packages folders only (not tools/, tests/ or src/)
+        if (entry and os.path.isdir(entry) and not os.path.isdir(os.path.join(entry, "mha"))
+                and os.path.basename(entry) in ("site-packages", "dist-packages")):
             paths.append(entry)
     out: list[str] = []
     for path in paths:
@@ -196,9 +197,20 @@ def start(prefix: Prefix, plan: Path, limits: Limits) -> tuple[subprocess.Popen,
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    process = subprocess.Popen(command(prefix, plan, limits), stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               preexec_fn=limit, start_new_session=True, env={})
+    argv = command(prefix, plan, limits)
+    options, runner = argv[1:-4], argv[-4:]
+    # bwrap's options through a pipe (--args), so that /proc/1/cmdline in the sandbox does not
+    # list the grader's folders
+    read, write = os.pipe()
+    try:
+        process = subprocess.Popen(["bwrap", "--args", str(read), *runner],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, preexec_fn=limit,
+                                   start_new_session=True, env={}, pass_fds=(read,))
+    finally:
+        os.close(read)
+    with os.fdopen(write, "wb") as pipe:
+        pipe.write(b"".join(o.encode() + b"\0" for o in options))
     return process, cgroup
 
 
