@@ -245,6 +245,14 @@ def attacks(paths):
     made["hangs_in_call"] = (answer(student(), "scaled_scores",
                                     "def scaled_scores(q, k):\n    while True:\n        pass"),
                              {"0.2": 0, "0.3": 0})
+    # 19. a vandal: deletes the other submissions, writes a fake grades.csv; then solves 0.2
+    vandal = (f"import pathlib, shutil\nroot = pathlib.Path({str(paths['folder'])!r})\n"
+              "for p in list(root.iterdir()) if root.exists() else []:\n"
+              "    shutil.rmtree(p, ignore_errors=True)\n"
+              "try:\n    (root / 'grades.csv').write_text('notebook,exercise,points,max_points\\n')\n"
+              "except OSError:\n    pass\n")
+    made["vandal"] = (with_cells(vandal, nb=answer(student(), "scaled_scores", SOLVED_02)),
+                      {"0.2": 1, "0.3": 0})
     return made
 
 
@@ -287,8 +295,7 @@ def attacked(tmp_path_factory):
         path = folder / who / NAME
         path.parent.mkdir(parents=True)
         path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
-    malformed = folder / "malformed"  # one file per student, flat: alice_00_example...
-    malformed.mkdir()
+    malformed = folder  # one file per student, flat: tags_5_00_example_exercises.ipynb ...
     for name, nb in MALFORMED.items():
         (malformed / f"{name}_{NAME}").write_text(json.dumps(nb))
     (malformed / f"not-json_{NAME}").write_bytes(b"\x00\xff{{{ not json")
@@ -341,7 +348,7 @@ ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_fil
            "finds_siblings", "persistent_tamper", "rewrites_stdout", "patches_torch",
            "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
            "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
-           "kills_processes", "hangs_in_call"]
+           "kills_processes", "hangs_in_call", "vandal"]
 
 
 @pytest.mark.parametrize("who", ATTACKS)
@@ -404,13 +411,13 @@ def test_tampering_attempts_are_flagged_and_honest_ones_are_not(attacked):
 
 
 @pytest.mark.parametrize("name,reason", [
-    (f"malformed/tags_5_{NAME}", "1 cell(s) with malformed tags (tags ignored)"),
-    (f"malformed/source_5_{NAME}", "1 malformed cell(s) skipped"),
-    (f"malformed/cells_1_{NAME}", "1 malformed cell(s) skipped"),
-    (f"malformed/no_cells_{NAME}", "not a notebook: no list of cells"),
-    (f"malformed/a_list_{NAME}", "not a notebook: no list of cells"),
-    (f"malformed/not-json_{NAME}", "not a notebook: the file is not JSON"),
-    (f"malformed/huge_{NAME}", "larger than 20 MB: not graded"),
+    (f"tags_5_{NAME}", "1 cell(s) with malformed tags (tags ignored)"),
+    (f"source_5_{NAME}", "1 malformed cell(s) skipped"),
+    (f"cells_1_{NAME}", "1 malformed cell(s) skipped"),
+    (f"no_cells_{NAME}", "not a notebook: no list of cells"),
+    (f"a_list_{NAME}", "not a notebook: no list of cells"),
+    (f"not-json_{NAME}", "not a notebook: the file is not JSON"),
+    (f"huge_{NAME}", "larger than 20 MB: not graded"),
     (f"upper/{EXAMPLE.stem}.IPYNB", "the name must end in .ipynb"),
     ("upper/notes.txt", "not a notebook (.ipynb): skipped"),
     (f"link/{NAME}", "a symbolic link: not followed"),
@@ -423,11 +430,11 @@ def test_every_odd_file_gets_a_row_with_a_reason_and_the_run_goes_on(attacked, n
     assert rows, name
     text = " ".join(r["problem"] + " " + r["status"] + " " + r["message"] for r in rows)
     assert reason in text, text
-    if not name.startswith("twice/"):
+    if not name.startswith(("twice/", "wrong_name/")):
         assert "duplicate" not in text, text
-    for row in attacked["grades"]:
-        if row["notebook"] == name:
-            assert row["points"] in ("", "0"), row
+        for row in attacked["grades"]:
+            if row["notebook"] == name:
+                assert row["points"] in ("", "0"), row
 
 
 def test_a_chapter_saved_under_another_name_is_graded_as_its_own(attacked):
