@@ -1,14 +1,9 @@
 """`make grade`: points, partial credit, notebooks that crash, loop or flood, and every chapter.
 
-Two kinds of grading runs (tools/grade.py in its own process, as `make grade` runs it):
-
-- one run over a folder of submissions made here from the example notebook, whose expected
-  points are known from what each contains, not from the grader;
-- one run per chapter notebook, in the sandbox with the non-editable copy of `mha` (so it also
-  shows that every chapter runs outside the repository, as in Colab): full marks, no error, no
-  flag, and, in the same process after the chapter has run, the student edition's stub of every
-  checked exercise scores zero ("not done"). This is the only execution of a chapter in the
-  tests besides nbval's.
+One grading run (tools/grade.py in its own process, as `make grade` runs it) over a folder of
+submissions made here from the example notebook, whose expected points are known from what each
+contains, not from the grader. Attacks are in test_grading_attacks.py, the chapters in
+test_grading_chapters.py.
 """
 
 import csv
@@ -17,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
+from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from conventions import ROOT
 
@@ -227,24 +222,3 @@ def test_without_a_sandbox_the_grader_refuses_unless_told(tmp_path, monkeypatch)
     (tmp_path / "subs").mkdir()
     assert grader.main([str(tmp_path / "subs")]) == 2
     assert not (tmp_path / "subs" / "grades.csv").exists()
-
-
-@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
-def test_every_chapter_scores_full_marks_and_its_stubs_zero(path, tmp_path):
-    """One sandboxed run of the chapter; then the student edition's stubs, in the same process."""
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    (folder / path.name).write_bytes(path.read_bytes())
-    grades, log, out = grade(folder, "--source", str(path), "--jobs", "1", "--with-stubs",
-                             "--seed", "20261124", timeout=900)
-    assert grades and all(r["points"] == r["max_points"] for r in grades), out
-    exercises = {r["exercise"]: r for r in log}
-    for row in log:
-        assert row["errors"] == "0" and row["flags"] == "" and row["problem"] == "", row
-    for exercise in fmt.parse(fmt.load(path)):
-        if exercise.checks:
-            assert exercises[exercise.name]["status"] == "correct"
-            stub = exercises[f"{exercise.name} stub"]["status"]
-            assert stub == ",".join(["not done:0"] * len(exercise.checks)), (exercise.name, stub)
-        else:
-            assert exercises[exercise.name]["status"] == "by hand"

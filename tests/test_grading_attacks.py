@@ -249,7 +249,8 @@ def attacks(paths):
     vandal = (f"import pathlib, shutil\nroot = pathlib.Path({str(paths['folder'])!r})\n"
               "for p in list(root.iterdir()) if root.exists() else []:\n"
               "    shutil.rmtree(p, ignore_errors=True)\n"
-              "try:\n    (root / 'grades.csv').write_text('notebook,exercise,points,max_points\\n')\n"
+              "try:\n"
+              "    (root / 'grades.csv').write_text('notebook,exercise,points,max_points\\n')\n"
               "except OSError:\n    pass\n")
     made["vandal"] = (with_cells(vandal, nb=answer(student(), "scaled_scores", SOLVED_02)),
                       {"0.2": 1, "0.3": 0})
