@@ -43,6 +43,8 @@ def test_every_chapter_scores_full_marks_and_its_stubs_zero(path, tmp_path):
     assert grades and all(r["points"] == r["max_points"] for r in grades), out
     exercises = {r["exercise"]: r for r in log}
     for row in log:
+        if row["exercise"].endswith(" stub"):
+            continue
         assert row["errors"] == "0" and row["flags"] == "" and row["problem"] == "", row
     for exercise in fmt.parse(fmt.load(path)):
         if exercise.checks:
