@@ -130,7 +130,8 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TMPDIR": "/tmp", "USER": "student"}
+           "TMPDIR": "/tmp", "USER": "student",
+           "PYTHONPATH": "/opt/grader"}  # for Python processes the notebook starts, too
     for key, value in env.items():
         argv += ["--setenv", key, value]
     return argv + [python, "-s", "/opt/grader/run_notebook.py", "/opt/plan.json"]
@@ -231,7 +232,7 @@ def start_unsandboxed(prefix: Prefix, plan: Path, limits: Limits,
     env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONWARNINGS": "ignore",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(prefix.root)}
     process = subprocess.Popen(
         [os.path.join(sys.prefix, "bin", "python"), "-s", str(prefix.root / "run_notebook.py"),
          str(plan)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
