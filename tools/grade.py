@@ -389,6 +389,10 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         process, cgroup = sandbox.start(prefix, plan_path, settings.limits)
     else:
         process, cgroup = sandbox.start_unsandboxed(prefix, plan_path, settings.limits, work)
+    # a watchdog: whatever blocks (a sandbox that stops reading its input), the deadline holds
+    watchdog = threading.Timer(settings.timeout + 10, sandbox.stop, (process, cgroup))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         messages = Messages(process.stdout)
         channel = SandboxChannel(process, messages, deadline)
@@ -432,6 +436,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         unfinished = f"the notebook broke the grading protocol ({error})"
     finally:
         outcome.seconds = time.monotonic() - start
+        watchdog.cancel()
         sandbox.stop(process, cgroup)
         shutil.rmtree(work, ignore_errors=True)
     if unfinished:

@@ -147,6 +147,7 @@ class PidsCgroup:
         for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
             if (base / "cgroup.procs").exists() and (
                     base.name == "pids" or "pids" in _read(base / "cgroup.controllers")):
+                _remove_stale(base)
                 try:
                     path = base / f"mha-grade-{uuid.uuid4().hex[:12]}"
                     path.mkdir()
@@ -161,7 +162,7 @@ class PidsCgroup:
             (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
     def remove(self) -> None:
-        if self.path is None:
+        if self.path is None or not self.path.exists():
             return
         for _ in range(50):
             pids = _read(self.path / "cgroup.procs").split()
@@ -172,11 +173,25 @@ class PidsCgroup:
                     pass
             try:
                 self.path.rmdir()
+                self.path = None
                 return
             except OSError:
                 import time
 
                 time.sleep(0.1)
+
+
+def _remove_stale(base: Path) -> None:
+    """Empty cgroups left by a grader that was killed (an hour old or more)."""
+    import time
+
+    for path in base.glob("mha-grade-*"):
+        try:
+            if time.time() - path.stat().st_mtime > 3600 and not _read(
+                    path / "cgroup.procs").strip():
+                path.rmdir()
+        except OSError:
+            pass
 
 
 def _read(path: Path) -> str:
