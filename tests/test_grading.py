@@ -222,3 +222,23 @@ def test_without_a_sandbox_the_grader_refuses_unless_told(tmp_path, monkeypatch)
     (tmp_path / "subs").mkdir()
     assert grader.main([str(tmp_path / "subs")]) == 2
     assert not (tmp_path / "subs" / "grades.csv").exists()
+
+
+def test_an_interrupted_run_is_resumed_without_grading_again(tmp_path):
+    folder = tmp_path / "submissions"
+    for who in ["done", "todo"]:
+        (folder / who).mkdir(parents=True)
+        (folder / who / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
+    # what a run killed after its first notebook leaves: .part files, "done" in both
+    (folder / "grades.csv.part").write_text(
+        "notebook,exercise,points,max_points\n"
+        f"done/{NAME},0.1,,\ndone/{NAME},0.2,0,1\ndone/{NAME},0.3,0,2\n"
+        f"todo/{NAME},0.1,,\n")  # todo's grades without its log rows: not done
+    (folder / "grading_log.csv.part").write_text(
+        "notebook,exercise,status,message,seconds,errors,flags,problem\n"
+        + "".join(f"done/{NAME},{e},kept,,1.0,0,,\n" for e in ["0.1", "0.2", "0.3"]))
+    grades, log, out = grade(folder, "--source", str(EXAMPLE), "--resume", "--timeout", "60")
+    assert "resuming: 1 notebook(s) already graded" in out
+    assert points({"grades": grades}, "done") == {"0.1": "", "0.2": "0", "0.3": "0"}
+    assert points({"grades": grades}, "todo") == {"0.1": "", "0.2": "1", "0.3": "2"}
+    assert len(grades) == 6 and {r["status"] for r in log if "done/" in r["notebook"]} == {"kept"}

@@ -531,13 +531,22 @@ class Writer:
     """grades.csv and grading_log.csv: a row per notebook as it finishes, flushed; atomically
     sorted and renamed into place at the end (a crash keeps the ``.part`` files)."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, resume: bool = False):
         self.out = out
         self.files = {}
+        kept: dict[str, list[dict]] = {"grades.csv": [], "grading_log.csv": []}
+        self.done: set[str] = set()
+        if resume:  # a notebook is done when its log rows were written (they come last)
+            kept = {name: _read_rows(out / f"{name}.part") for name in kept}
+            self.done = {r["notebook"] for r in kept["grading_log.csv"]}
+            kept = {name: [r for r in rows if r["notebook"] in self.done]
+                    for name, rows in kept.items()}
         for name, header in (("grades.csv", GRADES_HEADER), ("grading_log.csv", LOG_HEADER)):
             handle = (out / f"{name}.part").open("w", newline="", encoding="utf-8")
-            writer = csv.DictWriter(handle, fieldnames=header)
+            writer = csv.DictWriter(handle, fieldnames=header, extrasaction="ignore")
             writer.writeheader()
+            writer.writerows(kept[name])
+            handle.flush()
             self.files[name] = (handle, writer)
         self.lock = threading.Lock()
 
@@ -566,6 +575,14 @@ class Writer:
             tmp.write_text(buffer.getvalue(), encoding="utf-8")
             os.replace(tmp, self.out / name)
             part.unlink()
+
+
+def _read_rows(path: Path) -> list[dict]:
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            return [r for r in csv.DictReader(handle) if r.get("notebook") is not None]
+    except (OSError, csv.Error):
+        return []
 
 
 def _exercise_key(row: dict) -> tuple:
@@ -646,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
                         action="store_true",
                         help="run submissions without the sandbox: only for notebooks you "
                              "trust, or inside a container that is itself the sandbox")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the notebooks graded by an interrupted run (the .part files "
+                             "in the output folder) and grade only the others")
     parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     folder = args.submissions
@@ -672,7 +692,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{'in a sandbox' if settings.sandboxed else 'WITHOUT a sandbox'}", flush=True)
     prefix = sandbox.Prefix()
     clean = Sanitiser([str(prefix.root), str(folder.resolve()), str(out.resolve())])
-    writer = Writer(out)
+    writer = Writer(out, resume=args.resume)
+    if writer.done:
+        print(f"resuming: {len(writer.done)} notebook(s) already graded", flush=True)
+        found = [f for f in found if f.relative not in writer.done]
     start = time.monotonic()
     interrupted = False
 
