@@ -13,12 +13,14 @@ The hidden-input seed is fixed here (``--seed``), unlike in a real grading run, 
 failure can be reproduced.
 """
 
+import copy
 import csv
+import json
 import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import WITH_EXERCISES, fmt
+from exercise_notebooks import WITH_EXERCISES, fmt, student_edition
 
 from conventions import ROOT
 
@@ -53,3 +55,25 @@ def test_every_chapter_scores_full_marks_and_its_stubs_zero(path, tmp_path):
             assert stub == ",".join(["not done:0"] * len(exercise.checks)), (exercise.name, stub)
         else:
             assert exercises[exercise.name]["status"] == "by hand"
+
+
+def completed_edition(nb):
+    """What a student who solved everything hands in: the solutions without their markers."""
+    done = copy.deepcopy(nb)
+    for cell in done["cells"]:
+        if cell["cell_type"] == "code":
+            cell["source"] = "\n".join(line for line in fmt.source(cell).split("\n")
+                                       if line.strip() not in (fmt.BEGIN, fmt.END))
+    return done
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
+def test_no_flag_on_the_instructors_notebook_or_the_student_editions(path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grade
+
+    nb = fmt.load(path)
+    assignment = grade.load_assignment(path)
+    for edition in [nb, student_edition.student_edition(nb), completed_edition(nb)]:
+        read = grade.read_notebook(json.dumps(edition).encode())
+        assert grade.flags(read, assignment) == []
