@@ -54,7 +54,8 @@ clean:
 student: $(STAMP)
 	$(BIN)/python tools/student_edition.py --out _build/student/notebooks
 
-# Grade every notebook under SUBMISSIONS; writes SUBMISSIONS/grades.csv and grading_log.csv.
+# Grade every notebook under SUBMISSIONS, each in a bubblewrap sandbox (Linux; see
+# book/instructors.md); writes SUBMISSIONS/grades.csv and grading_log.csv.
 # GRADE_OPTS passes options on, e.g. GRADE_OPTS="--timeout 600 --jobs 4" (see tools/grade.py -h).
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder>"; exit 2; }

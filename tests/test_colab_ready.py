@@ -1,12 +1,13 @@
-"""Every notebook runs outside the repository, against `mha` installed from its wheel.
+"""`mha` as a student in Colab gets it: built into a wheel and installed, not editable.
 
-This is what a student in Colab gets: the package installed (not editable, no src/ on the path)
-and a lone notebook in a folder of its own. The dependencies are reused from the course
-environment (torch and friends are already there, as in Colab); `mha` itself comes only from the
-wheel.
+The dependencies are reused from the course environment (torch and friends are already there, as
+in Colab); `mha` itself comes only from the wheel. That every chapter *runs* outside the
+repository with a non-editable copy of the package is shown by the one sandboxed grading run of
+each chapter (tests/test_grading_chapters.py: no src/ and no repository visible in the sandbox),
+so the notebooks are not executed again here; this file checks that the wheel builds, imports
+from outside the repository, and holds every file of src/mha that the sandbox's copy holds.
 """
 
-import json
 import os
 import shutil
 import site
@@ -15,7 +16,7 @@ import sys
 
 import pytest
 
-from conventions import NOTEBOOKS, ROOT
+from conventions import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,11 @@ def wheel_env(tmp_path_factory):
                     "--target", packages, str(wheel)], check=True, capture_output=True)
     # dependencies from the course environment; a path listed in a .pth is not scanned for
     # .pth files itself, so the course env's editable `mha` stays invisible here
+    # (every site-packages folder of the course env: a thin venv may chain to another's)
+    folders = [p for p in site.getsitepackages() + sys.path
+               if p.endswith("site-packages") and os.path.isdir(p)]
     with open(os.path.join(packages, "course_dependencies.pth"), "w") as pth:
-        pth.write(site.getsitepackages()[0] + "\n")
+        pth.write("".join(f"{p}\n" for p in dict.fromkeys(folders)))
     return python
 
 
@@ -58,16 +62,14 @@ def test_wheel_env_imports_mha_from_the_wheel_not_src(wheel_env, tmp_path):
     assert str(wheel_env.parent.parent) in where and str(ROOT / "src") not in where
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_alone_with_the_installed_wheel(wheel_env, tmp_path, notebook):
-    shutil.copy(notebook, tmp_path / notebook.name)
-    result = subprocess.run(
-        [str(wheel_env), "-m", "nbconvert", "--to", "notebook", "--execute",
-         "--ExecutePreprocessor.timeout=300", "--output", "executed.ipynb", notebook.name],
-        cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    executed = json.loads((tmp_path / "executed.ipynb").read_text())
-    errors = [o for c in executed["cells"] for o in c.get("outputs", [])
-              if o["output_type"] == "error"]
-    assert not errors
+def test_the_wheel_holds_every_file_of_the_package(wheel_env):
+    """What the grader's sandbox copies (src/mha, tests/test_grading_chapters.py runs every
+    chapter with that copy) is what the wheel installs: the same files, data included."""
+    import zipfile
+
+    (wheel,) = (wheel_env.parent.parent.parent / "dist").glob("mha-*.whl")
+    in_wheel = {name for name in zipfile.ZipFile(wheel).namelist()
+                if name.startswith("mha/")}
+    in_src = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "mha").rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts}
+    assert in_src <= in_wheel, sorted(in_src - in_wheel)

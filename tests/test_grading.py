@@ -1,22 +1,24 @@
-"""`make grade`: points, partial credit, and notebooks that crash, loop, flood, vandalise or cheat.
+"""`make grade`: points, partial credit, notebooks that crash, loop or flood, and every chapter.
 
 One grading run (tools/grade.py in its own process, as `make grade` runs it) over a folder of
-submissions made here from the example notebook; the expected points of each are known from
-what it contains, not from the grader.
+submissions made here from the example notebook, whose expected points are known from what each
+contains, not from the grader. Attacks are in test_grading_attacks.py, the chapters in
+test_grading_chapters.py.
 """
 
 import csv
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
+from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from conventions import ROOT
 
 GRADER = ROOT / "tools" / "grade.py"
+# one grading run per file (a module fixture): under --dist loadgroup it stays on one worker
+pytestmark = pytest.mark.xdist_group("grading_example")
 NAME = EXAMPLE.name
 
 SOLVED_02 = "def scaled_scores(q, k):\n    return q @ k.T / math.sqrt(k.shape[-1])"
@@ -52,7 +54,22 @@ def insert_before(nb, function, cell):
     raise AssertionError(f"no cell defines {function}")
 
 
-def submissions(folder):
+def solved():
+    return answer(answer(student(), "scaled_scores", SOLVED_02), "causal_mask", SOLVED_03)
+
+
+def grade(folder, *options, env=None, timeout=600):
+    run = subprocess.run([sys.executable, str(GRADER), str(folder), *options],
+                         capture_output=True, text=True, timeout=timeout, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    with (folder / "grades.csv").open() as handle:
+        grades = list(csv.DictReader(handle))
+    with (folder / "grading_log.csv").open() as handle:
+        log = list(csv.DictReader(handle))
+    return grades, log, run.stdout
+
+
+def submissions():
     """name -> (notebook or raw bytes, expected points {exercise: points})."""
     made = {}
     made["full"] = (fmt.load(EXAMPLE), {"0.2": 1, "0.3": 2})
@@ -62,55 +79,36 @@ def submissions(folder):
     made["partial_03"] = (answer(answer(student(), "causal_mask", SOLVED_03),
                                  "scaled_scores", WRONG_02), {"0.2": 0, "0.3": 2})
     # raises at the top, yet both exercises are right: errors do not stop the notebook
-    nb = answer(answer(student(), "scaled_scores", SOLVED_02), "causal_mask", SOLVED_03)
+    nb = solved()
     nb["cells"].insert(2, code("raise RuntimeError('my notebook is broken')"))
     made["raises"] = (nb, {"0.2": 1, "0.3": 2})
-    # a loop that an interrupt stops: the cell is interrupted, the rest still runs
-    nb = answer(answer(student(), "scaled_scores", SOLVED_02), "causal_mask", SOLVED_03)
-    made["loops"] = (insert_before(nb, "causal_mask", code("while True:\n    pass")),
+    # a loop that the cell's time limit stops: the rest still runs
+    made["loops"] = (insert_before(solved(), "causal_mask", code("while True:\n    pass")),
                      {"0.2": 1, "0.3": 2})
-    # a loop that ignores interrupts: stopped at the notebook's time limit, keeps what it had
-    nb = answer(answer(student(), "scaled_scores", SOLVED_02), "causal_mask", SOLVED_03)
-    stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    # a loop that ignores the cell's limit: stopped at the notebook's limit, keeps what it had
+    stubborn = ("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "while True:\n    time.sleep(0.05)")
-    made["loops_forever"] = (insert_before(nb, "causal_mask", code(stubborn)),
+    made["loops_forever"] = (insert_before(solved(), "causal_mask", code(stubborn)),
                              {"0.2": 1, "0.3": 0})
     # prints 30 MB, tries to write a 100 MB file, then solves 0.2
     nb = answer(student(), "scaled_scores", SOLVED_02)
-    insert_before(nb, "scaled_scores", code(
-        "for _ in range(30):\n    print('x' * 1_000_000)"))
+    insert_before(nb, "scaled_scores", code("for _ in range(30):\n    print('x' * 1_000_000)"))
     made["prints"] = (insert_before(nb, "scaled_scores", code(
         "with open('big.bin', 'wb') as f:\n    f.write(b'0' * 100 * 2**20)")),
         {"0.2": 1, "0.3": 0})
-    # exits the kernel after solving 0.2
-    nb = answer(student(), "scaled_scores", SOLVED_02)
-    made["crashes"] = (insert_before(nb, "causal_mask", code("import os\nos._exit(3)")),
+    # exits after solving 0.2
+    made["crashes"] = (insert_before(answer(student(), "scaled_scores", SOLVED_02),
+                                     "causal_mask", code("import os\nos._exit(3)")),
                        {"0.2": 1, "0.3": 0})
-    # deletes the other submissions, writes a fake grades.csv and a file outside its folder
-    vandal = (f"import pathlib, shutil\nroot = pathlib.Path({str(folder)!r})\n"
-              "for p in root.iterdir():\n"
-              "    if p.name != 'vandal':\n"
-              "        shutil.rmtree(p, ignore_errors=True)\n"
-              "(root / 'grades.csv').write_text('notebook,exercise,points,max_points\\n')\n"
-              "pathlib.Path('../escaped.txt').write_text('out')")
-    nb = answer(student(), "scaled_scores", SOLVED_02)
-    made["vandal"] = (insert_before(nb, "scaled_scores", code(vandal)), {"0.2": 1, "0.3": 0})
-    # fakes its grade: edits the check cells, writes the report file, prints result lines
-    nb = answer(student(), "causal_mask", WRONG_03.replace(
-        "    return", "    print('\\n✓ Exercise 0.3 [2/2]: correct', end='')\n    return"))
-    for cell in nb["cells"]:
-        if "check" in fmt.tags(cell) and "scaled_scores" in fmt.source(cell):
-            cell["source"] = "print('✓ Exercise 0.2 [1/1]: correct')"
-    nb["cells"].append(code(
-        "import json, os\npath = os.environ.get('MHA_GRADING_REPORT', 'report.jsonl')\n"
-        "with open(path, 'a') as f:\n"
-        "    f.write(json.dumps({'exercise': '0.2', 'points': 1, 'max_points': 1}))\n"
-        "print('✓ Exercise 0.2 [1/1]: correct')"))
-    made["fakes"] = (nb, {"0.2": 0, "0.3": 0})
-    # looks for a secret in the grader's environment: it must not see it (then 0.2 is right)
-    made["snoops"] = (answer(student(), "scaled_scores", SOLVED_02.replace(
-        "    return", "    import os\n    assert 'MHA_TEST_SECRET' not in os.environ\n    return")),
-        {"0.2": 1, "0.3": 0})
+    # its answer lives in another cell than the one the student edition gives
+    nb = student()
+    nb["cells"].append(code(SOLVED_03))
+    made["answer_at_the_end"] = (nb, {"0.2": 0, "0.3": 0})
+    # the check is called on the answer as it is where the check stands, not redefined later
+    nb = answer(student(), "causal_mask", SOLVED_03)
+    nb["cells"].append(code(WRONG_03))
+    made["redefined_later"] = (nb, {"0.2": 0, "0.3": 2})
     made["garbage"] = (b"{ this is not a notebook", {"0.2": 0, "0.3": 0})
     return made
 
@@ -120,9 +118,8 @@ STRAY = "stray/notes.ipynb"  # a notebook of no chapter: reported, not graded
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    base = tmp_path_factory.mktemp("grading")
-    folder = base / "submissions"
-    made = submissions(folder)
+    folder = tmp_path_factory.mktemp("grading") / "submissions"
+    made = submissions()
     for who, (nb, _) in made.items():
         path = folder / who / NAME
         path.parent.mkdir(parents=True)
@@ -130,18 +127,9 @@ def graded(tmp_path_factory):
     (folder / STRAY).parent.mkdir()
     (folder / STRAY).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
                                             "nbformat_minor": 5}))
-    run = subprocess.run(
-        [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE), "--jobs", "2",
-         "--timeout", "60", "--cell-timeout", "10"],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, "MHA_TEST_SECRET": "the grader's token"})
-    assert run.returncode == 0, run.stdout + run.stderr
-    with (folder / "grades.csv").open() as handle:
-        grades = list(csv.DictReader(handle))
-    with (folder / "grading_log.csv").open() as handle:
-        log = list(csv.DictReader(handle))
-    return {"made": made, "grades": grades, "log": log, "out": run.stdout, "base": base,
-            "folder": folder}
+    grades, log, out = grade(folder, "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "25",
+                             "--cell-timeout", "5", "--memory-gb", "1.5", "--disk-mb", "256")
+    return {"made": made, "grades": grades, "log": log, "out": out, "folder": folder}
 
 
 def points(graded, who):
@@ -158,9 +146,11 @@ def test_grades_csv_has_one_row_per_notebook_and_exercise(graded):
             assert row["points"] == row["max_points"] == ""
         else:
             assert row["max_points"] == {"0.2": "1", "0.3": "2"}[row["exercise"]]
+    assert not list(graded["folder"].glob("*.part"))  # replaced by the final files
 
 
-@pytest.mark.parametrize("who", ["full", "untouched", "partial_02", "partial_03"])
+@pytest.mark.parametrize("who", ["full", "untouched", "partial_02", "partial_03",
+                                 "answer_at_the_end", "redefined_later"])
 def test_solutions_score_full_marks_the_student_edition_zero_and_partial_work_its_part(graded,
                                                                                           who):
     expected = graded["made"][who][1]
@@ -168,7 +158,7 @@ def test_solutions_score_full_marks_the_student_edition_zero_and_partial_work_it
 
 
 @pytest.mark.parametrize("who", ["raises", "loops", "loops_forever", "prints", "crashes",
-                                 "vandal", "fakes", "snoops", "garbage"])
+                                 "garbage"])
 def test_a_misbehaving_submission_gets_exactly_what_it_earned(graded, who):
     expected = graded["made"][who][1]
     assert points(graded, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
@@ -177,7 +167,7 @@ def test_a_misbehaving_submission_gets_exactly_what_it_earned(graded, who):
 def test_a_notebook_of_no_chapter_is_reported_and_not_graded(graded):
     assert STRAY not in {r["notebook"] for r in graded["grades"]}
     row = next(r for r in graded["log"] if r["notebook"] == STRAY)
-    assert row["status"] == "no chapter notebook matches its name or its exercise labels"
+    assert row["problem"] == "no chapter notebook matches its name or its exercise labels"
     assert f"{STRAY}: NOT GRADED" in graded["out"]
 
 
@@ -187,12 +177,12 @@ def test_make_grade_and_make_student_run_the_tools():
                              timeout=60)
         return run.returncode, run.stdout
 
-    code, out = make("grade")  # without a folder: the usage, and a failure
-    assert code != 0 and "usage: make grade SUBMISSIONS=<folder>" in out
-    code, out = make("-n", "grade", "SUBMISSIONS=subs", "GRADE_OPTS=--jobs 1")
-    assert code == 0 and '.venv/bin/python tools/grade.py "subs" --jobs 1' in out
-    code, out = make("-n", "student")
-    assert code == 0 and "tools/student_edition.py --out _build/student/notebooks" in out
+    code_, out = make("grade")  # without a folder: the usage, and a failure
+    assert code_ != 0 and "usage: make grade SUBMISSIONS=<folder>" in out
+    code_, out = make("-n", "grade", "SUBMISSIONS=subs", "GRADE_OPTS=--jobs 1")
+    assert code_ == 0 and '.venv/bin/python tools/grade.py "subs" --jobs 1' in out
+    code_, out = make("-n", "student")
+    assert code_ == 0 and "tools/student_edition.py --out _build/student/notebooks" in out
 
 
 def test_the_untouched_edition_is_reported_as_not_done(graded):
@@ -210,8 +200,8 @@ def test_wrong_answers_get_the_checks_reason(graded):
 def test_a_looping_notebook_is_stopped_at_its_time_limit(graded):
     row = next(r for r in graded["log"]
                if r["notebook"] == f"loops_forever/{NAME}" and r["exercise"] == "0.3")
-    assert row["status"] == "stopped after the time limit of 60 s"
-    assert 60 <= float(row["seconds"]) < 60 + 20
+    assert row["problem"].startswith("stopped after the time limit of 25 s")
+    assert 25 <= float(row["seconds"]) < 25 + 15
 
 
 def test_output_and_file_sizes_are_capped(graded):
@@ -219,40 +209,38 @@ def test_output_and_file_sizes_are_capped(graded):
     assert row["errors"] == "1"  # writing the 100 MB file failed: "File too large"
 
 
-def test_a_vandal_changes_no_other_grade_and_its_file_outside_stays_out_of_the_folder(graded):
-    # every submission still has its rows, grades.csv is the grader's, not the vandal's
-    assert {r["notebook"].split("/")[0] for r in graded["grades"]} == set(graded["made"])
-    assert not (graded["folder"] / "escaped.txt").exists()
-
-
-def test_cheating_code_is_flagged_for_review(graded):
+def test_honest_notebooks_raise_no_flag(graded):
     flags = {r["notebook"].split("/")[0]: r["flags"] for r in graded["log"]}
-    assert "fake result line" in flags["fakes"] and "grading report" in flags["fakes"]
-    assert flags["full"] == flags["untouched"] == ""
-    assert "REVIEW" in graded["out"]
+    for who in ["full", "untouched", "partial_02", "partial_03", "raises", "loops"]:
+        assert flags[who] == "", who
 
 
-@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
-def test_every_chapter_scores_full_marks_and_its_student_edition_zero(path, tmp_path):
-    """The instructor's notebook and the untouched student edition, graded side by side."""
+def test_without_a_sandbox_the_grader_refuses_unless_told(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grade as grader
+    import sandbox
+
+    monkeypatch.setattr(sandbox, "unavailable", lambda: "this is Darwin")
+    (tmp_path / "subs").mkdir()
+    assert grader.main([str(tmp_path / "subs")]) == 2
+    assert not (tmp_path / "subs" / "grades.csv").exists()
+
+
+def test_an_interrupted_run_is_resumed_without_grading_again(tmp_path):
     folder = tmp_path / "submissions"
-    (folder / "instructor").mkdir(parents=True)
-    (folder / "student").mkdir()
-    nb = fmt.load(path)
-    (folder / "instructor" / path.name).write_text(json.dumps(nb))
-    (folder / "student" / path.name).write_text(json.dumps(student_edition.student_edition(nb)))
-    run = subprocess.run([sys.executable, str(GRADER), str(folder), "--source", str(path),
-                          "--jobs", "2"], capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout + run.stderr
-    with (folder / "grading_log.csv").open() as handle:
-        log = list(csv.DictReader(handle))
-    with (folder / "grades.csv").open() as handle:
-        grades = list(csv.DictReader(handle))
-    for row in grades:
-        if row["max_points"]:
-            expected = row["max_points"] if row["notebook"].startswith("instructor/") else "0"
-            assert row["points"] == expected, row
-    for row in log:
-        assert row["errors"] == "0", row  # both run top to bottom without an error
-        if row["notebook"].startswith("student/") and row["status"] != "by hand":
-            assert row["status"] == "not done", row  # every check says "not done yet"
+    for who in ["done", "todo"]:
+        (folder / who).mkdir(parents=True)
+        (folder / who / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
+    # what a run killed after its first notebook leaves: .part files, "done" in both
+    (folder / "grades.csv.part").write_text(
+        "notebook,exercise,points,max_points\n"
+        f"done/{NAME},0.1,,\ndone/{NAME},0.2,0,1\ndone/{NAME},0.3,0,2\n"
+        f"todo/{NAME},0.1,,\n")  # todo's grades without its log rows: not done
+    (folder / "grading_log.csv.part").write_text(
+        "notebook,exercise,status,message,seconds,errors,flags,problem\n"
+        + "".join(f"done/{NAME},{e},kept,,1.0,0,,\n" for e in ["0.1", "0.2", "0.3"]))
+    grades, log, out = grade(folder, "--source", str(EXAMPLE), "--resume", "--timeout", "60")
+    assert "resuming: 1 notebook(s) already graded" in out
+    assert points({"grades": grades}, "done") == {"0.1": "", "0.2": "0", "0.3": "0"}
+    assert points({"grades": grades}, "todo") == {"0.1": "", "0.2": "1", "0.3": "2"}
+    assert len(grades) == 6 and {r["status"] for r in log if "done/" in r["notebook"]} == {"kept"}

@@ -3,14 +3,29 @@
 A chapter's checks live in ``mha.checks.chNN``. Each is a function made with ``exercise_check``:
 it takes the student's answer (usually a function), raises ``Wrong`` with a helpful message when
 the answer is wrong, and returns nothing when it is right. Calling a check never stops the
-notebook: it prints one line, the verdict, which is what grading reads (tools/grade.py).
+notebook: it prints one line, the verdict.
+
+A check never touches the student's answer directly. It talks to it through a *channel*: calling
+``answer(x)`` sends ``x`` as plain data (numbers, nested lists, tensors as dtype + shape + a flat
+list of values; JSON, never pickle) and gets plain data back, decoded here into ordinary
+``torch.Tensor``/``tuple``/``list``/``dict`` values; an object that is not plain data (a module
+the student built) comes back as a ``Ref`` whose attributes and calls go through the channel in
+the same way. In a notebook the channel is in-process (:class:`LocalChannel`). Under grading
+(tools/grade.py) the answer lives in a sandboxed process and the channel is a pipe to it: the
+check, its reference and its verdict run in the grader's own process, and nothing the student's
+code does (patching ``torch``, ``sys.stdout`` or this module, returning a tensor subclass) can
+reach them. The same check code runs in both places.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import importlib
 import io
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +34,20 @@ import torch
 
 class Wrong(Exception):
     """Raised by a check when the answer is wrong; the message says what was expected."""
+
+
+class ProtocolError(Exception):
+    """Data from the other side of a channel is not plain data of the expected form."""
+
+
+class AnswerRaised(Exception):  # noqa: N818 (it reports what the answer raised)
+    """The student's answer raised an exception (on the other side of the channel)."""
+
+    def __init__(self, types: list[str], message: str):
+        super().__init__(message)
+        self.types = types
+        self.name = types[0].rsplit(".", 1)[-1] if types else "Exception"
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -33,6 +62,395 @@ class Result:
         """The check has printed its verdict already: a notebook shows nothing more."""
 
 
+# ---------------------------------------------------------------------------------------------
+# Hidden inputs: under grading, checks draw their random inputs from a seed the grader picks.
+
+_GRADING_SEED: int | None = None
+
+
+def seed(default: int) -> int:
+    """The seed of a check's random inputs: ``default`` in a notebook, a hidden one in grading."""
+    if _GRADING_SEED is None:
+        return default
+    digest = hashlib.sha256(f"{_GRADING_SEED}:{default}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2
+
+
+def set_grading_seed(value: int | None) -> None:
+    """Called by the grader (in its own process) once per grading run."""
+    global _GRADING_SEED
+    _GRADING_SEED = value
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain data: what crosses a channel.
+
+MAX_ELEMENTS = 4_000_000  # numbers in one message
+MAX_DEPTH = 32
+MAX_STRING = 10_000
+DTYPES = {name: getattr(torch, name) for name in (
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "uint8", "int8",
+    "int16", "int32", "int64", "bool")}
+
+
+def type_names(value: object) -> list[str]:
+    return [f"{c.__module__}.{c.__qualname__}" for c in type(value).__mro__]
+
+
+def encode(value: object, table: list | None = None, _depth: int = 0, _count: list | None = None):
+    """``value`` as JSON-able plain data; objects that are not data go into ``table`` as refs."""
+    count = [0] if _count is None else _count
+    if _depth > MAX_DEPTH:
+        raise ProtocolError("nested too deeply")
+    if value is None or isinstance(value, bool):
+        return None if value is None else bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)[:MAX_STRING]
+    if isinstance(value, Ref):  # an object on the answer's side, sent back to it
+        return {"ref": value._ref, "types": []}
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunctionSubclass():  # the data, not what a subclass says
+            tensor = torch.Tensor.detach(value).as_subclass(torch.Tensor).cpu()
+            name = str(tensor.dtype).removeprefix("torch.")
+            if name not in DTYPES:
+                raise ProtocolError(f"a tensor of dtype {name}")
+            count[0] += tensor.numel()
+            if count[0] > MAX_ELEMENTS:
+                raise ProtocolError("too many numbers")
+            flat = tensor.reshape(-1)
+            if tensor.is_complex():
+                flat = torch.view_as_real(flat).reshape(-1)
+            if name == "bfloat16" or name == "float16":
+                flat = flat.double()
+            return {"tensor": name, "shape": list(tensor.shape), "data": flat.tolist()}
+    if isinstance(value, tuple | list):
+        count[0] += len(value)
+        items = [encode(v, table, _depth + 1, count) for v in value]
+        return {"tuple": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        count[0] += len(value)
+        return {"dict": [[encode(k, table, _depth + 1, count), encode(v, table, _depth + 1, count)]
+                         for k, v in value.items()]}
+    if table is None:
+        raise ProtocolError(f"cannot send a {type(value).__name__}")
+    table.append(value)
+    return {"ref": len(table) - 1, "types": type_names(value)[:20]}
+
+
+def decode(plain: object, make_ref: Callable[[int, list[str]], object], _depth: int = 0):
+    """Plain data back to values; strict: anything of another form raises ``ProtocolError``."""
+    if _depth > MAX_DEPTH:
+        raise ProtocolError("nested too deeply")
+    if plain is None or type(plain) in (bool, int, float):
+        return plain
+    if type(plain) is str:
+        return plain[:MAX_STRING]
+    if type(plain) is list:
+        return [decode(p, make_ref, _depth + 1) for p in plain]
+    if type(plain) is not dict or len(plain) not in (1, 2, 3):
+        raise ProtocolError("unexpected data")
+    if set(plain) == {"tuple"} and type(plain["tuple"]) is list:
+        return tuple(decode(p, make_ref, _depth + 1) for p in plain["tuple"])
+    if set(plain) == {"dict"} and type(plain["dict"]) is list:
+        out = {}
+        for pair in plain["dict"]:
+            if type(pair) is not list or len(pair) != 2:
+                raise ProtocolError("unexpected dict entry")
+            key = decode(pair[0], make_ref, _depth + 1)
+            if not isinstance(key, str | int | float | bool | tuple | type(None)):
+                raise ProtocolError("unexpected dict key")
+            out[key] = decode(pair[1], make_ref, _depth + 1)
+        return out
+    if set(plain) == {"tensor", "shape", "data"}:
+        return _tensor(plain)
+    if (set(plain) == {"ref", "types"} and type(plain["ref"]) is int
+            and type(plain["types"]) is list):
+        types = [t[:200] for t in plain["types"][:20] if type(t) is str]
+        return make_ref(plain["ref"], types)
+    raise ProtocolError("unexpected data")
+
+
+def _tensor(plain: dict) -> torch.Tensor:
+    name, shape, data = plain["tensor"], plain["shape"], plain["data"]
+    if name not in DTYPES or type(shape) is not list or type(data) is not list:
+        raise ProtocolError("unexpected tensor")
+    if len(shape) > 16 or not all(type(s) is int and 0 <= s <= MAX_ELEMENTS for s in shape):
+        raise ProtocolError("unexpected tensor shape")
+    dtype = DTYPES[name]
+    numel = math.prod(shape)
+    if numel > MAX_ELEMENTS or len(data) != numel * (2 if dtype.is_complex else 1):
+        raise ProtocolError("tensor data does not match its shape")
+    if dtype == torch.bool:
+        if not all(type(x) is bool for x in data):
+            raise ProtocolError("unexpected bool data")
+        return torch.tensor(data, dtype=torch.bool).reshape(shape)
+    if dtype.is_floating_point or dtype.is_complex:
+        if not all(type(x) in (int, float) for x in data):
+            raise ProtocolError("unexpected float data")
+        flat = torch.tensor(data, dtype=torch.float64)
+        if dtype.is_complex:
+            flat = torch.view_as_complex(flat.reshape(-1, 2)).to(dtype)
+        return flat.to(dtype).reshape(shape)
+    if not all(type(x) is int and -2**63 <= x < 2**63 for x in data):
+        raise ProtocolError("unexpected integer data")
+    return torch.tensor(data, dtype=torch.int64).to(dtype).reshape(shape)
+
+
+def dumps(message: dict) -> bytes:
+    return json.dumps(message, allow_nan=True, separators=(",", ":")).encode() + b"\n"
+
+
+def loads(line: bytes) -> dict:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError) as error:
+        raise ProtocolError("not JSON") from error
+    if type(message) is not dict:
+        raise ProtocolError("not a message")
+    return message
+
+
+# ---------------------------------------------------------------------------------------------
+# The answer's side: what the sandbox (or the notebook itself) does with a request.
+
+def _local_value(plain, table: list):
+    def resolve(ref: int, _types):
+        if not 0 <= ref < len(table):
+            raise ProtocolError("unknown ref")
+        return table[ref]
+
+    return decode(plain, resolve)
+
+
+def serve(request: dict, table: list) -> dict:
+    """Carry out one request on the answer's side; the reply is plain data."""
+    try:
+        op = request.get("op")
+        if op == "build":  # an object the check needs on the answer's side, made by mha.checks
+            module, _, name = str(request.get("function", "")).partition(":")
+            if not module.startswith("mha.checks.") or not name.isidentifier():
+                raise ProtocolError("builds come from mha.checks only")
+            function = getattr(importlib.import_module(module), name)
+            args = _local_value(request.get("args", []), table)
+            return {"value": encode(function(*args), table)}
+        target = table[int(request.get("target", -1))] if 0 <= int(
+            request.get("target", -1)) < len(table) else None
+        if target is None:
+            raise ProtocolError("unknown target")
+        if op == "call":
+            args = _local_value(request.get("args", []), table)
+            kwargs = _local_value(request.get("kwargs", {"dict": []}), table)
+            if type(args) is not list or type(kwargs) is not dict:
+                raise ProtocolError("unexpected arguments")
+            result = target(*args, **{str(k): v for k, v in kwargs.items()})
+            # the arguments after the call too, so that a check can see in-place changes
+            return {"value": encode(result, table), "args": encode(args, table)}
+        if op == "getattr":
+            return {"value": encode(getattr(target, str(request.get("name"))), table)}
+        if op == "convert":
+            kind = request.get("kind")
+            functions = {"float": float, "int": int, "bool": bool, "len": len, "repr": repr,
+                         "list": list}
+            if kind not in functions:
+                raise ProtocolError("unknown conversion")
+            value = functions[kind](target)
+            return {"value": encode(value[:200] if kind == "repr" else value, table)}
+        if op == "getitem":
+            return {"value": encode(target[_local_value(request.get("key"), table)], table)}
+        raise ProtocolError("unknown request")
+    except Exception as error:  # the answer raised: say what, in a few words
+        return {"raised": {"types": type_names(error)[:20], "message": str(error)[:300]}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The check's side.
+
+class Channel:
+    """The check's end of a channel: ``request`` sends plain data and returns the reply."""
+
+    def request(self, message: dict) -> dict:
+        raise NotImplementedError
+
+    def ask(self, message: dict):
+        reply = self.request(message)
+        if type(reply) is not dict:
+            raise ProtocolError("not a reply")
+        if "raised" in reply:
+            raised = reply["raised"]
+            if type(raised) is not dict:
+                raise ProtocolError("unexpected error report")
+            types = [t[:200] for t in raised.get("types", [])[:20] if type(t) is str]
+            message = raised.get("message", "")
+            raise AnswerRaised(types, _clean(message if type(message) is str else ""))
+        if "value" not in reply:
+            raise ProtocolError("a reply without a value")
+        return reply
+
+    def value(self, plain):
+        return decode(plain, self.ref)
+
+    def ref(self, ref: int, types: list[str]) -> Ref:
+        return _ref_class(types[0] if types else "object")(self, ref, types)
+
+
+def _clean(text: str, limit: int = 300) -> str:
+    """One line of printable text, at most ``limit`` characters."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:limit]
+
+
+class LocalChannel(Channel):
+    """In the notebook: the answer is in this process; data still goes through JSON."""
+
+    def __init__(self, answer: object):
+        self.table = [answer]
+
+    def request(self, message: dict) -> dict:
+        return loads(dumps(serve(loads(dumps(message)), self.table)))
+
+    def answer(self) -> Ref:
+        return self.ref(0, type_names(self.table[0]))
+
+
+class Ref:
+    """An object on the answer's side: attributes, calls and conversions go through the channel.
+
+    ``type(ref).__name__`` is the remote class's name (so messages read as before), and
+    ``is_instance(ref, cls)`` compares the remote class names, which a student controls: a check
+    never gives points for a type, only for the values it then computes.
+    """
+
+    __slots__ = ("_channel", "_ref", "_types")
+
+    def __init__(self, channel: Channel, ref: int, types: list[str]):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_types", types)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        reply = self._channel.ask({"op": "getattr", "target": self._ref, "name": name})
+        return self._channel.value(reply["value"])
+
+    def __call__(self, *args, **kwargs):
+        # arguments are plain data (or refs to the answer's side): never objects of the check
+        reply = self._channel.ask({"op": "call", "target": self._ref,
+                                   "args": encode(list(args)), "kwargs": encode(kwargs)})
+        if "args" in reply:
+            _copy_back(list(args), self._channel.value(reply["args"]))
+        return self._channel.value(reply["value"])
+
+    def _convert(self, kind: str):
+        return self._channel.value(self._channel.ask(
+            {"op": "convert", "target": self._ref, "kind": kind})["value"])
+
+    def __float__(self):
+        value = self._convert("float")
+        if type(value) is not float:
+            raise ProtocolError("float() gave no float")
+        return value
+
+    def __int__(self):
+        value = self._convert("int")
+        if type(value) is not int:
+            raise ProtocolError("int() gave no int")
+        return value
+
+    def __bool__(self):
+        return bool(self._convert("bool") is True)
+
+    def __len__(self):
+        value = self._convert("len")
+        if type(value) is not int or value < 0:
+            raise ProtocolError("len() gave no length")
+        return value
+
+    def __iter__(self):
+        value = self._convert("list")
+        if type(value) is not list:
+            raise ProtocolError("list() gave no list")
+        return iter(value)
+
+    def __getitem__(self, key):
+        return self._channel.value(self._channel.ask(
+            {"op": "getitem", "target": self._ref, "key": encode(key)})["value"])
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+@functools.lru_cache(maxsize=256)
+def _ref_class(qualified: str) -> type:
+    name = "".join(c for c in qualified.rsplit(".", 1)[-1] if c.isalnum() or c == "_")[:60]
+    return type(name or "object", (Ref,), {"__slots__": ()})
+
+
+def _copy_back(sent: list, after: object) -> None:
+    """Tensors the answer changed in place: change the check's own copies the same way."""
+    if type(after) is not list or len(after) != len(sent):
+        return
+    for mine, theirs in zip(sent, after, strict=True):
+        if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
+            if theirs.shape == mine.shape and theirs.dtype == mine.dtype:
+                with torch.no_grad():
+                    mine.copy_(theirs)
+        elif isinstance(mine, list | tuple) and isinstance(theirs, list | tuple):
+            _copy_back(list(mine), list(theirs))
+
+
+def is_instance(value: object, cls: type) -> bool:
+    """``isinstance`` that also answers for a ``Ref`` (by its remote class names)."""
+    if isinstance(value, Ref):
+        return f"{cls.__module__}.{cls.__qualname__}" in value._types
+    return isinstance(value, cls)
+
+
+class Built:
+    """An object a check makes on the answer's side with a function of ``mha.checks``."""
+
+    def __init__(self, function: Callable, *args):
+        self.function = f"{function.__module__}:{function.__name__}"
+        self.args = args
+
+
+def build(answer: Ref, built: Built) -> Ref:
+    """Make ``built`` on ``answer``'s side of the channel; returns a ``Ref`` to pass to it."""
+    channel = answer._channel
+    value = channel.value(channel.ask({"op": "build", "function": built.function,
+                                       "args": encode(list(built.args))})["value"])
+    if not isinstance(value, Ref):
+        raise ProtocolError("a build gave no object")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+def evaluate(checker: Callable, exercise: str, points: int, answer: Ref) -> Result:
+    """Run ``checker`` on ``answer`` (a ``Ref``) and turn what happens into a ``Result``."""
+    try:
+        checker(answer)
+    except Wrong as wrong:
+        return Result(exercise, 0, points, "wrong", str(wrong))
+    except AnswerRaised as raised:
+        if "builtins.NotImplementedError" in raised.types:
+            return Result(exercise, 0, points, "not done",
+                          "not done yet: the answer still raises NotImplementedError")
+        return Result(exercise, 0, points, "error",
+                      f"your answer raised {raised.name}: {raised.message}")
+    except ProtocolError as error:
+        return Result(exercise, 0, points, "error",
+                      f"your answer gave something the check cannot read ({error})")
+    except Exception as error:  # the check could not use what the answer gave
+        return Result(exercise, 0, points, "error",
+                      f"your answer raised {type(error).__name__}: {_clean(str(error), 200)}")
+    return Result(exercise, points, points, "correct", "correct")
+
+
 def exercise_check(exercise: str, points: int = 1) -> Callable:
     """Turn ``checker(answer)`` into a check that prints its verdict and returns it."""
 
@@ -40,27 +458,17 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
         @functools.wraps(checker)
         def check(answer: object) -> Result:
             # The answer's own prints are caught and shown indented above the verdict, so the
-            # verdict is the only line of the check that starts with a mark (graders read it).
+            # verdict is the only line of the check that starts with a mark.
             printed = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(printed):
-                    checker(answer)
-            except NotImplementedError:
-                result = Result(exercise, 0, points, "not done",
-                                "not done yet: the answer still raises NotImplementedError")
-            except Wrong as wrong:
-                result = Result(exercise, 0, points, "wrong", str(wrong))
-            except Exception as error:  # the student's code failed: say how, keep going
-                result = Result(exercise, 0, points, "error",
-                                f"your answer raised {type(error).__name__}: {error}")
-            else:
-                result = Result(exercise, points, points, "correct", "correct")
+            with contextlib.redirect_stdout(printed):
+                result = evaluate(checker, exercise, points, LocalChannel(answer).answer())
             _echo(printed.getvalue())
             _report(result)
             return result
 
         check.exercise = exercise
         check.max_points = points
+        check.checker = checker
         return check
 
     return wrap
@@ -76,9 +484,13 @@ def _echo(printed: str, max_lines: int = 20) -> None:
 
 
 def _report(result: Result) -> None:
+    print(verdict_line(result))
+
+
+def verdict_line(result: Result) -> str:
     mark = "✓" if result.status == "correct" else "✗"
     message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
-    print(f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}")
+    return f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}"
 
 
 def expect_close(what: str, got: object, expected: torch.Tensor,

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close
+from mha.exercises import Wrong, exercise_check, expect_close, is_instance, seed
 from mha.single_head import SelfAttention
 
 
@@ -14,11 +14,11 @@ from mha.single_head import SelfAttention
 def self_attention_from_matrices(answer) -> None:
     """``answer(w_q, w_k, w_v)`` must return an ``mha.SelfAttention`` computing
     ``softmax(X W_Q (X W_K)^T / sqrt(d_k)) X W_V`` for the seed's ``(d, d_k)`` matrices."""
-    g = torch.Generator().manual_seed(31)
+    g = torch.Generator().manual_seed(seed(31))
     for d, dk, dv in [(5, 3, 4), (4, 4, 4)]:  # a square case too, where a missing .T is silent
         w_q, w_k, w_v = (torch.randn(d, k, generator=g) for k in (dk, dk, dv))
         layer = answer(w_q.clone(), w_k.clone(), w_v.clone())
-        if not isinstance(layer, SelfAttention):
+        if not is_instance(layer, SelfAttention):
             raise Wrong(f"expected an mha.SelfAttention, got {type(layer).__name__}")
         x = torch.randn(2, 6, d, generator=g)
         with torch.no_grad():
@@ -33,7 +33,7 @@ def self_attention_from_matrices(answer) -> None:
 @exercise_check("3.3")
 def best_projection_error(answer) -> None:
     """``answer(x, target)`` must return the least mean squared error of any ``x W + b``."""
-    g = torch.Generator().manual_seed(33)
+    g = torch.Generator().manual_seed(seed(33))
     x = torch.randn(3, 40, 5, generator=g)
     exact_w = torch.randn(5, 2, generator=g)
     for name, target in [("a target that is x W + b plus noise",

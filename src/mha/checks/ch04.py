@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close
+from mha.exercises import Wrong, exercise_check, expect_close, is_instance, seed
 from mha.multi_head import MultiHeadAttention
 
 
@@ -14,7 +14,7 @@ from mha.multi_head import MultiHeadAttention
 def pack_heads(answer) -> None:
     """``answer(w_qs, w_ks, w_vs, w_o)`` must return an ``mha.MultiHeadAttention`` (no biases)
     computing ``Concat_i(softmax(X W_Q,i (X W_K,i)^T / sqrt(d_k)) X W_V,i) W_O``."""
-    g = torch.Generator().manual_seed(41)
+    g = torch.Generator().manual_seed(seed(41))
     d, h, dk = 6, 3, 4  # h * d_k != d on purpose
     w_qs = [torch.randn(d, dk, generator=g) for _ in range(h)]
     w_ks = [torch.randn(d, dk, generator=g) for _ in range(h)]
@@ -22,7 +22,7 @@ def pack_heads(answer) -> None:
     w_o = torch.randn(h * dk, d, generator=g)
     layer = answer([w.clone() for w in w_qs], [w.clone() for w in w_ks],
                    [w.clone() for w in w_vs], w_o.clone())
-    if not isinstance(layer, MultiHeadAttention):
+    if not is_instance(layer, MultiHeadAttention):
         raise Wrong(f"expected an mha.MultiHeadAttention, got {type(layer).__name__}")
     if (layer.num_heads, layer.head_dim) != (h, dk):
         raise Wrong(f"expected {h} heads of size {dk}, got {layer.num_heads} of size "
@@ -46,7 +46,7 @@ def course_mask(answer) -> None:
     """``answer(key_padding_mask, attn_mask)`` must turn nn.MultiheadAttention's bool masks
     (True = do not attend; either may be None) into one course mask (True = may attend)
     of shape ``(B, 1, n_q, n_k)``."""
-    g = torch.Generator().manual_seed(42)
+    g = torch.Generator().manual_seed(seed(42))
     batch, n_q, n_k = 3, 4, 5
     padding = torch.rand(batch, n_k, generator=g) < 0.3
     blocked = torch.rand(n_q, n_k, generator=g) < 0.3

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close
+from mha.exercises import Wrong, exercise_check, expect_close, seed
 
 
 def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
     """Token vectors (3, 5, 4) with 5, 3 and 1 real tokens; padding holds large values."""
-    g = torch.Generator().manual_seed(8)
+    g = torch.Generator().manual_seed(seed(8))
     hidden = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
     hidden = torch.where(mask.bool()[..., None], hidden, torch.full_like(hidden, 50.0))

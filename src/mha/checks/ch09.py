@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mha.exercises import Wrong, exercise_check, expect_close
+from mha.exercises import Wrong, exercise_check, expect_close, seed
 from mha.kv_cache import KVCache
 from mha.multi_head import MultiHeadAttention
 
@@ -14,7 +14,7 @@ from mha.multi_head import MultiHeadAttention
 def cache_bytes(answer) -> None:
     """``answer(layers, kv_heads, head_dim, tokens, bytes_per_number)`` -> the KV cache's bytes,
     checked against caches that real layers fill."""
-    gen = torch.Generator().manual_seed(91)
+    gen = torch.Generator().manual_seed(seed(91))
     for layers, heads, kv_heads, head_dim, tokens, dtype in [
             (2, 4, 4, 8, 10, torch.float32), (3, 8, 2, 4, 7, torch.float64),
             (1, 6, 1, 16, 33, torch.bfloat16), (4, 4, 2, 2, 1, torch.float16)]:
@@ -46,7 +46,7 @@ def _filled_cache(layer: MultiHeadAttention, tokens: int, dtype, gen) -> int:
 def gqa_attention(answer) -> None:
     """``answer(q, k, v)`` with ``q`` ``(B, h, n, d)`` and ``k``, ``v`` ``(B, h_kv, n, d)`` ->
     causal grouped-query attention ``(B, h, n, d)``, checked against PyTorch's fused kernel."""
-    gen = torch.Generator().manual_seed(92)
+    gen = torch.Generator().manual_seed(seed(92))
     for heads, kv_heads in [(8, 2), (4, 1), (6, 3), (4, 4)]:
         q = torch.randn(2, heads, 5, 4, generator=gen, dtype=torch.float64)
         k = torch.randn(2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)
@@ -61,7 +61,7 @@ def gqa_attention(answer) -> None:
 def absorb_query(answer) -> None:
     """``answer(q, w_uk)`` with ``q`` ``(B, h, n, d_h)`` and ``w_uk`` ``(h, d_h, d_c)`` ->
     latent queries ``(B, h, n, d_c)`` whose dot products with the latents are the scores."""
-    gen = torch.Generator().manual_seed(93)
+    gen = torch.Generator().manual_seed(seed(93))
     for heads, d_h, d_c in [(4, 8, 12), (2, 3, 5), (3, 6, 6)]:
         q = torch.randn(2, heads, 4, d_h, generator=gen, dtype=torch.float64)
         w_uk = torch.randn(heads, d_h, d_c, generator=gen, dtype=torch.float64)
@@ -82,7 +82,7 @@ def absorb_query(answer) -> None:
 def mean_pool_kv(answer) -> None:
     """``answer(weight, num_heads, num_kv_heads)`` with a key or value projection ``weight``
     ``(num_heads * d, d_in)`` -> the mean-pooled ``(num_kv_heads * d, d_in)``."""
-    gen = torch.Generator().manual_seed(95)
+    gen = torch.Generator().manual_seed(seed(95))
     for heads, kv_heads, d, d_in in [(8, 2, 4, 16), (4, 1, 3, 5), (6, 3, 2, 7), (4, 4, 2, 3)]:
         weight = torch.randn(heads * d, d_in, generator=gen, dtype=torch.float64)
         group = heads // kv_heads

@@ -1,0 +1,463 @@
+"""A hostile class: every attack of issue 14, as a student would write it, in one grading run.
+
+Each submission starts from the student edition of the example notebook (exercises 0.2, 1 point,
+and 0.3, 2 points) and adds a trick. The tests assert that the trick earns nothing (zero, or the
+points of the part that is honest), that the honest submissions graded in the same run keep
+their grades, that no canary (a secret in the grader's environment, a file in its home, the
+solutions, another student's notebook) reaches the sandbox or any CSV, that no file outside the
+sandbox changes, and that no process of the sandbox outlives the grading.
+
+Where an attack *looks* for something (a secret, a file, a process, the network), its answer to
+0.2 is right only if it finds nothing: 1 point for 0.2 shows that the sandbox hid it.
+"""
+
+import csv
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from exercise_notebooks import EXAMPLE, fmt, student_edition
+
+from conventions import ROOT
+
+GRADER = ROOT / "tools" / "grade.py"
+# one grading run per file (a module fixture): under --dist loadgroup it stays on one worker
+pytestmark = pytest.mark.xdist_group("grading_attacks")
+NAME = EXAMPLE.name
+SECRET = "GRADER_SECRET_c4n4ry_9f2e"  # the value of GRADER_SECRET in the grader's environment
+SSH_CANARY = "SSH_PRIVATE_KEY_c4n4ry_77a1"
+OTHER_CANARY = "OTHER_STUDENT_c4n4ry_31b8"
+SOLVED_02 = "def scaled_scores(q, k):\n    return q @ k.T / math.sqrt(k.shape[-1])"
+SOLVED_03 = "def causal_mask(n):\n    return torch.tril(torch.ones(n, n)).bool()"
+WRONG_02 = "def scaled_scores(q, k):\n    return q @ k.T"
+WRONG_03 = "def causal_mask(n):\n    return torch.ones(n, n).triu().bool()"
+
+
+def student():
+    return student_edition.student_edition(fmt.load(EXAMPLE))
+
+
+def code(text):
+    return {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": text}
+
+
+def answer(nb, function, text):
+    for cell in nb["cells"]:
+        if "solution" in fmt.tags(cell) and f"def {function}(" in fmt.source(cell):
+            cell["source"] = text
+            return nb
+    raise AssertionError(function)
+
+
+def with_cells(*cells, before="scaled_scores", nb=None):
+    nb = nb or student()
+    for i, c in enumerate(nb["cells"]):
+        if "solution" in fmt.tags(c) and f"def {before}(" in fmt.source(c):
+            nb["cells"][i:i] = [code(text) for text in cells]
+            return nb
+    raise AssertionError(before)
+
+
+def solve_02_if(condition: str, setup: str = "") -> str:
+    """An answer to 0.2 that is right only when ``condition`` holds (evaluated at call time)."""
+    return (f"{setup}\ndef scaled_scores(q, k):\n    if not ({condition}):\n"
+            f"        raise RuntimeError('found something')\n"
+            f"    return q @ k.T / math.sqrt(k.shape[-1])")
+
+
+def attacks(paths):
+    """name -> (notebook or bytes, expected {exercise: points}); ``paths`` are the grader's."""
+    made = {}
+    honest_full = fmt.load(EXAMPLE)
+    # a place to keep the other student's canary, and the honest ones
+    other = student()
+    answer(other, "scaled_scores", SOLVED_02 + f"\n# {OTHER_CANARY}")
+    made["honest_other"] = (other, {"0.2": 1, "0.3": 0})
+    made["honest_full"] = (honest_full, {"0.2": 1, "0.3": 2})
+    made["honest_untouched"] = (student(), {"0.2": 0, "0.3": 0})
+
+    # 1. a detached process that rewrites grades.csv after grading ends
+    detached = (
+        "import subprocess, sys, textwrap\n"
+        "script = textwrap.dedent('''\n"
+        "    import os, time, pathlib\n"
+        "    for _ in range(200):\n"
+        f"        p = pathlib.Path({str(paths['folder'])!r}) / 'grades.csv'\n"
+        "        if p.exists() or (p.parent / 'grading_log.csv.part').exists():\n"
+        "            time.sleep(1)\n"
+        "            p.write_text('notebook,exercise,points,max_points\\\\n')\n"
+        "        time.sleep(0.1)\n"
+        "''')\n"
+        "subprocess.Popen([sys.executable, '-c', script, 'ATTACK_MARKER_detached'],\n"
+        "                 start_new_session=True)\n")
+    made["detached_rewriter"] = (with_cells(detached), {"0.2": 0, "0.3": 0})
+
+    # 2. the grader's environment: /proc/*/environ, /proc/$PPID/environ, os.environ
+    env_probe = (
+        "import glob, os\n"
+        "def _found():\n"
+        "    text = repr(dict(os.environ))\n"
+        "    for p in glob.glob('/proc/*/environ') + ['/proc/%d/environ' % os.getppid()]:\n"
+        "        try:\n"
+        "            text += open(p, 'rb').read().decode('latin-1')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        f"    return {SECRET!r} in text or 'GRADER_SECRET' in text\n")
+    made["reads_environ"] = (answer(student(), "scaled_scores",
+                                    solve_02_if("not _found()", env_probe)),
+                             {"0.2": 1, "0.3": 0})
+    # 3. the same, but exfiltrating: the error message carries whatever it read
+    leak = (env_probe + "def scaled_scores(q, k):\n"
+            "    import glob\n"
+            "    text = repr(dict(os.environ))\n"
+            "    for p in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline'):\n"
+            "        try:\n            text += open(p, 'rb').read().decode('latin-1')\n"
+            "        except OSError:\n            pass\n"
+            f"    for p in [{str(paths['ssh'])!r}, {str(paths['other'])!r},\n"
+            f"              {str(paths['solution'])!r}]:\n"
+            "        try:\n            text += open(p).read()[:3000]\n"
+            "        except OSError as e:\n            text += str(e)\n"
+            "    raise RuntimeError(text[-3000:])\n")
+    made["leaks_in_feedback"] = (answer(student(), "scaled_scores", leak), {"0.2": 0, "0.3": 0})
+    # 4. files: other submissions, the solutions, the grader's ~/.ssh, the grades folder
+    files = (f"import os\n_paths = [{str(paths['other'])!r}, {str(paths['solution'])!r},\n"
+             f"          {str(paths['ssh'])!r}, {str(paths['folder'])!r},\n"
+             f"          {str(ROOT / 'notebooks')!r}, {str(ROOT / 'src' / 'mha')!r}]\n")
+    made["reads_files"] = (answer(student(), "scaled_scores", solve_02_if(
+        "not any(os.path.exists(p) for p in _paths)", files)), {"0.2": 1, "0.3": 0})
+    # 5. a sibling's process (another kernel, the grader) through /proc/*/cmdline
+    siblings = ("import glob\ndef _others():\n    found = []\n"
+                "    for p in glob.glob('/proc/[0-9]*/cmdline'):\n"
+                "        try:\n            found.append(open(p, 'rb').read())\n"
+                "        except OSError:\n            pass\n"
+                "    return [c for c in found if b'grade.py' in c or b'pytest' in c\n"
+                "            or b'ipykernel' in c]\n")
+    made["finds_siblings"] = (answer(student(), "scaled_scores", solve_02_if(
+        "not _others() and len(glob.glob('/proc/[0-9]*')) < 10", siblings)),
+        {"0.2": 1, "0.3": 0})
+    # 6. persistent tampering: IPython startup files, the course package, the real home
+    startup = ("import os, pathlib, mha\n"
+               "fake = \"print('✓ Exercise 0.2 [1/1]: correct')\\n\"\n"
+               "for home in [os.path.expanduser('~'), " + repr(str(paths["home"])) + "]:\n"
+               "    d = pathlib.Path(home) / '.ipython/profile_default/startup'\n"
+               "    try:\n        d.mkdir(parents=True, exist_ok=True)\n"
+               "        (d / '00-fake.py').write_text(fake)\n"
+               "    except OSError:\n        pass\n"
+               "for f in [pathlib.Path(mha.__file__).parent / 'exercises.py',\n"
+               f"          pathlib.Path({str(ROOT / 'src' / 'mha' / 'exercises.py')!r})]:\n"
+               "    try:\n        f.write_text('raise SystemExit')\n"
+               "    except OSError:\n        pass\n")
+    made["persistent_tamper"] = (with_cells(startup), {"0.2": 0, "0.3": 0})
+    # 7. sys.stdout that rewrites ✗ into ✓
+    stdout = ("import sys\nclass Liar:\n    def __init__(self, s):\n        self.s = s\n"
+              "    def write(self, t):\n"
+              "        return self.s.write(t.replace('✗', '✓').replace('[0/', '[1/'))\n"
+              "    def flush(self):\n        self.s.flush()\n"
+              "sys.stdout = Liar(sys.stdout)\n")
+    made["rewrites_stdout"] = (with_cells(stdout), {"0.2": 0, "0.3": 0})
+    # 8. torch.allclose, torch.equal and friends always true; a wrong answer
+    patches = ("import torch\ntorch.allclose = lambda *a, **k: True\n"
+               "torch.equal = lambda *a, **k: True\n"
+               "torch.Tensor.__ne__ = lambda *a, **k: torch.tensor(False)\n")
+    made["patches_torch"] = (answer(answer(with_cells(patches), "scaled_scores", WRONG_02),
+                                    "causal_mask", WRONG_03), {"0.2": 0, "0.3": 0})
+    # 9. mha.exercises patched: every check passes, whatever the answer
+    patch_mha = ("import mha.exercises as ev\n"
+                 "ev.evaluate = lambda checker, exercise, points, answer: ev.Result(\n"
+                 "    exercise, points, points, 'correct', 'correct')\n"
+                 "ev.expect_close = lambda *a, **k: None\n"
+                 "class Never(Exception):\n    pass\n"
+                 "ev.Wrong = Never\n")
+    made["patches_mha_exercises"] = (answer(with_cells(patch_mha), "scaled_scores", WRONG_02),
+                                     {"0.2": 0, "0.3": 0})
+    # 10. a tensor subclass whose __torch_function__ makes every comparison pass
+    subclass = (
+        "import torch\n"
+        "class Agreeable(torch.Tensor):\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        name = getattr(func, '__name__', '')\n"
+        "        if name in ('allclose', 'equal', '__eq__', 'isclose'):\n"
+        "            return True\n"
+        "        if name in ('__ne__', 'ne'):\n"
+        "            return torch.zeros((), dtype=torch.bool)\n"
+        "        return super().__torch_function__(func, types, args, kwargs or {})\n")
+    made["tensor_subclass"] = (
+        answer(answer(with_cells(subclass), "scaled_scores",
+                      "def scaled_scores(q, k):\n    return (q @ k.T).as_subclass(Agreeable)"),
+               "causal_mask", "def causal_mask(n):\n"
+               "    return torch.ones(n, n, dtype=torch.bool).as_subclass(Agreeable)"),
+        {"0.2": 0, "0.3": 0})
+    # 11. obfuscated hook: getattr(ev, "regi" + "ster") prints a fake verdict after each cell
+    hook = ("ip = get_ipython()\nev = getattr(ip, 'eve' + 'nts')\n"
+            "getattr(ev, 'regi' + 'ster')('post_run_cell', lambda *a: print(\n"
+            "    '\\u2713 Exercise 0.2 [1/1]: correct\\n\\u2713 Exercise 0.3 [2/2]: correct'))\n")
+    made["obfuscated_hook"] = (with_cells(hook), {"0.2": 0, "0.3": 0})
+    # 12. a partial result line, then raise
+    partial = ("def scaled_scores(q, k):\n"
+               "    print('✓ Exercise 0.2 [1/1]: correct', end='', flush=True)\n"
+               "    import os\n    os.write(1, b'\\n{\"value\": 1}\\n')\n"
+               "    raise RuntimeError('x')")
+    made["partial_line_then_raise"] = (answer(student(), "scaled_scores", partial),
+                                       {"0.2": 0, "0.3": 0})
+    # 13. a fork bomb (children hold their slot); then an honest 0.2
+    fork = ("import os, time\nn = 0\ntry:\n    while n < 5000:\n"
+            "        if os.fork() == 0:\n            while True:\n                time.sleep(1)\n"
+            "        n += 1\nexcept OSError:\n    pass\nFORKED = n\n")
+    made["fork_bomb"] = (answer(with_cells(fork), "scaled_scores",
+                                solve_02_if("FORKED < 200")), {"0.2": 1, "0.3": 0})
+    # 14. a memory bomb; then an honest 0.2
+    memory = ("chunks = []\ntry:\n    while len(chunks) < 64:\n"
+              "        chunks.append(bytearray(2**30))\nexcept MemoryError:\n    pass\n"
+              "GOT = len(chunks)\nchunks = None\n")
+    made["memory_bomb"] = (answer(with_cells(memory), "scaled_scores",
+                                  solve_02_if("GOT < 4")), {"0.2": 1, "0.3": 0})
+    # 15. 20 files of 60 MB; then an honest 0.2
+    disk = ("written = 0\nfor i in range(20):\n    try:\n"
+            "        with open(f'/tmp/f{i}.bin', 'wb') as f:\n"
+            "            for _ in range(60):\n                f.write(b'0' * 2**20)\n"
+            "                written += 2**20\n    except OSError:\n        pass\n")
+    made["disk_bomb"] = (answer(with_cells(disk), "scaled_scores",
+                                solve_02_if("written <= 300 * 2**20")), {"0.2": 1, "0.3": 0})
+    # 16. the network: the grader's machine listens on a port; the sandbox must not reach it
+    net = ("import socket\ndef _reach():\n    try:\n"
+           f"        socket.create_connection(('127.0.0.1', {paths['port']}), timeout=2)\n"
+           "        return True\n    except OSError:\n        pass\n    try:\n"
+           "        socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+           "        return True\n    except OSError:\n        return False\n"
+           "REACHED = _reach()\n")
+    made["network"] = (answer(with_cells(net), "scaled_scores", solve_02_if("not REACHED")),
+                       {"0.2": 1, "0.3": 0})
+    # 17. kills its parent (in its PID namespace) and every process it can see
+    killer = ("import os, signal\nfor pid in range(1, 4000):\n    if pid != os.getpid():\n"
+              "        try:\n            os.kill(pid, signal.SIGKILL)\n"
+              "        except OSError:\n            pass\n")
+    made["kills_processes"] = (answer(with_cells(killer, before="causal_mask",
+                                                 nb=answer(student(), "scaled_scores",
+                                                           SOLVED_02)),
+                                      "causal_mask", SOLVED_03), {"0.2": 1, "0.3": 0})
+    # 18. an answer that hangs when called with the grader's inputs
+    made["hangs_in_call"] = (answer(student(), "scaled_scores",
+                                    "def scaled_scores(q, k):\n    while True:\n        pass"),
+                             {"0.2": 0, "0.3": 0})
+    # 19. a vandal: deletes the other submissions, writes a fake grades.csv; then solves 0.2
+    vandal = (f"import pathlib, shutil\nroot = pathlib.Path({str(paths['folder'])!r})\n"
+              "for p in list(root.iterdir()) if root.exists() else []:\n"
+              "    shutil.rmtree(p, ignore_errors=True)\n"
+              "try:\n"
+              "    (root / 'grades.csv').write_text('notebook,exercise,points,max_points\\n')\n"
+              "except OSError:\n    pass\n")
+    made["vandal"] = (with_cells(vandal, nb=answer(student(), "scaled_scores", SOLVED_02)),
+                      {"0.2": 1, "0.3": 0})
+    return made
+
+
+MALFORMED = {
+    "tags_5": {"cells": [{"cell_type": "code", "metadata": {"tags": 5}, "source": "1"}]},
+    "source_5": {"cells": [{"cell_type": "code", "metadata": {}, "source": 5}]},
+    "cells_1": {"cells": [1]},
+    "no_cells": {"metadata": {}},
+    "a_list": [1, 2, 3],
+}
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    base = tmp_path_factory.mktemp("attacks")
+    folder, home, out = base / "submissions", base / "home", base / "submissions"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(SSH_CANARY)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    connections = []
+    stop = threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                connections.append(listener.accept())
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    paths = {"folder": folder, "home": home, "ssh": home / ".ssh" / "id_rsa",
+             "other": folder / "honest_other" / NAME, "solution": EXAMPLE,
+             "port": listener.getsockname()[1]}
+    made = attacks(paths)
+    for who, (nb, _) in made.items():
+        path = folder / who / NAME
+        path.parent.mkdir(parents=True)
+        path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
+    malformed = folder  # one file per student, flat: tags_5_00_example_exercises.ipynb ...
+    for name, nb in MALFORMED.items():
+        (malformed / f"{name}_{NAME}").write_text(json.dumps(nb))
+    (malformed / f"not-json_{NAME}").write_bytes(b"\x00\xff{{{ not json")
+    with (malformed / f"huge_{NAME}").open("wb") as handle:
+        handle.write(b'{"cells": [], "padding": "' + b"x" * (21 * 2**20) + b'"}')
+    (folder / "upper").mkdir()
+    (folder / "upper" / f"{EXAMPLE.stem}.IPYNB").write_text(json.dumps(fmt.load(EXAMPLE)))
+    (folder / "upper" / "notes.txt").write_text("hello")
+    (folder / "link").mkdir()
+    (folder / "link" / NAME).symlink_to(paths["ssh"])
+    (folder / "twice").mkdir()
+    (folder / "twice" / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
+    (folder / "twice" / f"copy {NAME}").write_text(json.dumps(fmt.load(EXAMPLE)))
+    (folder / "wrong_name").mkdir()
+    (folder / "wrong_name" / "01_attention_recap.ipynb").write_text(json.dumps(
+        fmt.load(EXAMPLE)))
+    watched = {p: hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in [ROOT / "src" / "mha" / "exercises.py", EXAMPLE, paths["ssh"],
+                         paths["other"]]}
+    env = {k: v for k, v in os.environ.items()}
+    env.update(GRADER_SECRET=SECRET, HOME=str(home))
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE),
+         "--source", str(ROOT / "notebooks" / "01_attention_recap.ipynb"), "--jobs", "2",
+         "--timeout", "40", "--cell-timeout", "6", "--memory-gb", "1.5", "--disk-mb", "256",
+         "--out", str(out)], capture_output=True, text=True, timeout=900, env=env)
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout + run.stderr
+    grades_text = (out / "grades.csv").read_text()
+    time.sleep(3)  # a detached process would strike now
+    stop.set()
+    thread.join()
+    listener.close()
+    with (out / "grades.csv").open() as handle:
+        grades = list(csv.DictReader(handle))
+    with (out / "grading_log.csv").open() as handle:
+        log = list(csv.DictReader(handle))
+    return {"made": made, "grades": grades, "log": log, "out": run.stdout + run.stderr,
+            "folder": folder, "home": home, "watched": watched, "grades_text": grades_text,
+            "connections": connections, "seconds": seconds, "outdir": out}
+
+
+def points(attacked, who, name=NAME):
+    return {r["exercise"]: r["points"] for r in attacked["grades"]
+            if r["notebook"] == f"{who}/{name}"}
+
+
+ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_files",
+           "finds_siblings", "persistent_tamper", "rewrites_stdout", "patches_torch",
+           "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
+           "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
+           "kills_processes", "hangs_in_call", "vandal"]
+
+
+@pytest.mark.parametrize("who", ATTACKS)
+def test_an_attack_earns_only_what_its_honest_part_deserves(attacked, who):
+    expected = attacked["made"][who][1]
+    assert points(attacked, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
+
+
+@pytest.mark.parametrize("who", ["honest_other", "honest_full", "honest_untouched"])
+def test_honest_students_graded_beside_the_attacks_keep_their_grades(attacked, who):
+    expected = attacked["made"][who][1]
+    assert points(attacked, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
+    flags = {r["flags"] for r in attacked["log"] if r["notebook"] == f"{who}/{NAME}"}
+    assert flags == {""}
+
+
+def test_grades_csv_is_not_rewritten_after_grading(attacked):
+    assert (attacked["outdir"] / "grades.csv").read_text() == attacked["grades_text"]
+    assert len(attacked["grades"]) > 3 * len(ATTACKS)
+
+
+def _parent(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return b""
+
+
+def test_no_process_of_a_sandbox_survives_grading(attacked):
+    """No sandbox process is left without a grader above it (other test workers may be grading
+    at the same time: their sandboxes have their grade.py as an ancestor)."""
+    survivors = []
+    for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        cmdline = _cmdline(pid)
+        if b"ATTACK_MARKER" in cmdline or b"run_notebook.py" in cmdline:
+            ancestor, graded_by = pid, None
+            while ancestor > 1 and graded_by is None:
+                ancestor = _parent(ancestor)
+                if b"tools/grade.py" in _cmdline(ancestor):
+                    graded_by = ancestor
+            if graded_by is None:
+                survivors.append(cmdline)
+    assert survivors == []
+
+
+def test_no_secret_solution_or_grader_path_reaches_any_csv(attacked):
+    text = "".join(p.read_text() for p in attacked["outdir"].glob("*.csv"))
+    for secret in [SECRET, "GRADER_SECRET", SSH_CANARY, OTHER_CANARY, str(ROOT),
+                   str(attacked["folder"]), str(attacked["home"]),
+                   "q.shape[-1])\\n    ### END"]:
+        assert secret not in text, secret
+    # the leak's message is the grader's words plus a short excerpt, one line
+    row = next(r for r in attacked["log"] if r["notebook"] == f"leaks_in_feedback/{NAME}"
+               and r["exercise"] == "0.2")
+    assert row["status"] == "error" and len(row["message"]) <= 500
+
+
+def test_no_file_outside_the_sandbox_changes(attacked):
+    for path, digest in attacked["watched"].items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+    assert not (attacked["home"] / ".ipython").exists()
+    assert attacked["connections"] == []
+
+
+def test_tampering_attempts_are_flagged_and_honest_ones_are_not(attacked):
+    flags = {r["notebook"].split("/")[0]: r["flags"] for r in attacked["log"]}
+    for who in ["reads_environ", "persistent_tamper", "rewrites_stdout", "patches_torch",
+                "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
+                "partial_line_then_raise", "network"]:
+        assert flags[who], who
+
+
+@pytest.mark.parametrize("name,reason", [
+    (f"tags_5_{NAME}", "1 cell(s) with malformed tags (tags ignored)"),
+    (f"source_5_{NAME}", "1 malformed cell(s) skipped"),
+    (f"cells_1_{NAME}", "1 malformed cell(s) skipped"),
+    (f"no_cells_{NAME}", "not a notebook: no list of cells"),
+    (f"a_list_{NAME}", "not a notebook: no list of cells"),
+    (f"not-json_{NAME}", "not a notebook: the file is not JSON"),
+    (f"huge_{NAME}", "larger than 20 MB: not graded"),
+    (f"upper/{EXAMPLE.stem}.IPYNB", "the name must end in .ipynb"),
+    ("upper/notes.txt", "not a notebook (.ipynb): skipped"),
+    (f"link/{NAME}", "a symbolic link: not followed"),
+    (f"twice/{NAME}", "duplicate: the same student's chapter is also in twice/copy "),
+    ("wrong_name/01_attention_recap.ipynb", "saved as chapter 01 (01_attention_recap) but its "
+                                            "exercises are chapter 00's"),
+])
+def test_every_odd_file_gets_a_row_with_a_reason_and_the_run_goes_on(attacked, name, reason):
+    rows = [r for r in attacked["log"] if r["notebook"] == name]
+    assert rows, name
+    text = " ".join(r["problem"] + " " + r["status"] + " " + r["message"] for r in rows)
+    assert reason in text, text
+    if not name.startswith(("twice/", "wrong_name/")):
+        assert "duplicate" not in text, text
+        for row in attacked["grades"]:
+            if row["notebook"] == name:
+                assert row["points"] in ("", "0"), row
+
+
+def test_a_chapter_saved_under_another_name_is_graded_as_its_own(attacked):
+    assert points(attacked, "wrong_name", "01_attention_recap.ipynb") == {
+        "0.1": "", "0.2": "1", "0.3": "2"}

@@ -1,0 +1,79 @@
+"""Every chapter, graded once in the sandbox: full marks, and its student edition's stubs zero.
+
+One run of tools/grade.py per chapter notebook, in the bubblewrap sandbox with the read-only,
+non-editable copy of `mha` (no src/ on the path, no repository around it: what a student in Colab
+has), so it shows at once that the chapter runs outside the repository and that its solutions
+score full marks, without an error or a flag. Then, in the same process after the chapter has
+run, the student edition's stub of every checked exercise (tools/student_edition.py) is fed to
+its check and must score zero ("not done"). Besides nbval's, this is the only execution of a
+chapter in the tests (the student edition itself is checked statically in
+test_student_edition.py).
+
+The hidden-input seed is fixed here (``--seed``), unlike in a real grading run, so that a
+failure can be reproduced.
+"""
+
+import copy
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+from exercise_notebooks import WITH_EXERCISES, fmt, student_edition
+
+from conventions import ROOT
+
+GRADER = ROOT / "tools" / "grade.py"
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
+def test_every_chapter_scores_full_marks_and_its_stubs_zero(path, tmp_path):
+    """One sandboxed run of the chapter; then the student edition's stubs, in the same process."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / path.name).write_bytes(path.read_bytes())
+    run = subprocess.run([sys.executable, str(GRADER), str(folder), "--source", str(path),
+                          "--jobs", "1", "--with-stubs", "--seed", "20261124"],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    with (folder / "grades.csv").open() as handle:
+        grades = list(csv.DictReader(handle))
+    with (folder / "grading_log.csv").open() as handle:
+        log = list(csv.DictReader(handle))
+    assert grades and all(r["points"] == r["max_points"] for r in grades), out
+    exercises = {r["exercise"]: r for r in log}
+    for row in log:
+        if row["exercise"].endswith(" stub"):
+            continue
+        assert row["errors"] == "0" and row["flags"] == "" and row["problem"] == "", row
+    for exercise in fmt.parse(fmt.load(path)):
+        if exercise.checks:
+            assert exercises[exercise.name]["status"] == "correct"
+            stub = exercises[f"{exercise.name} stub"]["status"]
+            assert stub == ",".join(["not done:0"] * len(exercise.checks)), (exercise.name, stub)
+        else:
+            assert exercises[exercise.name]["status"] == "by hand"
+
+
+def completed_edition(nb):
+    """What a student who solved everything hands in: the solutions without their markers."""
+    done = copy.deepcopy(nb)
+    for cell in done["cells"]:
+        if cell["cell_type"] == "code":
+            cell["source"] = "\n".join(line for line in fmt.source(cell).split("\n")
+                                       if line.strip() not in (fmt.BEGIN, fmt.END))
+    return done
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
+def test_no_flag_on_the_instructors_notebook_or_the_student_editions(path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grade
+
+    nb = fmt.load(path)
+    assignment = grade.load_assignment(path)
+    for edition in [nb, student_edition.student_edition(nb), completed_edition(nb)]:
+        read = grade.read_notebook(json.dumps(edition).encode())
+        assert grade.flags(read, assignment) == []

@@ -1,0 +1,102 @@
+"""Run one submission's cells inside the sandbox and answer the grader's requests.
+
+    python run_notebook.py PLAN.json     (started by tools/grade.py through tools/sandbox.py)
+
+Everything in this process is the student's: their code runs here, in an IPython shell (the
+engine a Jupyter kernel runs cells with), and may patch anything, this file included. So it
+sends the grader nothing but plain data (JSON lines on its original stdout), and the grader
+trusts none of it: it computes every verdict in its own process, from the values the student's
+functions return for inputs it draws.
+
+The plan lists the submission's cells and, where each check cell was, a *capture*: the argument
+of the instructor's check call (``stable_softmax`` in ``mha.checks.ch01.stable_softmax(
+stable_softmax)``), evaluated at that point of the notebook. Then this process says ``ready``
+and serves the grader's requests (``mha.exercises.serve``: call the answer on these inputs, read
+an attribute, ...) until the grader says ``done``, and goes on with the next cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+
+class CellTimeout(KeyboardInterrupt):
+    """A cell (or a call of the student's function) ran past its time limit."""
+
+
+def main() -> None:
+    plan = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    # The protocol keeps the original stdin/stdout; the student's prints go nowhere.
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+    def send(message: dict) -> None:
+        replies.write(json.dumps(message, allow_nan=True).encode() + b"\n")
+        replies.flush()
+
+    limit = float(plan.get("cell_timeout", 60))
+
+    def alarm(_signum, _frame):
+        raise CellTimeout(f"stopped after {limit:.0f} s")
+
+    signal.signal(signal.SIGALRM, alarm)
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from mha.exercises import serve, type_names  # before any student code runs
+
+    shell = InteractiveShell.instance()
+    send({"started": True})
+    for index, step in enumerate(plan["cells"]):
+        if "source" in step:
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                result = shell.run_cell(step["source"], store_history=False)
+                failed = not result.success
+                error = result.error_in_exec or result.error_before_exec
+            except BaseException as caught:  # noqa: BLE001 (a timeout outside the cell's code)
+                failed, error = True, caught
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            if failed:
+                send({"cell": index, "error": type(error).__name__[:80]})
+            continue
+        table: list = []
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            table.append(eval(step["expr"], shell.user_ns))  # noqa: S307 (the student's own code)
+            send({"ready": step["capture"], "types": type_names(table[0])[:20]})
+        except BaseException as error:  # noqa: BLE001
+            send({"ready": step["capture"], "missing": type(error).__name__[:80]})
+            table = []
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        while True:
+            line = requests.readline(64 * 2**20)
+            if not line:
+                os._exit(0)
+            request = json.loads(line)
+            if request.get("op") == "done":
+                break
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                reply = serve(request, table) if table else {
+                    "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
+            except CellTimeout:
+                reply = {"raised": {"types": ["builtins.TimeoutError"],
+                                    "message": f"the call took more than {limit:.0f} s"}}
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            send(reply)
+    send({"finished": True})
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

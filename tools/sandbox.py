@@ -1,0 +1,278 @@
+"""A bubblewrap sandbox for one submission (Linux): what it sees, what it may use, how it ends.
+
+Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Debian's
+``bubblewrap``) with:
+
+- new user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``): ``/proc`` shows the
+  submission's own processes only, and there is no network but a loopback device;
+- no environment but a few variables set here (``--clearenv``): nothing of the grader's;
+- read-only: the system (``/usr``, ``/lib*``, ``/bin``, a few files of ``/etc``), the Python
+  environment (the interpreter and its site-packages), and a *copy* of the course package
+  ``mha`` with the in-sandbox runner, made once per grading run (never the editable sources);
+- writable: a fresh ``/tmp`` (the home folder is ``/tmp/home``) on a tmpfs of a fixed size, the
+  cap on all the bytes the submission can write;
+- the plan of the one submission it runs, read-only, and nothing else of the grader's machine:
+  not the other submissions, the instructor's notebooks, the grades, or the home folder;
+- resource limits: address space (``RLIMIT_AS``), processes (``RLIMIT_NPROC``, and a ``pids``
+  cgroup when the grader runs as root, for whom the kernel ignores ``RLIMIT_NPROC``), the size of
+  one file (``RLIMIT_FSIZE``), CPU seconds, no core files;
+- an end: ``--die-with-parent`` and a wall-clock limit kept by the grader, which kills
+  bwrap; the sandbox's PID 1 dies with it and the kernel kills every process of its PID namespace,
+  even one that started a session of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: int = 6 * 2**30  # bytes of address space per process (torch reserves a lot)
+    processes: int = 64
+    file_size: int = 64 * 2**20  # one file
+    disk: int = 512 * 2**20  # everything written (the tmpfs of /tmp)
+    cpu_seconds: int = 1200
+
+
+SYSTEM_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"]
+ETC_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+             "/etc/nsswitch.conf", "/etc/fonts", "/etc/alternatives", "/etc/ssl/certs",
+             "/etc/mime.types"]
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot sandbox (``None`` when it can)."""
+    if platform.system() != "Linux":
+        return (f"the sandbox uses Linux namespaces (bubblewrap); this is {platform.system()}: "
+                "grade inside a Linux container or virtual machine")
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    try:
+        run = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/",
+                              "/", "--proc", "/proc", "--dev", "/dev", "true"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap does not start: {error}"
+    if run.returncode != 0:
+        return ("bubblewrap cannot make namespaces here (unprivileged user namespaces may be "
+                f"disabled): {run.stderr.strip()[:200]}")
+    return None
+
+
+class Prefix:
+    """The read-only copy of ``mha`` and of the runner that every sandbox of one run sees."""
+
+    def __init__(self, package: Path | None = None):
+        import mha
+
+        package = package or Path(mha.__file__).resolve().parent
+        self.root = Path(tempfile.mkdtemp(prefix="mha-grader-"))
+        shutil.copytree(package, self.root / "mha",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copy(HERE / "run_notebook.py", self.root / "run_notebook.py")
+        for path in sorted(self.root.rglob("*"), reverse=True):
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        self.root.chmod(0o555)
+
+    def remove(self) -> None:
+        for path in [self.root, *self.root.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def python_paths() -> list[str]:
+    """Folders the Python environment needs: the interpreter's and every site-packages folder,
+    except folders that hold ``mha`` sources themselves (an editable install)."""
+    paths = [sys.base_prefix, sys.prefix]
+    for entry in sys.path:  # site-packages folders only (not tools/, tests/ or src/)
+        if (entry and os.path.isdir(entry) and not os.path.isdir(os.path.join(entry, "mha"))
+                and os.path.basename(entry) in ("site-packages", "dist-packages")):
+            paths.append(entry)
+    out: list[str] = []
+    for path in paths:
+        path = os.path.realpath(path)
+        if path not in out and not any(path.startswith(p + os.sep) for p in out):
+            out.append(path)
+    return out
+
+
+def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
+    """The bwrap command that runs ``plan`` (a JSON file) with the in-sandbox runner."""
+    python = os.path.join(sys.prefix, "bin", "python")
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--cap-drop", "ALL", "--hostname", "sandbox"]
+    for path in SYSTEM_PATHS + ETC_FILES:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", path, path]
+    for path in python_paths():
+        argv += ["--ro-bind", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.disk), "--tmpfs", "/tmp", "--dir", "/tmp/home",
+             "--ro-bind", str(prefix.root), "/opt/grader",
+             "--ro-bind", str(plan), "/opt/plan.json",
+             "--chdir", "/tmp/home"]
+    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
+           "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TMPDIR": "/tmp", "USER": "student",
+           "PYTHONPATH": "/opt/grader"}  # for Python processes the notebook starts, too
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return argv + [python, "-s", "/opt/grader/run_notebook.py", "/opt/plan.json"]
+
+
+class PidsCgroup:
+    """A ``pids`` cgroup (v1 or v2) capping the processes of one sandbox; root only."""
+
+    def __init__(self, limit: int):
+        self.path: Path | None = None
+        if os.geteuid() != 0:
+            return
+        for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+            if (base / "cgroup.procs").exists() and (
+                    base.name == "pids" or "pids" in _read(base / "cgroup.controllers")):
+                _remove_stale(base)
+                try:
+                    path = base / f"mha-grade-{uuid.uuid4().hex[:12]}"
+                    path.mkdir()
+                    (path / "pids.max").write_text(str(limit))
+                    self.path = path
+                    return
+                except OSError:
+                    continue
+
+    def enter(self) -> None:  # in the child, before it runs bwrap
+        if self.path is not None:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        for _ in range(50):
+            pids = _read(self.path / "cgroup.procs").split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), 9)
+                except (OSError, ValueError):
+                    pass
+            try:
+                self.path.rmdir()
+                self.path = None
+                return
+            except OSError:
+                import time
+
+                time.sleep(0.1)
+
+
+def _remove_stale(base: Path) -> None:
+    """Empty cgroups left by a grader that was killed (an hour old or more)."""
+    import time
+
+    for path in base.glob("mha-grade-*"):
+        try:
+            if time.time() - path.stat().st_mtime > 3600 and not _read(
+                    path / "cgroup.procs").strip():
+                path.rmdir()
+        except OSError:
+            pass
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def start(prefix: Prefix, plan: Path, limits: Limits) -> tuple[subprocess.Popen, PidsCgroup]:
+    """Start the sandbox; its stdin and stdout are the protocol's pipes."""
+    cgroup = PidsCgroup(limits.processes)
+
+    def limit() -> None:  # in the child, before exec: inherited by everything in the sandbox
+        cgroup.enter()
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    argv = command(prefix, plan, limits)
+    options, runner = argv[1:-4], argv[-4:]
+    # bwrap's options through a pipe (--args), so that /proc/1/cmdline in the sandbox does not
+    # list the grader's folders
+    read, write = os.pipe()
+    try:
+        process = subprocess.Popen(["bwrap", "--args", str(read), *runner],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, preexec_fn=limit,
+                                   start_new_session=True, env={}, pass_fds=(read,))
+    finally:
+        os.close(read)
+    with os.fdopen(write, "wb") as pipe:
+        pipe.write(b"".join(o.encode() + b"\0" for o in options))
+    return process, cgroup
+
+
+def start_unsandboxed(prefix: Prefix, plan: Path, limits: Limits,
+                      work: Path) -> tuple[subprocess.Popen, PidsCgroup]:
+    """The same runner with the same limits but no isolation (``--no-sandbox``)."""
+    cgroup = PidsCgroup(limits.processes)
+    home = work / "home"
+    home.mkdir()
+
+    def limit() -> None:
+        cgroup.enter()
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
+           "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONWARNINGS": "ignore",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(prefix.root)}
+    process = subprocess.Popen(
+        [os.path.join(sys.prefix, "bin", "python"), "-s", str(prefix.root / "run_notebook.py"),
+         str(plan)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        preexec_fn=limit, start_new_session=True, env=env, cwd=home)
+    return process, cgroup
+
+
+def stop(process: subprocess.Popen, cgroup: PidsCgroup) -> None:
+    """Kill the sandbox and everything in it."""
+    try:
+        os.killpg(process.pid, 9)
+    except OSError:
+        pass
+    try:
+        process.kill()
+    except OSError:
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    cgroup.remove()
+    for stream in (process.stdin, process.stdout):
+        try:
+            if stream:
+                stream.close()
+        except OSError:
+            pass
