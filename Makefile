@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # chapters, and the book pages that are notebooks (their outputs are checked the same way)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipynb))
 
-.PHONY: setup book test lint pytest execute lab clean
+.PHONY: setup book test test-fast lint pytest execute lab clean
 
 setup: $(STAMP)
 
@@ -30,10 +30,22 @@ lint: $(STAMP)
 STRICT_ARRAYS ?=
 ARRAY_WARNING := error:__array__ implementation doesn't accept a copy keyword:DeprecationWarning
 
+# Two workers, each taking a whole file (or test class) at a time, longest first (conftest.py).
+PYTEST := $(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )$(BIN)/python -m pytest \
+	-n 2 --dist loadscope --no-loadscope-reorder --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
 pytest: $(STAMP)
-	$(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 tests $(NOTEBOOKS) \
-		--nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PYTEST) --durations=15 tests $(NOTEBOOKS) --nbval
+
+# For authors, in a minute or two: the unit and property tests, and under nbval only the
+# notebooks that differ from main (committed or not); no book, browser or chapter grading.
+# `make test` stays the complete run CI uses.
+CHANGED_NOTEBOOKS = $(filter $(NOTEBOOKS),$(shell git diff --name-only main -- '*.ipynb' 2>/dev/null))
+SLOW_TESTS := test_book_in_browser.py test_book_exercises.py test_grading_chapters.py \
+	test_grading_attacks.py
+test-fast: $(STAMP)
+	$(PYTEST) tests $(CHANGED_NOTEBOOKS) --nbval $(addprefix --ignore=tests/,$(SLOW_TESTS))
 
 # Book tests read _build/html, so the book is built first.
 test: lint book pytest

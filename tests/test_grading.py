@@ -17,8 +17,6 @@ from exercise_notebooks import EXAMPLE, fmt, student_edition
 from conventions import ROOT
 
 GRADER = ROOT / "tools" / "grade.py"
-# one grading run per file (a module fixture): under --dist loadgroup it stays on one worker
-pytestmark = pytest.mark.xdist_group("grading_example")
 NAME = EXAMPLE.name
 
 SOLVED_02 = "def scaled_scores(q, k):\n    return q @ k.T / math.sqrt(k.shape[-1])"

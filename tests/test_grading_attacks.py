@@ -27,8 +27,6 @@ from exercise_notebooks import EXAMPLE, fmt, student_edition
 from conventions import ROOT
 
 GRADER = ROOT / "tools" / "grade.py"
-# one grading run per file (a module fixture): under --dist loadgroup it stays on one worker
-pytestmark = pytest.mark.xdist_group("grading_attacks")
 NAME = EXAMPLE.name
 SECRET = "GRADER_SECRET_c4n4ry_9f2e"  # the value of GRADER_SECRET in the grader's environment
 SSH_CANARY = "SSH_PRIVATE_KEY_c4n4ry_77a1"
