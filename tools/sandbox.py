@@ -113,7 +113,10 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
     """The bwrap command that runs ``plan`` (a JSON file) with the in-sandbox runner."""
     python = os.path.join(sys.prefix, "bin", "python")
     argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--cap-drop", "ALL", "--hostname", "sandbox"]
+            "--cap-drop", "ALL", "--hostname", "sandbox",
+            # the tmpfs first: the environment may live under /tmp (a CI clone), and a bind
+            # made before it would be hidden by it
+            "--size", str(limits.disk), "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     for path in SYSTEM_PATHS + ETC_FILES:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -122,7 +125,6 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
     for path in python_paths():
         argv += ["--ro-bind", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.disk), "--tmpfs", "/tmp", "--dir", "/tmp/home",
              "--ro-bind", str(prefix.root), "/opt/grader",
              "--ro-bind", str(plan), "/opt/plan.json",
              "--chdir", "/tmp/home"]
