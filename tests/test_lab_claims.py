@@ -96,12 +96,20 @@ def test_pruning_half_the_heads_costs_less_than_the_sampling_error(minilm):
 
 
 @pytest.mark.claim("L.3")
-def test_confident_heads_are_not_the_important_ones(minilm, probe):
+def test_whether_confident_heads_are_pruned_last_depends_on_the_definition(minilm, probe):
+    """Inconclusive on MiniLM: with every key counted, confidence and Michel importance are
+    negatively rank-correlated; with [CLS] and [SEP] left out as keys (Voita et al. leave out the
+    end-of-sentence token), positively. Computed on the HF model's own attention maps."""
     encoder, tokenizer = minilm
-    batch, maps, _ = probe
+    batch, maps, tok = probe
     real = batch["attention_mask"].bool()
-    confidence = torch.stack([mha.head_confidence(w, real) for w in maps])
-    importance = michel_importance(encoder, tokenizer)
-    corr = scipy.stats.spearmanr(confidence.flatten().numpy(),
-                                 importance.flatten().numpy()).statistic
-    assert corr < 0
+    ids = batch["input_ids"]
+    keys = real & (ids != tok.cls_token_id) & (ids != tok.sep_token_id)
+    importance = michel_importance(encoder, tokenizer).flatten().numpy()
+
+    def correlation(key_mask):
+        confidence = torch.stack([mha.head_confidence(w, real, key_mask) for w in maps])
+        return scipy.stats.spearmanr(confidence.flatten().numpy(), importance).statistic
+
+    assert correlation(None) < -0.1
+    assert correlation(keys) > 0.05

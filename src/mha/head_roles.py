@@ -12,7 +12,8 @@ from mha._checks import (
 )
 
 
-def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tensor:
+def _check(weights: torch.Tensor, token_mask: torch.Tensor | None,
+           name: str = "token_mask") -> torch.Tensor:
     require_float_tensor("weights", weights, min_dim=4)
     batch, _, n_q, n_k = weights.shape
     if weights.dim() != 4 or n_q != n_k:
@@ -22,21 +23,31 @@ def _check(weights: torch.Tensor, token_mask: torch.Tensor | None) -> torch.Tens
         )
     if token_mask is None:
         return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
-    require_bool_tensor("token_mask", token_mask, (batch, n_q))
-    require_same_device(("weights", weights), ("token_mask", token_mask))
+    require_bool_tensor(name, token_mask, (batch, n_q))
+    require_same_device(("weights", weights), (name, token_mask))
     if not token_mask.any():
-        raise ValueError("token_mask must mark at least one real token (True), got all False")
+        raise ValueError(f"{name} must mark at least one real token (True), got all False")
     return token_mask
 
 
-def head_confidence(weights: torch.Tensor, token_mask: torch.Tensor | None = None) -> torch.Tensor:
+def head_confidence(
+    weights: torch.Tensor,
+    token_mask: torch.Tensor | None = None,
+    key_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     r"""Each head's confidence: the mean, over real query tokens, of its largest weight.
 
-    ``weights``: ``(batch, heads, n, n)``; ``token_mask``: ``(batch, n)``, True for real tokens
-    (padding is left out). Returns ``(heads,)``. A head that always puts all its weight on one
-    key has confidence 1; one that spreads evenly over n keys has 1/n.
+    ``weights``: ``(batch, heads, n, n)``; ``token_mask``: ``(batch, n)``, True for the query
+    tokens to average over (padding is left out). ``key_mask``: ``(batch, n)``, True for the keys
+    whose weight may count as the largest (default: all keys). Voita et al. define confidence
+    "excluding the end of sentence symbol": pass a ``key_mask`` without it (and, for BERT-like
+    models, without ``[CLS]`` and ``[SEP]``). Returns ``(heads,)``. A head that always puts all
+    its weight on one key has confidence 1; one that spreads evenly over n keys has 1/n.
     """
     token_mask = _check(weights, token_mask)
+    if key_mask is not None:
+        key_mask = _check(weights, key_mask, "key_mask")
+        weights = weights.masked_fill(~key_mask[:, None, None, :], 0.0)
     top = weights.max(dim=-1).values  # (batch, heads, n)
     real = token_mask[:, None, :].to(top.dtype)
     return (top * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
