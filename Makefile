@@ -30,8 +30,11 @@ lint: $(STAMP)
 STRICT_ARRAYS ?=
 ARRAY_WARNING := error:__array__ implementation doesn't accept a copy keyword:DeprecationWarning
 
-# Two workers, each taking a whole file (or test class) at a time, longest first (conftest.py).
-PYTEST := $(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )$(BIN)/python -m pytest \
+# Two workers, each taking a whole file (or test class) at a time, longest first (conftest.py),
+# each with one torch thread (kernels inherit it): two workers of two threads each on two cores
+# slowed the lab fourfold.
+PYTEST := $(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )OMP_NUM_THREADS=1 \
+	$(BIN)/python -m pytest \
 	-n 2 --dist loadscope --no-loadscope-reorder --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # The unit and property tests, and every notebook under nbval (strict: outputs must match).
@@ -62,7 +65,7 @@ clean:
 	rm -rf _build .pytest_cache .hypothesis
 
 # The student edition of every chapter (solutions replaced by stubs) in _build/student/notebooks/.
-.PHONY: student grade
+.PHONY: student grade gradescope
 student: $(STAMP)
 	$(BIN)/python tools/student_edition.py --out _build/student/notebooks
 
@@ -72,3 +75,8 @@ student: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder>"; exit 2; }
 	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" $(GRADE_OPTS)
+
+# A Gradescope autograder zip (_build/gradescope.zip): its run_autograder runs tools/grade.py on
+# one submission inside Gradescope's container (see book/instructors.md).
+gradescope: $(STAMP)
+	$(BIN)/python tools/gradescope.py build _build/gradescope.zip
