@@ -824,5 +824,89 @@ PICTURES = [
         words=("stack", "True")),
 ]
 
+
+# ---------------------------------------------------------------------------------------------
+# chapter 9: decoders, the KV cache, grouped-query and latent attention, the translator
+
+
+def decoder(**kwargs) -> mha.TinyDecoder:
+    torch.manual_seed(0)
+    return mha.TinyDecoder(256, 16, embed_dim=16, num_heads=4, num_layers=1, **kwargs)
+
+
+def latent(**kwargs) -> mha.MultiHeadLatentAttention:
+    torch.manual_seed(0)
+    return mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4, **kwargs)
+
+
+prompt = torch.tensor([[1, 2, 3]])
+text = mha.text_corpus.encode("hello, attention")
+
+DECODERS = [
+    Bad("decoder-float-tokens", lambda: decoder()(prompt.float()), words=("tokens", "integer")),
+    Bad("decoder-too-long", lambda: decoder()(torch.zeros(1, 17, dtype=torch.long)),
+        words=("tokens", "16")),
+    Bad("decoder-token-out-of-range", lambda: decoder()(torch.tensor([[1, 256]])),
+        words=("tokens", "256")),
+    Bad("decoder-negative-token", lambda: decoder()(torch.tensor([[-1, 2]])),
+        words=("tokens", "-1")),
+    Bad("decoder-kv-heads-3", lambda: decoder(num_kv_heads=3), words=("num_kv_heads", "3")),
+    Bad("decoder-heads-zero", lambda: mha.TinyDecoder(256, 16, num_heads=0),
+        words=("num_heads", "0")),
+    Bad("decoder-head-mask-shape", lambda: decoder()(prompt, head_mask=torch.ones(2, 4)),
+        words=("head_mask", "(2, 4)")),
+    Bad("generate-steps-negative", lambda: mha.generate(decoder(), prompt, -1),
+        words=("steps", "-1")),
+    Bad("generate-steps-float", lambda: mha.generate(decoder(), prompt, 2.5),
+        words=("steps", "2.5")),
+    Bad("generate-too-long", lambda: mha.generate(decoder(), prompt, 20),
+        words=("steps", "20")),
+    Bad("generate-temperature-negative",
+        lambda: mha.generate(decoder(), prompt, 2, temperature=-1.0),
+        words=("temperature", "-1")),
+    Bad("generate-temperature-nan",
+        lambda: mha.generate(decoder(), prompt, 2, temperature=NAN),
+        words=("temperature", "nan")),
+    Bad("generate-use-cache-str", lambda: mha.generate(decoder(), prompt, 2, use_cache="no"),
+        words=("use_cache", "'no'")),
+    Bad("generate-prompt-1d", lambda: mha.generate(decoder(), prompt[0], 2),
+        words=("prompt", "(3,)")),
+    Bad("train-decoder-steps-zero", lambda: mha.train_decoder(decoder(), text, 0),
+        words=("steps", "0")),
+    Bad("train-decoder-2d-data", lambda: mha.train_decoder(decoder(), text[None], 1, length=4),
+        words=("data", "1-D")),
+    Bad("bits-per-byte-too-little-text",
+        lambda: mha.bits_per_byte(decoder(), text, length=8, num_windows=100),
+        words=("windows", "tokens")),
+    Bad("repeat-kv-groups-zero", lambda: mha.repeat_kv(r(1, 2, 3, 4), 0), words=("groups", "0")),
+    Bad("repeat-kv-3d", lambda: mha.repeat_kv(r(2, 3, 4), 2), words=("x", "(2, 3, 4)")),
+    Bad("pool-kv-heads-3", lambda: mha.pool_kv_heads(module(), 3), words=("num_kv_heads", "3")),
+    Bad("pool-kv-heads-more", lambda: mha.pool_kv_heads(module(), 4),
+        words=("num_kv_heads", "4")),
+    Bad("pool-kv-not-a-module", lambda: mha.pool_kv_heads(nn.Linear(8, 8), 1),
+        words=("module", "Linear")),
+    Bad("latent-rope-odd", lambda: mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=3),
+        words=("rope_dim", "3")),
+    Bad("latent-int-input", lambda: latent()(torch.ones(1, 3, 16, dtype=torch.long)),
+        words=("x", "int64")),
+    Bad("latent-width", lambda: latent()(r(1, 3, 12)), words=("x", "16")),
+    Bad("latent-cache-dict", lambda: latent()(r(1, 3, 16), cache={}), words=("cache", "dict")),
+    Bad("latent-absorb-str", lambda: latent()(r(1, 3, 16), absorb="yes"),
+        words=("absorb", "'yes'")),
+    Bad("text-encode-bytes", lambda: mha.text_corpus.encode(b"abc"), words=("text", "bytes")),
+    Bad("text-decode-floats", lambda: mha.text_corpus.decode(torch.ones(3)),
+        words=("tokens", "integer")),
+    Bad("text-splits-fraction-1", lambda: mha.text_splits(1.0), words=("fraction", "1.0")),
+    Bad("translation-dictionary-1", lambda: mha.translation_dictionary(1),
+        words=("vocab_size", "1")),
+    Bad("translation-batch-len-0",
+        lambda: mha.translation_batch(2, 0, mha.translation_dictionary(8), torch.Generator()),
+        words=("0",)),
+    Bad("translator-float-source",
+        lambda: mha.build_translator()(torch.ones(1, 4), torch.ones(1, 4, dtype=torch.long)),
+        words=("source", "integer")),
+    Bad("build-decoder-unknown", lambda: mha.build_decoder("gpt-5"), words=("name", "gpt-5")),
+]
+
 CASES: list[Bad] = ATTENTION + CHUNKED + MULTI_HEAD + SMALL_MODULES + CONVOLUTION + POSITIONS \
-    + PRUNING + MISC + PICTURES
+    + PRUNING + MISC + PICTURES + DECODERS

@@ -69,7 +69,7 @@ def test_bad_input_raises_value_error():
     layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2)
     with pytest.raises(ValueError, match="num_kv_heads"):
         mha.pool_kv_heads(layer, 3)
-    with pytest.raises(ValueError, match="expected mha.MultiHeadAttention"):
+    with pytest.raises(ValueError, match="module must be an mha.MultiHeadAttention"):
         mha.pool_kv_heads(torch.nn.Linear(2, 2), 1)
     with pytest.raises(ValueError, match="groups"):
         mha.repeat_kv(torch.randn(1, 2, 3, 4), 0)

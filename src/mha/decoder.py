@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mha._checks import require_flag, require_token_ids
 from mha.kv_cache import KVCache
 from mha.latent_attention import MultiHeadLatentAttention
 from mha.multi_head import MultiHeadAttention
@@ -116,6 +117,7 @@ class TinyDecoder(nn.Module):
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
                              f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
         past = 0 if caches is None else len(caches[0])
         if tokens.dim() != 2 or tokens.shape[1] < 1 or past + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= {past} + n <= "
@@ -161,6 +163,7 @@ def generate(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    require_flag("use_cache", use_cache)
     if not isinstance(temperature, (int, float)) or temperature < 0 or math.isnan(temperature):
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:

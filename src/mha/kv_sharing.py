@@ -42,7 +42,7 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
     ``module``'s heads of a group are equal, the copy computes exactly what ``module`` does.
     """
     if not isinstance(module, MultiHeadAttention):
-        raise ValueError(f"expected mha.MultiHeadAttention, got {type(module).__name__}")
+        raise ValueError(f"module must be an mha.MultiHeadAttention, got {type(module).__name__}")
     h, h_kv_old, d = module.num_heads, module.num_kv_heads, module.head_dim
     if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
             or num_kv_heads < 1 or h_kv_old % num_kv_heads):

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import require_float_tensor
+from mha._checks import require_flag, require_float_tensor
 from mha.rotary import apply_rotary
 
 
@@ -149,7 +149,8 @@ class MultiHeadLatentAttention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (batch, tokens, {self.embed_dim}), "
                              f"got {tuple(x.shape)}")
-        if not is_causal or need_weights:
+        require_flag("absorb", absorb)
+        if not require_flag("is_causal", is_causal) or require_flag("need_weights", need_weights):
             raise ValueError("MultiHeadLatentAttention is causal self-attention without "
                              "weights: is_causal must be True and need_weights False")
         if cache is not None and not isinstance(cache, LatentCache):
