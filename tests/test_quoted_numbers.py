@@ -29,7 +29,8 @@ CITED: dict[str, dict[str, str]] = {
         "2020": "the year of Cordonnier et al.'s paper, in the theorem's title",
     },
     "07_head_pruning": {
-        n: "TODO(errata): not printed by a cell" for n in ["0.917", "2019"]
+        "0.917": "11/12, derived in the text (the best share a previous-symbol head can reach)",
+        "2019": "the year of Michel et al.'s and Voita et al.'s papers",
     },
     "09_decoders": {
         **{n: "benchmarks/kv_cache.csv (one run of benchmarks/kv_cache.py, copied into the table)"
