@@ -25,7 +25,6 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"{'total':45s} {total:6.1f} s")
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Hand the longest work out first (the notebooks, then the chapters' grading runs), so that
