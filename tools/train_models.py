@@ -1,10 +1,12 @@
-"""Train chapter 9's models and save them into the package, ``src/mha/data/``.
+"""Train chapters 7 and 9's models and save them into the package, ``src/mha/data/``.
 
-    .venv/bin/python tools/train_models.py [decoders] [translator]
+    .venv/bin/python tools/train_models.py [encoder] [decoders] [translator]
 
+``encoder`` trains chapter 7's encoder of the neighbour look-up into ``lookup_encoder.pt``
+(float32, 0.3 MB, so the chapter's digits are those of a model trained in the notebook);
 ``decoders`` trains the three byte-level decoders (multi-head, grouped-query, latent
 attention) into ``decoders.pt``, ``translator`` the encoder-decoder of the toy translation task
-into ``translator.pt``; with no argument, both. Each model takes about a minute of CPU or less,
+into ``translator.pt``; with no argument, all three. Each model takes about a minute of CPU or less,
 more than the notebook may spend, so the package ships the weights (float16, a few hundred kB in
 all). The recipes are in ``mha.trained_models``; training uses one thread and fixed seeds, so
 running the script again with the same torch gives the same files.
@@ -22,9 +24,11 @@ import mha
 from mha.neighbour_task import train
 from mha.trained_models import (
     DECODER_RECIPE,
+    ENCODER_RECIPE,
     TRANSLATOR_RECIPE,
     build_decoder,
     build_translator,
+    train_lookup_encoder,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "src" / "mha" / "data"
@@ -32,6 +36,16 @@ DATA = Path(__file__).resolve().parent.parent / "src" / "mha" / "data"
 
 def half(model: torch.nn.Module) -> dict:
     return {k: v.half() for k, v in model.state_dict().items()}
+
+
+def encoder() -> None:
+    start = time.process_time()
+    model, log = train_lookup_encoder()
+    seconds = time.process_time() - start
+    print(f"encoder: {seconds:.0f} s of CPU, last batch loss {log['loss']:.3f}", flush=True)
+    torch.save({"recipe": ENCODER_RECIPE, "model": model.state_dict(),
+                "log": {"loss": log["loss"], "cpu_seconds": seconds}},
+               DATA / "lookup_encoder.pt")
 
 
 def decoders() -> None:
@@ -70,9 +84,9 @@ def translator() -> None:
 def main() -> None:
     torch.set_num_threads(1)
     DATA.mkdir(exist_ok=True)
-    todo = sys.argv[1:] or ["decoders", "translator"]
+    todo = sys.argv[1:] or ["encoder", "decoders", "translator"]
     for job in todo:
-        {"decoders": decoders, "translator": translator}[job]()
+        {"encoder": encoder, "decoders": decoders, "translator": translator}[job]()
     for path in sorted(DATA.glob("*.pt")):
         print(f"{path.name}: {path.stat().st_size / 1000:.0f} kB")
 

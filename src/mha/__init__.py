@@ -53,7 +53,15 @@ from mha.text_corpus import text_splits
 from mha.decoder import DecoderBlock, TinyDecoder, bits_per_byte, generate, train_decoder
 from mha.kv_sharing import pool_kv_heads, repeat_kv
 from mha.latent_attention import LatentCache, MultiHeadLatentAttention
-from mha.trained_models import build_decoder, build_translator, load_decoder, load_translator
+from mha.trained_models import (
+    build_decoder,
+    build_lookup_encoder,
+    build_translator,
+    load_decoder,
+    load_lookup_encoder,
+    load_translator,
+    train_lookup_encoder,
+)
 from mha.seq2seq import TinyTranslator, translation_batch, translation_dictionary
 
 # Every chapter: data-flow pictures with shapes, and the interactive attention explorer
@@ -128,6 +136,9 @@ __all__ = [
     "MultiHeadLatentAttention",
     "build_decoder",
     "load_decoder",
+    "build_lookup_encoder",
+    "load_lookup_encoder",
+    "train_lookup_encoder",
     "build_translator",
     "load_translator",
     "TinyTranslator",

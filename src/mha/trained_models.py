@@ -1,10 +1,12 @@
-"""The chapter-9 trained models: their recipes, and the weights the package ships.
+"""The trained models of chapters 7 and 9: their recipes, and the weights the package ships.
 
 A model has to learn before pruning or sharing its heads means anything, and learning takes
-longer than a notebook may run: about a minute of CPU for each byte-level decoder, half a
-minute for the translator. ``tools/train_models.py`` trains them with these recipes (the same
-code the notebook uses, one thread, fixed seeds) and stores the weights in float16 in
-``mha/data/``; the loaders below rebuild the models and load them.
+longer than a notebook may run: about 17 s of CPU for chapter 7's encoder, about a minute for
+each byte-level decoder of chapter 9, half a minute for its translator.
+``tools/train_models.py`` trains them with these recipes (one thread, fixed seeds) and stores
+the weights in ``mha/data/`` (float32 for the encoder, so chapter 7 prints the digits it would
+print after training the model itself; float16 for the others); the loaders below rebuild the
+models and load them.
 """
 
 from __future__ import annotations
@@ -15,9 +17,18 @@ import torch
 from torch import nn
 
 from mha.decoder import TinyDecoder
+from mha.encoder import TinyEncoder
 from mha.latent_attention import MultiHeadLatentAttention
+from mha.neighbour_task import lookup_batch, train
 from mha.seq2seq import TinyTranslator
 from mha.text_corpus import VOCAB_SIZE
+
+#: Chapter 7's encoder for the neighbour look-up (mha.neighbour_task): 12 symbols from a
+#: vocabulary of 16, a start symbol in front; two layers of eight heads.
+ENCODER_RECIPE = {
+    "vocab_size": 16, "symbols": 12, "embed_dim": 64, "num_heads": 8, "num_layers": 2,
+    "steps": 1000, "batch_size": 64, "lr": 5e-3, "init_seed": 0, "data_seed": 2,
+}
 
 #: The decoders: one recipe, three kinds of attention.
 DECODER_RECIPE = {
@@ -35,6 +46,27 @@ TRANSLATOR_RECIPE = {
     "steps": 600, "batch_size": 64, "lr": 5e-3, "init_seed": 0, "data_seed": 1,
     "dictionary_seed": 0,
 }
+
+
+def build_lookup_encoder() -> TinyEncoder:
+    """A freshly initialised chapter-7 encoder (from the global RNG: seed it first)."""
+    r = ENCODER_RECIPE
+    # input symbols 0..V-1 and the start symbol V; V classes; positions: the start symbol + n
+    return TinyEncoder(r["vocab_size"] + 1, r["vocab_size"], r["symbols"] + 1,
+                       embed_dim=r["embed_dim"], num_heads=r["num_heads"],
+                       num_layers=r["num_layers"])
+
+
+def train_lookup_encoder() -> tuple[TinyEncoder, dict[str, float]]:
+    """Initialise and train chapter 7's encoder by ``ENCODER_RECIPE``: Adam, cosine schedule,
+    fresh random batches. Returns the model and ``train``'s log (last loss, seconds)."""
+    r = ENCODER_RECIPE
+    torch.manual_seed(r["init_seed"])
+    model = build_lookup_encoder()
+    data = torch.Generator().manual_seed(r["data_seed"])
+    log = train(model, lambda step: lookup_batch(r["batch_size"], r["symbols"], r["vocab_size"],
+                                                 data), r["steps"], lr=r["lr"])
+    return model, log
 
 
 def build_decoder(name: str) -> TinyDecoder:
@@ -61,15 +93,31 @@ def build_translator() -> TinyTranslator:
                           num_heads=r["num_heads"], num_layers=r["num_layers"])
 
 
-def _load(model: nn.Module, file: str, recipe: dict, key: str | None) -> nn.Module:
+def _saved(file: str) -> dict:
     with resources.files("mha").joinpath(f"data/{file}").open("rb") as f:
-        saved = torch.load(f, weights_only=True)
+        return torch.load(f, weights_only=True)
+
+
+def _load(model: nn.Module, file: str, recipe: dict, key: str | None) -> nn.Module:
+    saved = _saved(file)
     if saved["recipe"] != recipe:
         raise ValueError(f"data/{file} was trained with another recipe: run "
                          f"tools/train_models.py")
     state = saved["models"][key] if key else saved["model"]
     model.load_state_dict({k: v.float() for k, v in state.items()})
     return model.eval()
+
+
+def load_lookup_encoder() -> TinyEncoder:
+    """Chapter 7's encoder with the weights ``tools/train_models.py`` trained, in eval mode,
+    with gradients off (chapter 7 trains only gates on top of it)."""
+    return _load(build_lookup_encoder(), "lookup_encoder.pt", ENCODER_RECIPE,
+                 None).requires_grad_(False)
+
+
+def lookup_encoder_training_log() -> dict[str, float]:
+    """What training chapter 7's encoder printed: the last batch's loss, seconds of CPU."""
+    return _saved("lookup_encoder.pt")["log"]
 
 
 def load_decoder(name: str) -> TinyDecoder:
