@@ -242,8 +242,9 @@ def test_entropy_of_the_weights_never_decreases_with_the_temperature(seed, n_k):
 
 def test_soft_attention_passes_gradient_to_the_scores_and_a_hard_look_up_does_not():
     # chapter 1, soft and hard attention: d(output)/d(scores) vanishes once T is well below the
-    # gap between the two largest scores, and the hard look-up v[argmax s] has no gradient
-    # path to the scores at all
+    # gap between the two largest scores (random values, so the top two keys' values differ in
+    # what is differentiated), and the hard look-up v[argmax s] has no gradient path to the
+    # scores at all
     g = torch.Generator().manual_seed(9)
     values = draw(g, 5, 3)
     s = draw(g, 5).requires_grad_(True)
@@ -274,7 +275,7 @@ def test_frobenius_norm_of_the_softmax_jacobian_is_the_rms_gradient_reaching_the
 def test_the_three_lines_reproduce_a_real_heads_weights_and_head_2_looks_back():
     # chapter 1, "The same lines on a real sentence": softmax(Q K^T / sqrt(d_k)) on MiniLM's own
     # queries and keys gives the model's weights, for every head of layer 0; head 2 puts more
-    # than 0.99 on the previous token (the lab's positional head)
+    # than 0.99 on the previous token (the lab's positional head), and [CLS] on itself
     from mha import pretrained
 
     sentence = "The cat sat on the mat."
@@ -285,3 +286,4 @@ def test_the_three_lines_reproduce_a_real_heads_weights_and_head_2_looks_back():
     torch.testing.assert_close(by_hand, weights[0])
     n = len(tokens)
     assert (weights[0, 2][torch.arange(1, n), torch.arange(n - 1)] > 0.99).all()
+    assert weights[0, 2, 0, 0] > 0.99

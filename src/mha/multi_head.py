@@ -203,8 +203,8 @@ class MultiHeadAttention(nn.Module):
         require_broadcastable_mask(mask, target)
         require_same_device(("the module", self.q_proj.weight), ("mask", mask))
         if mask.dim() == 3:
-            # (B, n_q, n_k) would broadcast batch against heads when B == h (or B == 1):
-            # silently wrong, so ask for the unambiguous 4-D form instead
+            # (B, n_q, n_k) would broadcast batch against heads: when B == h > 1 silently
+            # wrong, so ask for the unambiguous 4-D form instead
             raise ValueError(
                 f"a 3-D mask of shape {tuple(mask.shape)} is ambiguous (batch or heads?): "
                 f"use (n_q, n_k) = ({n_q}, {n_k}) for all, or (B, 1, n_q, n_k) = "
@@ -233,7 +233,8 @@ class MultiHeadAttention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         if float_mask:
-            # a query whose float-mask row is all -inf comes out NaN; the rule is zeros
+            # a query whose float-mask row is all -inf came out NaN before PyTorch 2.5 (2.5's
+            # _safe_softmax gives zeros); the rule is zeros, whatever the version
             has_key = additive_mask(mask, out.dtype)[1]  # mask-sized, not score-sized
             if not has_key.all():
                 out = out.masked_fill(~has_key, 0.0)
