@@ -35,3 +35,11 @@ def test_every_exercise_renders_with_its_solution_folded(path, exercise):
     assert classes, f"the solution of {exercise.label} is not rendered"
     assert all("dropdown" in c.split() for c in classes), (
         f"the solution of {exercise.label} is not folded")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_book_shows_solution_code_without_the_grading_markers(path):
+    # the notebook keeps the markers (student edition, grader); its page shows plain code
+    assert "### BEGIN SOLUTION" in path.read_text(encoding="utf-8")
+    html = (HTML / "notebooks" / f"{path.stem}.html").read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in html and "END SOLUTION" not in html
