@@ -58,9 +58,12 @@ def test_saved_bytes_sees_the_weights_the_explicit_path_keeps(pairs):
 
 
 def test_recorded_runs_back_chapter_4s_reading():
-    """Chapter 4 reads the shipped benchmark runs and says: nearly every median of the course's
-    own paths is within 5 % of PyTorch's (here: at least 95 % of them, none above 1.1), and none
-    saves more for backward. The runs cover what the chapter says (2 runs, 3 sizes, 1 and 2
+    """Chapter 4 reads the shipped benchmark runs and says: no median of the course's own paths
+    but one is more than 5 % slower than PyTorch's (here: at least 95 % of them, none above 1.1),
+    many are more than 5 % faster, and none saves more for backward; the loop of heads is slower
+    than PyTorch at the two small sizes and faster at n = 1024, the one-softmax layer slowest at
+    n = 1024; the weights path costs about twice the fused one forward at n = 1024 and about 1.5
+    times forward and backward. The runs cover what the chapter says (2 runs, 3 sizes, 1 and 2
     threads)."""
     import csv
     from importlib import resources
@@ -76,3 +79,21 @@ def test_recorded_runs_back_chapter_4s_reading():
     ratios = [float(r["ratio"]) for r in ours]
     assert sum(x <= 1.05 for x in ratios) >= 0.95 * len(ratios) and max(ratios) < 1.1
     assert max(float(r["saved_ratio"]) for r in ours if r["saved_ratio"]) <= 1.0
+    assert sum(x < 0.95 for x in ratios) >= 0.25 * len(ratios)
+
+    def ratios_of(path, tokens):
+        return [float(r["ratio"]) for r in rows if r["path"] == path and r["tokens"] == tokens]
+
+    loop = {t: ratios_of("learner: loop of heads", t) for t in ("64", "128", "1024")}
+    assert max(loop["1024"]) < 1 < max(loop["64"]) and 1 < max(loop["128"])
+    softmax = {t: ratios_of("learner: one softmax", t) for t in ("64", "128", "1024")}
+    assert min(softmax["1024"]) > max(softmax["64"] + softmax["128"])
+
+    def ms(path, pass_):
+        return {(r["run"], r["threads"]): float(r["ours_ms"]) for r in rows
+                if r["path"] == path and r["pass"] == pass_ and r["tokens"] == "1024"}
+
+    for pass_, low, high in (("forward", 1.7, 2.3), ("forward+backward", 1.3, 1.7)):
+        fused = ms("fused", pass_)
+        slower = [t / fused[key] for key, t in ms("weights", pass_).items()]
+        assert low < min(slower) and max(slower) < high, (pass_, slower)
