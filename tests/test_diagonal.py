@@ -1,4 +1,4 @@
-"""Chapter 2: what is true about the diagonal of self-attention without weights, for all inputs.
+"""Chapter 2: what is true about the diagonal of self-attention without weights, on random inputs.
 
 Seed 000 claims alpha_ij <= max(alpha_ii, alpha_jj) for every pair. These tests check the
 statements the chapter proves instead (lemmas (a) to (d)), the seed's counterexample, and
@@ -138,6 +138,23 @@ def test_rms_normalised_tokens_diagonal_rows():
     x = raw / raw.norm(dim=-1, keepdim=True) * math.sqrt(16)
     _, a = mha.self_attention(x)
     assert torch.equal(a.argmax(-1), torch.arange(9).expand(3, 9))
+
+
+@pytest.mark.claim("2.3")
+def test_layer_norm_without_gain_can_leave_a_quiet_token_short():
+    # layer norm without gain and bias gives norm sqrt(C) sqrt(var / (var + eps)): a token whose
+    # variance (1e-6) is below eps (1e-5) comes out short, and its longer twin takes its row
+    g = torch.Generator().manual_seed(3)
+    raw = torch.randn(2, 16, generator=g, dtype=torch.float64)
+    direction = (raw[0] - raw[0].mean()) / (raw[0] - raw[0].mean()).std(correction=0)
+    layer_norm = torch.nn.LayerNorm(16, elementwise_affine=False, dtype=torch.float64)
+    x = layer_norm(torch.stack([1e-3 * direction, direction, raw[1]]))
+    norms = x.norm(dim=-1)
+    assert norms[0].item() == pytest.approx(4 * math.sqrt(1e-6 / (1e-6 + 1e-5)), rel=1e-6)
+    assert norms[1:].tolist() == pytest.approx([4.0, 4.0], rel=1e-4)  # variance >> eps
+    _, a = mha.self_attention(x)
+    assert a[0, 1] > a[0, 0]  # the diagonal loses row 1
+    assert a[0].argmax() == 1  # row 1 puts its largest weight on the twin
 
 
 # ----- the seed's statement -----
@@ -293,7 +310,7 @@ def test_projections_with_a_psd_product_keep_the_diagonal_guarantee(x, seed, fac
     w_q = torch.randn(c, d_k, generator=g, dtype=torch.float64)
     b = torch.randn(d_k, d_k, generator=g, dtype=torch.float64)
     for w_k in (factor * w_q, w_q @ (b @ b.T)):
-        if factor != 1.0:
+        if not math.isclose(factor, 1.0, rel_tol=1e-3):  # else allclose may hold
             assert not torch.allclose(w_k, w_q)
         q, k = x @ w_q, x @ w_k
         s = q @ k.transpose(-2, -1) / math.sqrt(d_k)
@@ -318,8 +335,8 @@ def test_a_symmetric_indefinite_product_breaks_lemma_a():
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(2, 6))
 def test_a_non_symmetric_product_breaks_lemma_a_for_close_tokens(seed, c):
-    # M = W_Q W_K^T with M != M^T: for x_j = x_i + eps v the gap s_ii + s_jj - 2 s_ij is
-    # eps v (M - M^T) x_i^T + eps^2 v M v^T, negative for a small eps of the right sign
+    # M = W_Q W_K^T with M != M^T: for x_j = x_i + delta v the gap sqrt(d_k)(s_ii + s_jj - 2 s_ij)
+    # is delta v (M - M^T) x_i^T + delta^2 v M v^T, negative for a small delta of the right sign
     g = torch.Generator().manual_seed(seed)
     w_q = torch.randn(c, c, generator=g, dtype=torch.float64)
     w_k = torch.randn(c, c, generator=g, dtype=torch.float64)
@@ -331,6 +348,29 @@ def test_a_non_symmetric_product_breaks_lemma_a_for_close_tokens(seed, c):
     x = torch.stack([x_i, x_i + eps * v])
     s = x @ m @ x.T / math.sqrt(c)
     assert s[0, 1] > (s[0, 0] + s[1, 1]) / 2
+
+
+@pytest.mark.claim("2.6")
+def test_a_symmetric_indefinite_next_token_head_needs_growing_normalisers():
+    # symmetric scores give alpha_i,i+1 / alpha_i+1,i = Z_i+1 / Z_i, so a head putting 0.9 on the
+    # next token needs Z_i+1 >= 9 Z_i; the symmetric, indefinite M with scores 10 i does it
+    n = 6
+    s = torch.diag(10.0 * torch.arange(1, n, dtype=torch.float64), diagonal=1)
+    s = s + s.T
+    m = s * math.sqrt(n)  # W_Q = I, W_K = M: scores M / sqrt(d_k)
+    assert torch.equal(m, m.T) and torch.linalg.eigvalsh(m).min() < 0
+    x = torch.eye(n, dtype=torch.float64)
+    _, a = mha.attention(x, x @ m, x)
+    z = torch.exp(s).sum(-1)
+    for i in range(n - 1):
+        assert a[i, i + 1] > 0.9
+        assert (a[i, i + 1] / a[i + 1, i]).item() == pytest.approx((z[i + 1] / z[i]).item(),
+                                                                rel=1e-9)
+    assert all(z[i + 1] >= 9 * z[i] for i in range(n - 2))
+    # the non-symmetric shift needs no growth: every next-token score is the same
+    w_q, w_k = shift_projections(n)
+    scores = (x @ w_q) @ (x @ w_k).T
+    assert len({scores[i, i + 1].item() for i in range(n - 1)}) == 1
 
 
 # ----- mha.diagonal_violations -----
