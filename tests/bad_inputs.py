@@ -793,6 +793,24 @@ MISC = [
     Bad("load-minilm-int-source", lambda: pretrained.load_minilm(5), words=("source", "int")),
     Bad("embed-not-strings", lambda: pretrained.embed(bert, None, [1, 2]),
         words=("sentences", "strings")),
+    Bad("bootstrap-lengths",
+        lambda: mha.spearman_difference_bootstrap([1, 2, 3], [1, 2, 3], [1, 2], [0, 1, 1]),
+        words=("same length", "3", "2")),
+    Bad("bootstrap-unequal-groups",
+        lambda: mha.spearman_difference_bootstrap([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 1, 1]),
+        words=("group", "same number")),
+    Bad("bootstrap-nan",
+        lambda: mha.spearman_difference_bootstrap([1, NAN], [1, 2], [1, 2], [0, 1]),
+        words=("x", "finite")),
+    Bad("bootstrap-level", lambda: mha.spearman_difference_bootstrap(
+        [1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4], [0, 0, 1, 1], level=95),
+        words=("level", "95")),
+    Bad("bootstrap-draws-float", lambda: mha.spearman_difference_bootstrap(
+        [1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4], [0, 0, 1, 1], draws=1e3),
+        words=("draws", "1000.0")),
+    Bad("bootstrap-huge", big(lambda: mha.spearman_difference_bootstrap(
+        [1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4], [0, 0, 1, 1], draws=10**9)),
+        error=memory_error(), words=("spearman_difference_bootstrap", "GiB")),
 ]
 
 # ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ CITED: dict[str, dict[str, str]] = {
         "128": "all-MiniLM-L6-v2's model card: trained with sequences of at most 128 word pieces",
         "256": "all-MiniLM-L6-v2's model card: inputs truncated at 256 word pieces by default",
         "2304": "6d with d = 384, derived in the solution of exercise 8.5",
-        "16.9": "the fraction 0.1690 a cell prints, as a percentage",
+        "16.8": "the fraction 0.1683 a cell prints, as a percentage",
         "17.5": "Michel et al. 2019, the efficiency table of their pruning section: up to 17.5% "
                 "faster BERT inference with half of the heads pruned",
         **{n: "the parameter counts 22,565,376 and 20,792,448 a cell prints, in millions"

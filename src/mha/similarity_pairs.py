@@ -24,7 +24,8 @@ That gives 24 x 6 = 144 pairs. The groups are split in two: the even-numbered gr
 measure what pruning costs), so no sentence is used for both.
 
 The grades are one person's judgement on a single scale, integers only; treat correlations
-measured on 72 pairs as having a sampling error of a few hundredths.
+measured on 72 pairs as having a sampling error of a few hundredths, and compare two models on
+the same pairs with a paired bootstrap over the groups (``mha.spearman_difference_bootstrap``).
 """
 
 from __future__ import annotations
