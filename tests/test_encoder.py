@@ -79,7 +79,6 @@ def test_per_example_gates_equal_separate_runs():
 @settings(max_examples=25, deadline=None)
 @given(keep=st.lists(st.lists(st.booleans(), min_size=4, max_size=4).filter(any),
                      min_size=2, max_size=2))
-@pytest.mark.claim("7.3")
 def test_pruned_encoder_equals_gated_encoder_with_fewer_parameters(keep):
     model = small_encoder()
     keep = torch.tensor(keep)
@@ -117,7 +116,6 @@ def test_bad_inputs_raise_value_errors_naming_the_shape():
         mha.TinyEncoder(0, 3, 4)
 
 
-@pytest.mark.claim("7.2")
 def test_head_importance_is_the_absolute_gate_gradient():
     """Michel et al.'s I_h against central finite differences of the loss in the gates."""
     model = small_encoder(seed=6)

@@ -14,7 +14,6 @@ def previous_token_weights(batch, n, sharp=1.0):
     return w
 
 
-@pytest.mark.claim("7.1")
 def test_previous_token_head_is_positional_with_offset_minus_one():
     w = previous_token_weights(3, 10, sharp=0.8)
     offsets, shares = mha.relative_offsets(w)

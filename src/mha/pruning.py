@@ -21,8 +21,9 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
     """A smaller ``MultiHeadAttention`` without the given heads.
 
     Its outputs equal ``module(..., head_mask=g)`` with ``g`` zero on ``heads`` and one elsewhere:
-    a head's rows of ``W_Q``, ``W_K``, ``W_V`` and its columns of ``W_O`` are dropped, so it
-    costs neither parameters nor time. At least one head must remain.
+    a head's rows of ``q/k/v_proj.weight`` and its columns of ``out_proj.weight`` (PyTorch's
+    ``(out, in)`` storage) are dropped, so it costs neither parameters nor time. At least one
+    head must remain.
 
     ``heads`` is a list (tuple, range, 1-D int tensor) of distinct head indices; ``[]`` gives
     an exact copy. Only a plain ``MultiHeadAttention`` is rebuilt: a subclass (rotary,
@@ -90,13 +91,18 @@ def head_importance(
     num_heads: int,
     normalize_layers: bool = True,
 ) -> torch.Tensor:
-    r"""Michel et al.'s head importance ``I_h = E_x |dL / d xi_h|``, shape ``(layers, heads)``.
+    r"""Head importance after Michel et al., shape ``(layers, heads)``: a cheaper batch variant.
+
+    The paper defines ``I_h = E_x |dL(x) / d xi_h|`` per example; the authors' code takes the
+    absolute value even finer, per example and per token, before summing. This function takes
+    ``|dL_B / d xi_h|`` of each *batch's mean* loss ``L_B`` and averages it over the batches:
+    one backward pass per batch, and, by the triangle inequality, never larger than the
+    per-example score before the normalisation (gradients of opposite sign cancel inside a batch).
 
     ``loss_fn(batch, gates)`` must run the model with ``gates`` (``(layers, heads)``, all ones)
-    as its per-layer ``head_mask`` and return the batch's mean loss. The absolute gradient is
-    accumulated batch by batch (as in the authors' code) and averaged over batches. With
-    ``normalize_layers`` each layer's scores are divided by their l2 norm, the paper's
-    normalisation that makes scores comparable across layers.
+    as its per-layer ``head_mask`` and return the batch's mean loss. With ``normalize_layers``
+    each layer's scores are divided by their l2 norm, the paper's normalisation that makes
+    scores comparable across layers.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)
