@@ -367,6 +367,56 @@ def test_two_or_three_pixels_let_content_only_heads_come_arbitrarily_close():
         assert misses[0] > misses[1] > misses[2] and misses[2] < 1e-6
 
 
+@pytest.mark.claim("5.1")
+def test_two_content_only_heads_escape_the_one_head_gap():
+    """The lemma covers one head: on (x, 2x, 3x, 4x) a head with t_q = q a (small a) and a head
+    with uniform weights combine (z_1, z_2 by least squares) into a change as close to the
+    1x1 convolution's q w as one likes, far below the one-head gap g."""
+    k = torch.from_numpy(PIXELS)
+    misses = []
+    for a in (0.1, 0.01, 0.001):
+        means = torch.stack([torch.softmax(a * k[:, None] * k, -1) @ k,
+                             torch.full((4,), 2.5, dtype=torch.float64)], 1)  # (4, 2)
+        z = torch.linalg.lstsq(means, k[:, None]).solution
+        misses.append((means @ z - k[:, None]).pow(2).mean().sqrt().item())
+    assert misses[0] > misses[1] > misses[2] and misses[2] < 1e-5 < GAP
+    assert f"{misses[2]:.1e}" == "2.1e-06"  # the chapter's printed miss at a = 0.001
+
+
+@pytest.mark.claim("5.2")
+def test_a_hard_mask_per_head_makes_the_construction_exact():
+    """With finite quadratic scores the construction is a limit; masking every key but
+    q + Delta_h in head h gives one-hot weights and the convolution itself."""
+    torch.manual_seed(13)
+    conv = nn.Conv2d(2, 3, 3, padding=1).double()
+    x = torch.randn(2, 2, 5, 6, dtype=torch.float64)
+    shifts = torch.tensor([[u - 1.0, v - 1.0] for u in range(3) for v in range(3)])
+    scores = mha.quadratic_encoding(5, 6, shifts, torch.ones(9), 1)
+    hard = torch.softmax(
+        scores.masked_fill(scores != scores.amax(-1, keepdim=True), -math.inf), -1)
+    assert bool(((hard == 0) | (hard == 1)).all())
+    keys = F.pad(x, (1, 1, 1, 1)).flatten(2).transpose(1, 2)  # (B, n_k, C_in)
+    taps = conv.weight.permute(2, 3, 1, 0).reshape(9, 2, 3)
+    y = conv.bias + sum(hard[h].double() @ keys @ taps[h] for h in range(9))
+    with torch.no_grad():
+        torch.testing.assert_close(y.transpose(1, 2).reshape(2, 3, 5, 6), conv(x))
+
+
+@pytest.mark.claim("5.2")
+def test_a_layer_without_biases_sends_the_blank_image_to_zero_a_biased_conv_does_not():
+    """The slides' W_O has no bias: such a layer maps the blank image to 0, so it cannot come
+    close to a convolution whose bias is not 0, which maps it to b."""
+    torch.manual_seed(14)
+    layer = mha.MultiHeadAttention(2, 2, bias=False)
+    conv = nn.Conv2d(2, 2, 3, padding=1)
+    with torch.no_grad():
+        out, _ = layer(torch.zeros(3, 16, 2))
+        blank = conv(torch.zeros(3, 2, 4, 4))
+    assert bool((out == 0).all())
+    torch.testing.assert_close(blank, conv.bias[None, :, None, None].expand(3, 2, 4, 4))
+    assert conv.bias.abs().max() > 0
+
+
 @pytest.mark.claim("5.2")
 def test_content_only_attention_commutes_with_pixel_shuffles_a_conv_does_not():
     torch.manual_seed(5)
@@ -409,6 +459,27 @@ def test_attention_reaches_every_pixel_a_3x3_conv_only_nine():
     (grad_conv,) = torch.autograd.grad(conv(x)[0, 0, 3, 3], x)
     assert (grad_attention != 0).sum() == 64
     assert (grad_conv != 0).sum() == 9
+
+
+@pytest.mark.claim("5.3")
+def test_a_position_only_layer_stays_away_from_every_3x3_conv():
+    """Strictly more than the 3x3 convolutions with positions alone: a 9-head position-only
+    layer (random centres, alpha = 1) is an affine map that the best 3x3 convolution (9 taps and
+    a bias, least squares over random images) misses by a relative RMS above 0.1. The 3x3
+    convolutions form a closed set, so the layer is not a limit of them."""
+    torch.manual_seed(1)
+    layer = mha.GridSelfAttention(1, 1, 9, padding=1).double()
+    x = torch.rand(500, 1, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        out = layer(x).flatten(1)  # (500, 64)
+    framed = F.pad(x, (1, 1, 1, 1))
+    shifted = torch.stack([framed[:, 0, u:u + 8, v:v + 8].flatten(1)
+                           for u in range(3) for v in range(3)], -1)  # (500, 64, 9)
+    design = torch.cat([shifted, torch.ones_like(shifted[..., :1])], -1).flatten(0, 1)
+    fit = torch.linalg.lstsq(design, out.reshape(-1, 1), driver="gelsd").solution
+    miss = (design @ fit).reshape(-1, 64) - out
+    relative = (miss.pow(2).mean().sqrt() / (out - out.mean()).pow(2).mean().sqrt()).item()
+    assert relative > 0.1
 
 
 def marker_reader(beta):
