@@ -67,7 +67,8 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
     """The chapter's findings, trained as in the notebook (length 16, 200 steps, one thread:
     tiny matrices gain nothing from more, and lose much on a busy machine), for three seeds:
     X + P (sinusoidal, learned) solves length 16 and does not extrapolate; RoPE stays perfect
-    to position 31; ALiBi is weakest at 16 and loses least; none is order-blind."""
+    to position 31; ALiBi is weakest at 16 and loses least of those with positions; none is
+    order-blind."""
     acc, by_pos = {}, {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -85,9 +86,14 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
         assert acc[encoding][64] < 0.5
         assert by_pos[encoding][15:].mean() < 0.5
     assert acc["rope"][64] > acc["sinusoidal"][64] + 0.1
-    assert by_pos["rope"][:31].min() > 0.95 and by_pos["rope"][40:].mean() < 0.3
+    assert by_pos["rope"][:31].min() > 0.95 and by_pos["rope"][40:].mean() < 0.15
     assert acc["alibi"][16] < min(acc[e][16] for e in ("sinusoidal", "learned", "rope"))
-    assert acc["alibi"][64] > acc["alibi"][16] - 0.25  # ALiBi degrades the least
+    drop = {e: acc[e][16] - acc[e][64] for e in acc}
+    # ALiBi degrades the least of the encodings with positions
+    assert drop["alibi"] < min(drop[e] for e in ("sinusoidal", "learned", "rope"))
+    # beyond the training length, no positions beats absolute ones
+    absolute = max(by_pos[e][16:].mean() for e in ("sinusoidal", "learned"))
+    assert by_pos["none"][16:].mean() > absolute
     best_blind = torch.tensor([order_blind_accuracy(i, 16) for i in range(1, 16)])
     assert (by_pos["none"][:15] - best_blind).abs().max() < 0.1  # the best order-blind rule
 

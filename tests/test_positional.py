@@ -73,7 +73,8 @@ def test_frequencies_decrease_along_the_dimension_like_binary_digits():
 def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
     """Literally true: one (sin, cos) pair gives 1024 positions 1024 distinct points. Useless:
     two of them are 1e-4 apart. Ten bits keep 1024 positions at least 1 apart; the encoding
-    needs d = 16 columns (entries in [-1, 1], twice the bits' range) to do as well."""
+    with the paper's base 10000 needs d = 16 columns (entries in [-1, 1], twice the bits'
+    range) to do as well, while with base 10 ten columns suffice."""
     far = torch.eye(1024, dtype=torch.float64) * 1e9
 
     def closest(points):
@@ -88,6 +89,8 @@ def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
     by_width = {d: closest(mha.sinusoidal_encoding(1024, d, dtype=torch.float64))
                 for d in (2, 4, 6, 8, 10, 12, 14, 16)}
     assert all(by_width[d] < 1 for d in (2, 4, 6, 8, 10, 12, 14)) and by_width[16] > 1
+    # the frequencies decide, not continuity: with base 10, ten columns beat the ten bits
+    assert closest(mha.sinusoidal_encoding(1024, 10, 10.0, dtype=torch.float64)) > 1.2
 
 
 @pytest.mark.claim("6.2")

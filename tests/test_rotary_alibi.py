@@ -136,9 +136,11 @@ def test_alibi_as_a_float_mask_matches_torch_multihead_attention():
 @pytest.mark.parametrize("seed", range(3))
 def test_adding_p_gives_absolute_positions_relative_methods_act_on_the_scores(seed):
     """'inject absolute or relative positional information by adding positional encoding to
-    the input representations': X + P changes when the whole sequence moves along (absolute);
-    RoPE and ALiBi add nothing to X (the values are the content alone, the positions reach
-    only the weights) and give the same output wherever the sequence starts (relative)."""
+    the input representations' is ambiguous. X + P changes when the whole sequence moves along
+    (absolute). Relative information in the sense of offsets a linear map reads from the added
+    P: there (P[i + start] = M_start P[i]). A relative encoding, the same output wherever the
+    sequence starts: not from adding; RoPE and ALiBi add nothing to X (the values are the
+    content alone, the positions reach only the weights) and give it."""
     torch.manual_seed(seed)
     n, start = 6, 25
     x = torch.randn(2, n, 16, dtype=torch.float64)
@@ -147,6 +149,9 @@ def test_adding_p_gives_absolute_positions_relative_methods_act_on_the_scores(se
     p = mha.sinusoidal_encoding(start + n, 16, dtype=torch.float64)
     moved = absolute(x + p[start:], mask=causal)[0] - absolute(x + p[:n], mask=causal)[0]
     assert moved.abs().max() > 1e-2
+    # the added P carries offsets linearly: the moved rows are one rotation of the first ones
+    rotation = mha.relative_rotation(start, 16, dtype=torch.float64)
+    torch.testing.assert_close(p[start:], p[:n] @ rotation.T)
 
     rope = mha.RotaryMultiHeadAttention(16, 4).double()
     out, weights = rope(x, positions=torch.arange(start, start + n), mask=causal)

@@ -30,8 +30,10 @@ def chunked_attention(
         o' = o\,e^{m - m'} + \sum_j e^{S_j - m'} v_j,
 
     and the output is ``o / l``: exactly softmax attention, because every term ends up
-    scaled by the same ``e^{-m_final}``. At most a ``(chunk_size, chunk_size)`` block of scores
-    exists at any time, so the extra memory is ``O(chunk_size^2)`` instead of ``O(n_q n_k)``.
+    scaled by the same ``e^{-m_final}``. Only a few ``(chunk_size, chunk_size)`` blocks exist at
+    any time (within one step the old and the new scores, their exponentials and a temporary),
+    so the memory for scores is ``O(chunk_size^2)`` instead of ``O(n_q n_k)``; the output blocks
+    are kept and joined at the end, ``O(n_q d_v)`` like any output.
 
     Shapes: ``query`` ``(..., n_q, d_k)``, ``key`` ``(..., n_k, d_k)``, ``value``
     ``(..., n_k, d_v)``; returns ``(..., n_q, d_v)`` (no weights: they are never formed).
