@@ -64,16 +64,20 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def open_page(server, browser):
-    pages = []
+    """``open_page(path, width, dark)``: the page, loaded and typeset once per module and shared
+    by every test that only reads it (a page of a long chapter takes seconds to typeset)."""
+    shared, opened = {}, []
 
-    def load(path, width=1280, dark=False):
+    def load(path, width=1280, dark=False, fresh=False):
+        """``fresh``: a page of its own, for a test that changes it (clicks a menu)."""
+        if not fresh and (path, width, dark) in shared:
+            return shared[path, width, dark]
         page = browser.new_page(viewport={"width": width, "height": 900},
                                 color_scheme="dark" if dark else "light")
         if dark:  # the theme's own switch, as a reader's click on it leaves it
             page.add_init_script("localStorage.setItem('mode', 'dark')")
-        pages.append(page)
         outside = []
         page.on("request", lambda r: outside.append(r.url)
                 if not r.url.startswith((server, "data:", "blob:")) else None)
@@ -85,10 +89,13 @@ def open_page(server, browser):
                                    " && window.MathJax.startup.promise", timeout=20_000)
             page.evaluate("() => window.MathJax.startup.promise")
         page.outside_requests = outside
+        opened.append(page)
+        if not fresh:
+            shared[path, width, dark] = page
         return page
 
     yield load
-    for page in pages:
+    for page in opened:
         page.close()
 
 
@@ -143,7 +150,7 @@ def chart_png(page, selector=".mha-plotly") -> bytes:
 
 
 def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_page):
-    page = open_page(EXPLORER)
+    page = open_page(EXPLORER, fresh=True)  # its menus are clicked below
     chart = page.locator(".mha-plotly .main-svg").first
     chart.wait_for(timeout=30_000)  # plotly.js (deferred, 4.8 MB) has drawn the chart
     assert page.locator(".mha-plotly").count() == 1
