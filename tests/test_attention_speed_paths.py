@@ -60,11 +60,11 @@ def test_saved_bytes_sees_the_weights_the_explicit_path_keeps(pairs):
 def test_recorded_runs_back_chapter_4s_reading():
     """Chapter 4 reads the shipped benchmark runs and says: no median of the course's own paths
     but one is more than 5 % slower than PyTorch's (here: at least 95 % of them, none above 1.1),
-    many are more than 5 % faster, and none saves more for backward; the loop of heads is slower
-    than PyTorch at the two small sizes and faster at n = 1024, the one-softmax layer slowest at
-    n = 1024; the weights path costs about twice the fused one forward at n = 1024 and about 1.5
-    times forward and backward. The runs cover what the chapter says (2 runs, 3 sizes, 1 and 2
-    threads)."""
+    many are more than 5 % faster, and none saves more for backward; the loop of heads is mostly
+    slower than PyTorch at the two small sizes (in more than half of the runs at n = 64 and 128)
+    and faster at n = 1024, the one-softmax layer slowest at n = 1024; the weights path costs
+    about twice the fused one forward at n = 1024 and about 1.5 times forward and backward. The
+    runs cover what the chapter says (2 runs, 3 sizes, 1 and 2 threads)."""
     import csv
     from importlib import resources
 
@@ -85,7 +85,8 @@ def test_recorded_runs_back_chapter_4s_reading():
         return [float(r["ratio"]) for r in rows if r["path"] == path and r["tokens"] == tokens]
 
     loop = {t: ratios_of("learner: loop of heads", t) for t in ("64", "128", "1024")}
-    assert max(loop["1024"]) < 1 < max(loop["64"]) and 1 < max(loop["128"])
+    small = loop["64"] + loop["128"]
+    assert max(loop["1024"]) < 1 and sum(x > 1 for x in small) > len(small) / 2  # mostly slower
     softmax = {t: ratios_of("learner: one softmax", t) for t in ("64", "128", "1024")}
     assert min(softmax["1024"]) > max(softmax["64"] + softmax["128"])
 

@@ -297,6 +297,7 @@ def test_each_query_of_one_head_has_its_own_distribution():
     differ = wanted[:, :, None] != wanted[:, None, :]  # queries that want different tokens
     far = (weights[:, :, None] - weights[:, None, :]).abs().sum(-1) > 1  # total variation > 1/2
     assert far[differ].float().mean() > 0.95
+    assert (weights.argmax(-1) == wanted).float().mean() > 0.95  # on the token it wants
 
 
 def test_self_attention_bad_input():
