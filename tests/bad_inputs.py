@@ -924,6 +924,11 @@ DECODERS = [
         lambda: mha.build_translator()(torch.ones(1, 4), torch.ones(1, 4, dtype=torch.long)),
         words=("source", "integer")),
     Bad("build-decoder-unknown", lambda: mha.build_decoder("gpt-5"), words=("name", "gpt-5")),
+    Bad("load-translator-unknown-seed", lambda: mha.load_translator(99),
+        words=("init_seed", "99")),
+    Bad("train-stop-after-zero",
+        lambda: mha.train_decoder(decoder(), text, 2, length=4, stop_after=0),
+        words=("stop_after", "0")),
 ]
 
 CASES: list[Bad] = ATTENTION + CHUNKED + MULTI_HEAD + SMALL_MODULES + CONVOLUTION + POSITIONS \

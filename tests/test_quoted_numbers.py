@@ -37,7 +37,7 @@ CITED: dict[str, dict[str, str]] = {
            for n in ["94.0", "55.3", "68.7", "22.5", "48.7", "5.37", "41.9", "10.29", "20.0",
                      "15.42", "3.05", "1.70"]},
         "2.25": "DeepSeek-V2 (arXiv:2405.04434), section 2.1: MLA's cache equals GQA's with 2.25 "
-                "groups",
+                "key/value heads (groups)",
     },
     "08_lab_pretrained_heads": {
         "144": "the number of pairs in mha.similarity_pairs (24 groups x 6), and BERT-base's "

@@ -54,29 +54,47 @@ def test_zero_gates_on_a_kind_remove_it():
 
 
 @pytest.fixture(scope="module")
-def curves():
+def seed_curves():
+    """The chapter's experiment on every shipped translator: importance from two batches of
+    250 sentences (generator seed 4), curves on 250 test sentences (seed 3), by part."""
+    torch.set_num_threads(1)
     r = TRANSLATOR_RECIPE
     dictionary = mha.translation_dictionary(r["vocab_size"], r["dictionary_seed"])
-    model = mha.load_translator()
     gen = torch.Generator().manual_seed(4)
     batches = [mha.translation_batch(250, r["seq_len"], dictionary, gen) for _ in range(2)]
-    importance = kind_importance(model, batches)
-    test = mha.translation_batch(1000, r["seq_len"], dictionary, torch.Generator().manual_seed(3))
-    return kind_pruning_curves(model, importance, *test)
+    test = mha.translation_batch(250, r["seq_len"], dictionary, torch.Generator().manual_seed(3))
+    curves = {}
+    for seed in r["init_seeds"]:
+        model = mha.load_translator(seed)
+        curves[seed] = kind_pruning_curves(model, kind_importance(model, batches), *test,
+                                           by_part=True)
+    return curves
+
+
+def first_drop(curve):
+    return next((k for k, a in enumerate(curve) if a < 0.99), len(curve))
 
 
 @pytest.mark.claim("7.5")
-def test_encoder_decoder_attention_collapses_when_few_heads_are_left_but_not_first(curves):
-    """Seed 002 after Michel et al.: pruning hurts encoder-decoder translation models faster;
-    the paper: encoder-decoder attention depends more on many heads than self-attention.
-    On the toy translator (8 heads of each kind), measured as the notebook does: the
-    encoder-decoder attention is the kind that fails when one head or none is left, the
-    decoder's self-attention can go almost entirely, but the encoder's self-attention loses
-    accuracy first."""
-    enc, dec, cross = (curves[name] for name in KINDS)
-    assert enc[0] == dec[0] == cross[0] > 0.99  # the full model
-    assert cross[-2] < min(enc[-2], dec[-2]) - 0.15  # one head left: cross-attention worst
-    assert cross[-1] < 0.1 < 0.5 < min(enc[-1], dec[-1])  # none left: only cross collapses
-    assert min(dec) > 0.95  # decoder self-attention: almost all of it can go
-    assert enc[3] < cross[3] - 0.2  # 3 of 8 removed: the encoder's self-attention lost more
-    assert sum(enc[1:-1]) < sum(cross[1:-1])  # over the whole curve too
+def test_encoder_decoder_attention_is_the_kind_that_collapses_in_every_seed(seed_curves):
+    """Seed 002 after Michel et al.: pruning heads makes translation models drop much more
+    rapidly; the paper: the encoder-decoder attention depends more on having many heads than
+    the self-attention layers. On the six shipped toy translators (8 heads of each kind, each
+    kind pruned alone, least important first), in every seed: with one head left the
+    encoder-decoder attention is the worst kind, with none left only it collapses (token
+    accuracy < 0.1, the others > 0.5), removing 6 of its 8 heads costs more than 0.2, and only
+    its pruning costs words (the self-attentions keep word accuracy >= 0.99, their pruning
+    costs the inflection bit). Which kind loses accuracy first varies between seeds."""
+    enc, dec, cross = KINDS
+    assert len(seed_curves) >= 5
+    for seed, c in seed_curves.items():
+        token = {name: c[name]["token"] for name in KINDS}
+        assert token[enc][0] == token[dec][0] == token[cross][0] > 0.99, seed
+        assert token[cross][-2] < min(token[enc][-2], token[dec][-2]), seed
+        assert token[cross][-1] < 0.1 < 0.5 < min(token[enc][-1], token[dec][-1]), seed
+        assert token[cross][6] < token[cross][0] - 0.2, seed
+        assert min(c[enc]["word"] + c[dec]["word"]) >= 0.99 > 0.2 > c[cross]["word"][-1], seed
+    # not a rule: the encoder's self-attention drops below 0.99 first in some seeds, not all
+    first = [first_drop(c[enc]["token"]) < first_drop(c[cross]["token"])
+             for c in seed_curves.values()]
+    assert any(first) and not all(first)

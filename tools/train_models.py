@@ -5,11 +5,13 @@
 ``encoder`` trains chapter 7's encoder of the neighbour look-up into ``lookup_encoder.pt``
 (float32, 0.3 MB, so the chapter's digits are those of a model trained in the notebook);
 ``decoders`` trains the three byte-level decoders (multi-head, grouped-query, latent
-attention) into ``decoders.pt``, ``translator`` the encoder-decoder of the toy translation task
-into ``translator.pt``; with no argument, all three. Each model takes about a minute of CPU or less,
-more than the notebook may spend, so the package ships the weights (float16, a few hundred kB in
-all). The recipes are in ``mha.trained_models``; training uses one thread and fixed seeds, so
-running the script again with the same torch gives the same files.
+attention) into ``decoders.pt``, ``translator`` the encoder-decoder of the toy translation task,
+once per seed of ``TRANSLATOR_RECIPE["init_seeds"]``, into ``translator.pt``; with no argument,
+all three. Each model takes about a minute of CPU or less, more than the notebook may spend, so
+the package ships the weights (float16, about 3 MB in all). The recipes and the training code
+are in ``mha.trained_models``; training uses one thread and fixed seeds, so running the script
+again with the same code and torch gives the same files. Each file also stores the fingerprint
+of every model's first steps, which ``tests/test_trained_models.py`` recomputes.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ from pathlib import Path
 
 import torch
 
-import mha
-from mha.neighbour_task import train
 from mha.trained_models import (
     DECODER_RECIPE,
     ENCODER_RECIPE,
     TRANSLATOR_RECIPE,
-    build_decoder,
-    build_translator,
+    decoder_fingerprint,
+    train_decoder_variant,
     train_lookup_encoder,
+    train_translator,
+    translator_fingerprint,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "src" / "mha" / "data"
@@ -50,35 +52,26 @@ def encoder() -> None:
 
 def decoders() -> None:
     r = DECODER_RECIPE
-    text, _ = mha.text_splits()
-    saved = {"recipe": r, "models": {}}
+    saved = {"recipe": r, "models": {}, "fingerprints": {}}
     for name in r["variants"]:
-        torch.manual_seed(r["init_seed"])
-        model = build_decoder(name)
         start = time.process_time()
-        mha.train_decoder(model, text, r["steps"], lr=r["lr"], batch_size=r["batch_size"],
-                          length=r["length"], seed=r["data_seed"])
+        model, _ = train_decoder_variant(name)
         print(f"decoder {name}: {time.process_time() - start:.0f} s of CPU", flush=True)
         saved["models"][name] = half(model)
+        saved["fingerprints"][name] = decoder_fingerprint(name)
     torch.save(saved, DATA / "decoders.pt")
 
 
 def translator() -> None:
     r = TRANSLATOR_RECIPE
-    dictionary = mha.translation_dictionary(r["vocab_size"], r["dictionary_seed"])
-    generator = torch.Generator().manual_seed(r["data_seed"])
-    torch.manual_seed(r["init_seed"])
-    model = build_translator()
-
-    def batches(step):
-        source, target_in, target_out = mha.translation_batch(
-            r["batch_size"], r["seq_len"], dictionary, generator)
-        return (source, target_in), target_out
-
-    start = time.process_time()
-    train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair))
-    print(f"translator: {time.process_time() - start:.0f} s of CPU", flush=True)
-    torch.save({"recipe": r, "model": half(model)}, DATA / "translator.pt")
+    saved = {"recipe": r, "models": {}, "fingerprints": {}}
+    for seed in r["init_seeds"]:
+        start = time.process_time()
+        model, _ = train_translator(seed)
+        print(f"translator, seed {seed}: {time.process_time() - start:.0f} s of CPU", flush=True)
+        saved["models"][seed] = half(model)
+        saved["fingerprints"][seed] = translator_fingerprint(seed)
+    torch.save(saved, DATA / "translator.pt")
 
 
 def main() -> None:

@@ -199,18 +199,20 @@ def train_decoder(
     length: int = 64,
     lr: float = 1e-2,
     seed: int = 0,
+    stop_after: int | None = None,
 ) -> dict[str, float]:
     """Train ``model`` to predict the next token of random windows of ``data`` (1-D tokens).
 
     Adam with a cosine-decaying learning rate (:func:`mha.neighbour_task.train`), windows drawn
-    with a generator seeded by ``seed``. Returns the last batch's loss and the seconds taken.
+    with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
+    ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
     """
     from mha.neighbour_task import train
     from mha.text_corpus import windows
 
     generator = torch.Generator().manual_seed(seed)
     return train(model, lambda step: windows(data, batch_size, length, generator), steps,
-                 lr=lr, forward=model)
+                 lr=lr, forward=model, stop_after=stop_after)
 
 
 @torch.no_grad()

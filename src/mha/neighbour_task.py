@@ -107,6 +107,7 @@ def train(
     forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
     on_step: Callable[[int], None] | None = None,
     param_groups: list[dict] | None = None,
+    stop_after: int | None = None,
 ) -> dict[str, float]:
     r"""Adam with a cosine-decaying learning rate on ``cross_entropy + extra_loss()``.
 
@@ -114,10 +115,14 @@ def train(
     (default: ``model(tokens)[0]``); ``extra_loss`` adds a penalty (the L0 term of the
     Hard Concrete gates); ``on_step(step)`` runs after each update (to record gate values);
     ``param_groups`` (Adam's groups, e.g. a larger ``lr`` for gates) replaces the default of
-    all of ``model``'s trainable parameters at ``lr``.
+    all of ``model``'s trainable parameters at ``lr``; ``stop_after`` stops after that many
+    steps of the ``steps``-step schedule (the same first steps as the whole run, for a cheap
+    fingerprint of a long training).
     Returns the last loss and the wall-clock seconds taken.
     """
     require_int("steps", steps)
+    if stop_after is not None:
+        require_int("stop_after", stop_after, minimum=1)
     require_positive("lr", lr)
     require_callable("batches", batches)
     forward = forward or (lambda tokens: model(tokens)[0])
@@ -126,7 +131,7 @@ def train(
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     model.train()
     start = time.perf_counter()
-    for step in range(steps):
+    for step in range(steps if stop_after is None else min(steps, stop_after)):
         tokens, targets = batches(step)
         loss = cross_entropy(forward(tokens), targets)
         if extra_loss is not None:

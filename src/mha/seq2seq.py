@@ -4,15 +4,17 @@ translation-like toy task, to compare pruning in the three kinds of attention (M
 The task. A source "sentence" holds ``n`` words ``x_1 ... x_n`` from a vocabulary of ``V``.
 Its "translation" has ``n`` words ``y_1 ... y_n``: the sentence is reversed, every word is
 looked up in a fixed random dictionary ``T`` (a permutation of ``0..V-1``), and gets an
-inflection bit ``b_i`` that agrees with the source word's left neighbour and with the target
-word two places back:
+inflection bit ``b_i``, the XOR of the parity of the source word's left neighbour and the
+parity of the target word two places back:
 
     y_i = 2 T[w_i] + b_i,   w_i = x_{n+1-i},   b_i = (x_{n-i} mod 2) XOR (y_{i-2} mod 2),
 
-with ``x_0 = 0`` and ``y_{-1} = y_0 = 0``. Each kind of attention has a job: the
-encoder-decoder attention fetches ``w_i`` (and can fetch its neighbour), the encoder's
-self-attention can bring the neighbour's parity to ``w_i``, and the decoder's self-attention
-reads ``y_{i-2}``, two tokens back in its own input.
+with ``x_0 = 0`` and ``y_{-1} = y_0 = 0``. Unrolled, ``b_i`` is the XOR of the parities of
+``x_{n-i}, x_{n-i+2}, ...``: a function of the source alone. The encoder-decoder attention
+must fetch ``w_i`` (and can fetch its neighbours); the bit can come through the encoder's
+self-attention (bringing the neighbour's parity to ``w_i``), through the cross-attention, or
+partly through the decoder's self-attention (``y_{i-2}`` is one position back in the decoder's
+input ``target_in``). Which route a trained model takes is up to its training.
 """
 
 from __future__ import annotations
@@ -196,24 +198,34 @@ def kind_pruning_curves(
     source: torch.Tensor,
     target_in: torch.Tensor,
     target_out: torch.Tensor,
-) -> dict[str, list[float]]:
+    *,
+    by_part: bool = False,
+) -> dict[str, list[float]] | dict[str, dict[str, list[float]]]:
     """For each kind of attention, the accuracy on ``(source, target_in, target_out)`` as its
     heads are removed one by one, least important first, the other kinds left intact.
 
     Returns ``{kind: [accuracy with 0 heads removed, 1, ..., all]}`` (Michel et al.'s
-    experiment of pruning each kind of attention separately).
+    experiment of pruning each kind of attention separately), the accuracy over whole target
+    tokens (word and inflection bit). With ``by_part=True``, returns
+    ``{kind: {"token": [...], "word": [...], "bit": [...]}}``: the token accuracy and, apart,
+    how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
+    right.
     """
     from mha.pruning_curves import pruning_order
 
-    def accuracy(gates):
-        return (model(source, target_in, gates).argmax(-1) == target_out).double().mean().item()
+    def accuracies(gates):
+        predicted = model(source, target_in, gates).argmax(-1)
+        return {"token": (predicted == target_out).double().mean().item(),
+                "word": (predicted // 2 == target_out // 2).double().mean().item(),
+                "bit": (predicted % 2 == target_out % 2).double().mean().item()}
 
     curves = {}
     for kind, name in enumerate(KINDS):
         gates = torch.ones(importance.shape)
-        curve = [accuracy(gates)]
+        points = [accuracies(gates)]
         for layer, head in pruning_order(importance[kind]):
             gates[kind, layer, head] = 0.0
-            curve.append(accuracy(gates))
-        curves[name] = curve
+            points.append(accuracies(gates))
+        parts = {part: [p[part] for p in points] for part in ("token", "word", "bit")}
+        curves[name] = parts if by_part else parts["token"]
     return curves

@@ -2,11 +2,16 @@
 
 A model has to learn before pruning or sharing its heads means anything, and learning takes
 longer than a notebook may run: about 17 s of CPU for chapter 7's encoder, about a minute for
-each byte-level decoder of chapter 9, half a minute for its translator.
-``tools/train_models.py`` trains them with these recipes (one thread, fixed seeds) and stores
-the weights in ``mha/data/`` (float32 for the encoder, so chapter 7 prints the digits it would
-print after training the model itself; float16 for the others); the loaders below rebuild the
-models and load them.
+each byte-level decoder of chapter 9, half a minute for each of its translators.
+``tools/train_models.py`` trains them with these recipes and the training functions below (one
+thread, fixed seeds) and stores the weights in ``mha/data/`` (float32 for the encoder, so
+chapter 7 prints the digits it would print after training the model itself; float16 for the
+others); the loaders below rebuild the models and load them.
+
+Each file of chapter 9 also stores a *fingerprint* of every model's training: the last loss and
+the sums of the parameters after the first ``FINGERPRINT_STEPS`` steps of the same run (same
+code, seeds and schedule). A test re-runs those steps in a few seconds and compares, so a change
+of the code that would make the recipe give other weights is caught without a full retrain.
 """
 
 from __future__ import annotations
@@ -40,12 +45,17 @@ DECODER_RECIPE = {
                  "mla": {"latent_dim": 32, "rope_dim": 4}},
 }
 
-#: The encoder-decoder of the toy translation task (mha.seq2seq).
+#: The encoder-decoder of the toy translation task (mha.seq2seq), trained once per seed in
+#: ``init_seeds``: initialised from ``torch.manual_seed(s)``, batches from a generator seeded
+#: with ``data_seed + 100 s`` (:func:`translator_data_seed`); seed 0 is the chapter's main model.
 TRANSLATOR_RECIPE = {
     "vocab_size": 16, "seq_len": 8, "embed_dim": 64, "num_heads": 4, "num_layers": 2,
     "steps": 600, "batch_size": 64, "lr": 5e-3, "init_seed": 0, "data_seed": 1,
-    "dictionary_seed": 0,
+    "dictionary_seed": 0, "init_seeds": [0, 1, 2, 3, 4, 5],
 }
+
+#: How many first steps of a training run its fingerprint covers.
+FINGERPRINT_STEPS = 20
 
 
 def build_lookup_encoder() -> TinyEncoder:
@@ -93,17 +103,86 @@ def build_translator() -> TinyTranslator:
                           num_heads=r["num_heads"], num_layers=r["num_layers"])
 
 
+def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[TinyDecoder, dict]:
+    """Initialise and train decoder ``name`` by ``DECODER_RECIPE`` on ``mha.text_splits()``'s
+    training bytes (``stop_after``: only the first steps of that run). Returns the model and
+    ``train``'s log."""
+    from mha.decoder import train_decoder
+    from mha.text_corpus import text_splits
+
+    r = DECODER_RECIPE
+    text, _ = text_splits()
+    torch.manual_seed(r["init_seed"])
+    model = build_decoder(name)
+    log = train_decoder(model, text, r["steps"], lr=r["lr"], batch_size=r["batch_size"],
+                        length=r["length"], seed=r["data_seed"], stop_after=stop_after)
+    return model, log
+
+
+def translator_data_seed(init_seed: int) -> int:
+    """The seed of the batches for the translator initialised with ``init_seed``."""
+    return TRANSLATOR_RECIPE["data_seed"] + 100 * init_seed
+
+
+def train_translator(init_seed: int = 0,
+                     stop_after: int | None = None) -> tuple[TinyTranslator, dict]:
+    """Initialise (``torch.manual_seed(init_seed)``) and train a translator by
+    ``TRANSLATOR_RECIPE`` (``stop_after``: only the first steps of that run). Returns the model
+    and ``train``'s log."""
+    from mha.seq2seq import translation_batch, translation_dictionary
+
+    r = TRANSLATOR_RECIPE
+    dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
+    generator = torch.Generator().manual_seed(translator_data_seed(init_seed))
+    torch.manual_seed(init_seed)
+    model = build_translator()
+
+    def batches(step):
+        source, target_in, target_out = translation_batch(
+            r["batch_size"], r["seq_len"], dictionary, generator)
+        return (source, target_in), target_out
+
+    log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
+                stop_after=stop_after)
+    return model, log
+
+
+def fingerprint(model: nn.Module, log: dict) -> dict[str, float]:
+    """The last loss of ``log`` and the sum and absolute sum of ``model``'s parameters
+    (float64)."""
+    params = [p.detach().double() for p in model.parameters()]
+    return {"loss": float(log["loss"]), "sum": float(sum(p.sum() for p in params)),
+            "abs_sum": float(sum(p.abs().sum() for p in params))}
+
+
+def decoder_fingerprint(name: str) -> dict[str, float]:
+    """The fingerprint of decoder ``name``'s first ``FINGERPRINT_STEPS`` training steps."""
+    return fingerprint(*train_decoder_variant(name, stop_after=FINGERPRINT_STEPS))
+
+
+def translator_fingerprint(init_seed: int = 0) -> dict[str, float]:
+    """The fingerprint of the first ``FINGERPRINT_STEPS`` training steps of the translator
+    with ``init_seed``."""
+    return fingerprint(*train_translator(init_seed, stop_after=FINGERPRINT_STEPS))
+
+
+def saved_fingerprints(file: str) -> dict:
+    """The fingerprints stored in ``data/{file}`` (``"decoders.pt"`` or ``"translator.pt"``),
+    by variant name or init seed."""
+    return _saved(file)["fingerprints"]
+
+
 def _saved(file: str) -> dict:
     with resources.files("mha").joinpath(f"data/{file}").open("rb") as f:
         return torch.load(f, weights_only=True)
 
 
-def _load(model: nn.Module, file: str, recipe: dict, key: str | None) -> nn.Module:
+def _load(model: nn.Module, file: str, recipe: dict, key: str | int | None) -> nn.Module:
     saved = _saved(file)
     if saved["recipe"] != recipe:
         raise ValueError(f"data/{file} was trained with another recipe: run "
                          f"tools/train_models.py")
-    state = saved["models"][key] if key else saved["model"]
+    state = saved["model"] if key is None else saved["models"][key]
     model.load_state_dict({k: v.float() for k, v in state.items()})
     return model.eval()
 
@@ -125,6 +204,11 @@ def load_decoder(name: str) -> TinyDecoder:
     return _load(build_decoder(name), "decoders.pt", DECODER_RECIPE, name)
 
 
-def load_translator() -> TinyTranslator:
-    """The translator with the weights ``tools/train_models.py`` trained, in eval mode."""
-    return _load(build_translator(), "translator.pt", TRANSLATOR_RECIPE, None)
+def load_translator(init_seed: int = 0) -> TinyTranslator:
+    """The translator trained from ``init_seed`` (one of ``TRANSLATOR_RECIPE["init_seeds"]``;
+    0 is the chapter's main model) with the weights ``tools/train_models.py`` trained, in eval
+    mode."""
+    seeds = TRANSLATOR_RECIPE["init_seeds"]
+    if isinstance(init_seed, bool) or init_seed not in seeds:
+        raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
+    return _load(build_translator(), "translator.pt", TRANSLATOR_RECIPE, init_seed)
