@@ -12,6 +12,7 @@ from mha.trained_models import (
     DECODER_RECIPE,
     TRANSLATOR_RECIPE,
     decoder_fingerprint,
+    lookup_encoder_fingerprint,
     saved_fingerprints,
     translator_fingerprint,
 )
@@ -21,6 +22,21 @@ def assert_same_fingerprint(new, saved):
     assert new.keys() == saved.keys()
     for key in saved:
         assert new[key] == pytest.approx(saved[key], rel=1e-5, abs=1e-6), key
+
+
+def test_encoder_training_starts_as_when_the_shipped_weights_were_made():
+    torch.set_num_threads(1)
+    assert_same_fingerprint(lookup_encoder_fingerprint(),
+                            saved_fingerprints("lookup_encoder.pt")[None])
+
+
+def test_the_shipped_encoder_solves_chapter_7s_task():
+    # chapter 7 asserts this before it prunes anything (its test batch, seed 3)
+    tokens, targets = mha.lookup_batch(1000, 12, 16, torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        accuracy = mha.token_accuracy(mha.load_lookup_encoder()(tokens)[0], targets)
+    assert accuracy > 0.97
+    assert mha.trained_models.lookup_encoder_training_log()["loss"] < 0.2
 
 
 @pytest.mark.parametrize("name", list(DECODER_RECIPE["variants"]))

@@ -27,6 +27,7 @@ from mha.trained_models import (
     ENCODER_RECIPE,
     TRANSLATOR_RECIPE,
     decoder_fingerprint,
+    lookup_encoder_fingerprint,
     train_decoder_variant,
     train_lookup_encoder,
     train_translator,
@@ -46,7 +47,8 @@ def encoder() -> None:
     seconds = time.process_time() - start
     print(f"encoder: {seconds:.0f} s of CPU, last batch loss {log['loss']:.3f}", flush=True)
     torch.save({"recipe": ENCODER_RECIPE, "model": model.state_dict(),
-                "log": {"loss": log["loss"], "cpu_seconds": seconds}},
+                "log": {"loss": log["loss"], "cpu_seconds": seconds},
+                "fingerprints": {None: lookup_encoder_fingerprint()}},
                DATA / "lookup_encoder.pt")
 
 

@@ -8,7 +8,7 @@ thread, fixed seeds) and stores the weights in ``mha/data/`` (float32 for the en
 chapter 7 prints the digits it would print after training the model itself; float16 for the
 others); the loaders below rebuild the models and load them.
 
-Each file of chapter 9 also stores a *fingerprint* of every model's training: the last loss and
+Each file also stores a *fingerprint* of every model's training: the last loss and
 the sums of the parameters after the first ``FINGERPRINT_STEPS`` steps of the same run (same
 code, seeds and schedule). A test re-runs those steps in a few seconds and compares, so a change
 of the code that would make the recipe give other weights is caught without a full retrain.
@@ -67,15 +67,17 @@ def build_lookup_encoder() -> TinyEncoder:
                        num_layers=r["num_layers"])
 
 
-def train_lookup_encoder() -> tuple[TinyEncoder, dict[str, float]]:
+def train_lookup_encoder(stop_after: int | None = None) -> tuple[TinyEncoder, dict[str, float]]:
     """Initialise and train chapter 7's encoder by ``ENCODER_RECIPE``: Adam, cosine schedule,
-    fresh random batches. Returns the model and ``train``'s log (last loss, seconds)."""
+    fresh random batches (``stop_after``: only the first steps of that run). Returns the model
+    and ``train``'s log (last loss, seconds)."""
     r = ENCODER_RECIPE
     torch.manual_seed(r["init_seed"])
     model = build_lookup_encoder()
     data = torch.Generator().manual_seed(r["data_seed"])
     log = train(model, lambda step: lookup_batch(r["batch_size"], r["symbols"], r["vocab_size"],
-                                                 data), r["steps"], lr=r["lr"])
+                                                 data), r["steps"], lr=r["lr"],
+                stop_after=stop_after)
     return model, log
 
 
@@ -155,6 +157,11 @@ def fingerprint(model: nn.Module, log: dict) -> dict[str, float]:
             "abs_sum": float(sum(p.abs().sum() for p in params))}
 
 
+def lookup_encoder_fingerprint() -> dict[str, float]:
+    """The fingerprint of the first ``FINGERPRINT_STEPS`` steps of chapter 7's encoder."""
+    return fingerprint(*train_lookup_encoder(stop_after=FINGERPRINT_STEPS))
+
+
 def decoder_fingerprint(name: str) -> dict[str, float]:
     """The fingerprint of decoder ``name``'s first ``FINGERPRINT_STEPS`` training steps."""
     return fingerprint(*train_decoder_variant(name, stop_after=FINGERPRINT_STEPS))
@@ -167,8 +174,8 @@ def translator_fingerprint(init_seed: int = 0) -> dict[str, float]:
 
 
 def saved_fingerprints(file: str) -> dict:
-    """The fingerprints stored in ``data/{file}`` (``"decoders.pt"`` or ``"translator.pt"``),
-    by variant name or init seed."""
+    """The fingerprints stored in ``data/{file}`` (``"decoders.pt"`` or ``"translator.pt"``: by
+    variant name or init seed; ``"lookup_encoder.pt"``: the one model's, under ``None``)."""
     return _saved(file)["fingerprints"]
 
 
