@@ -14,7 +14,9 @@ setup: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	# --no-compile: byte-compiling every installed module (torch, transformers, sympy: some
+	# 17 000 files) took a minute; Python compiles the few hundred it imports when it needs them
+	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
 	touch $(STAMP)
 
 book: $(STAMP)
