@@ -84,9 +84,11 @@ def test_encoder_decoder_attention_is_the_kind_that_collapses_in_every_seed(seed
     encoder-decoder attention is the worst kind, with none left only it collapses (token
     accuracy < 0.1, the others > 0.5), removing 6 of its 8 heads costs more than 0.2, and only
     its pruning costs words (the self-attentions keep word accuracy >= 0.99, their pruning
-    costs the inflection bit). Which kind loses accuracy first varies between seeds."""
+    costs the inflection bit). At moderate pruning the seeds are split: the encoder's
+    self-attention drops below 0.99 of token accuracy before the encoder-decoder attention in
+    4 of the 6 seeds."""
     enc, dec, cross = KINDS
-    assert len(seed_curves) >= 5
+    assert sorted(seed_curves) == TRANSLATOR_RECIPE["init_seeds"] and len(seed_curves) == 6
     for seed, c in seed_curves.items():
         token = {name: c[name]["token"] for name in KINDS}
         assert token[enc][0] == token[dec][0] == token[cross][0] > 0.99, seed
@@ -94,7 +96,7 @@ def test_encoder_decoder_attention_is_the_kind_that_collapses_in_every_seed(seed
         assert token[cross][-1] < 0.1 < 0.5 < min(token[enc][-1], token[dec][-1]), seed
         assert token[cross][6] < token[cross][0] - 0.2, seed
         assert min(c[enc]["word"] + c[dec]["word"]) >= 0.99 > 0.2 > c[cross]["word"][-1], seed
-    # not a rule: the encoder's self-attention drops below 0.99 first in some seeds, not all
+    # not a rule: the encoder's self-attention drops below 0.99 first in 4 of the 6 seeds
     first = [first_drop(c[enc]["token"]) < first_drop(c[cross]["token"])
              for c in seed_curves.values()]
-    assert any(first) and not all(first)
+    assert sum(first) == 4
