@@ -1,11 +1,13 @@
 """The built book as a reader sees it, in a real browser (Debian's chromium via Playwright).
 
 `make test` builds the book first; these tests open every page of _build/html over a local HTTP
-server with the network otherwise unused, and save a screenshot per page to _build/screenshots/.
+server with the network otherwise unused, and save a screenshot per page to _build/screenshots/
+(the first screen of each page; `SCREENSHOTS=full` saves whole pages, which takes a minute more).
 """
 
 import functools
 import http.server
+import os
 import shutil
 import threading
 
@@ -20,6 +22,7 @@ BOOK_PAGES = sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "book").glob(
 PAGES = CHAPTERS + [f"book/{p.stem}.html" for p in BOOK_PAGES]
 EXPLORER = "book/attention_explorer.html"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FULL_PAGE = os.environ.get("SCREENSHOTS") == "full"  # rendering a long chapter whole takes seconds
 
 # the text a reader sees outside code: raw TeX delimiters there mean MathJax did not typeset it
 VISIBLE_PROSE = """() => {
@@ -104,7 +107,7 @@ def test_page_renders_maths_offline_and_images(open_page, path):
     page = open_page(path)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / (path.replace("/", "_").replace(".html", ".png"))),
-                    full_page=True)
+                    full_page=FULL_PAGE)
     prose = page.evaluate(VISIBLE_PROSE)
     for raw in ["$$", "\\(", "\\[", "\\begin{"]:
         assert raw not in prose, f"untypeset maths ({raw!r}) in {path}"
@@ -180,7 +183,7 @@ def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_
     hover = page.evaluate("() => document.querySelector('.mha-plotly .hoverlayer').textContent")
     assert "layer 5, head 3" in hover and "query" in hover and "weight" in hover
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "book_attention_explorer_hover.png"), full_page=True)
+    page.screenshot(path=str(SHOTS / "book_attention_explorer_hover.png"), full_page=FULL_PAGE)
     assert page.outside_requests == [], "the explorer loads from the network"
 
 
@@ -227,7 +230,7 @@ def test_figures_read_in_dark_mode(open_page, path):
     assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / path.replace("/", "_").replace(".html", "_dark.png")),
-                    full_page=True)
+                    full_page=FULL_PAGE)
     background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
     assert luminance(background) < 0.1
     # figures sit on a light panel (their own white backgrounds stay readable) ...
