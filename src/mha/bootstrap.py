@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.stats
 import torch
 
 from mha._checks import check_allocation, require_int, require_number
@@ -55,6 +54,8 @@ def _vector(name: str, values: object) -> np.ndarray:
 
 def _rowwise_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman's rho of every row of ``a`` with the same row of ``b``, both ``(draws, n)``."""
+    import scipy.stats  # here, not at the top: it adds most of a second to ``import mha``
+
     ra = scipy.stats.rankdata(a, axis=1)  # (draws, n), ties get their mean rank
     rb = scipy.stats.rankdata(b, axis=1)
     ra -= ra.mean(axis=1, keepdims=True)
