@@ -125,7 +125,7 @@ def graded(tmp_path_factory):
     (folder / STRAY).parent.mkdir()
     (folder / STRAY).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
                                             "nbformat_minor": 5}))
-    grades, log, out = grade(folder, "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "25",
+    grades, log, out = grade(folder, "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "15",
                              "--cell-timeout", "5", "--memory-gb", "1.5", "--disk-mb", "256")
     return {"made": made, "grades": grades, "log": log, "out": out, "folder": folder}
 
@@ -198,8 +198,8 @@ def test_wrong_answers_get_the_checks_reason(graded):
 def test_a_looping_notebook_is_stopped_at_its_time_limit(graded):
     row = next(r for r in graded["log"]
                if r["notebook"] == f"loops_forever/{NAME}" and r["exercise"] == "0.3")
-    assert row["problem"].startswith("stopped after the time limit of 25 s")
-    assert 25 <= float(row["seconds"]) < 25 + 15
+    assert row["problem"].startswith("stopped after the time limit of 15 s")
+    assert 15 <= float(row["seconds"]) < 15 + 15
 
 
 def test_output_and_file_sizes_are_capped(graded):
