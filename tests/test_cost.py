@@ -160,8 +160,11 @@ def test_chunked_attention_never_holds_the_n_by_n_matrix():
 def test_each_measurement_runs_in_a_process_of_its_own():
     """Two calls on the same n report the same growth: the second does not reuse memory the
     first one freed (in one process it would, and would look almost free)."""
-    twice = measure.peak_memory("chunked", [2048, 2048], d=16, chunk_size=256)
-    assert twice[0] > 0 and twice[1] == pytest.approx(twice[0], rel=0.2)
+    # the plain formula's two (n, n) matrices (32 MiB at n = 2048): a few pages of allocator
+    # noise cannot move it by the tolerance, as they could the chunked blocks' 0.15 MiB
+    twice = measure.peak_memory("plain", [2048, 2048], d=16)
+    assert twice[0] >= 1.9 * cost.attention_weights_bytes(2048, 2048)
+    assert twice[1] == pytest.approx(twice[0], rel=0.2)
     assert "os.fork()" in measure._MEMORY_SCRIPT
 
 
