@@ -11,11 +11,11 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipyn
 
 setup: $(STAMP)
 
+# --no-compile: byte-compiling every installed module (torch, transformers, sympy: some 17 000
+# files) took a minute; Python compiles the few hundred it imports when it first needs them.
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# --no-compile: byte-compiling every installed module (torch, transformers, sympy: some
-	# 17 000 files) took a minute; Python compiles the few hundred it imports when it needs them
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
 	touch $(STAMP)
 
