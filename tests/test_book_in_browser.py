@@ -8,6 +8,7 @@ server with the network otherwise unused, and save a screenshot per page to _bui
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 
@@ -162,7 +163,7 @@ def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_
     grid = chart_png(page)
 
     page.locator(".mha-plotly .updatemenu-header").nth(0).click()  # the head menu
-    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="head 3").first.click()
+    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="head 2").first.click()
     one_head = chart_png(page)
     assert one_head != grid, "choosing a head did not change the picture"
     layout = page.evaluate("() => document.querySelector('.mha-plotly').layout")
@@ -170,7 +171,7 @@ def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_
     assert layout["xaxis"]["domain"][1] <= 0.001
 
     page.locator(".mha-plotly .updatemenu-header").nth(1).click()  # the layer menu
-    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="layer 5").first.click()
+    page.locator(".mha-plotly .updatemenu-dropdown-button", has_text="layer 4").first.click()
     assert chart_png(page) != one_head, "choosing a layer did not change the picture"
     visible = page.evaluate(
         "() => document.querySelector('.mha-plotly').data.map(t => t.visible)")
@@ -181,7 +182,9 @@ def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_
     page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.5)
     page.wait_for_timeout(300)
     hover = page.evaluate("() => document.querySelector('.mha-plotly .hoverlayer').textContent")
-    assert "layer 5, head 3" in hover and "query" in hover and "weight" in hover
+    assert "layer 4, head 2" in hover and "query" in hover and "weight" in hover
+    # query and key by position from 0 and token (the hover text the template shares)
+    assert re.search(r"query \d+ \(.+\) \u2192 key \d+ \(", hover), hover
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "book_attention_explorer_hover.png"), full_page=FULL_PAGE)
     assert page.outside_requests == [], "the explorer loads from the network"

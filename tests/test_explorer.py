@@ -36,7 +36,7 @@ def test_every_trace_holds_its_heads_weights_rounded():
     assert len(spec["data"]) == 2 * 3
     for i, trace in enumerate(spec["data"]):
         layer, head = divmod(i, 3)
-        assert trace["name"] == f"layer {layer + 1}, head {head + 1}"
+        assert trace["name"] == f"layer {layer}, head {head}"  # counting from 0, as the code
         suffix = "" if head == 0 else str(head + 1)  # Plotly's axes: x, x2, x3, ...
         assert trace["xaxis"] == f"x{suffix}" and trace["yaxis"] == f"y{suffix}"
         expected = np.round(w[layer, head].double().numpy(), 3).astype(np.float32)
@@ -55,21 +55,42 @@ def test_the_spec_is_valid_plotly():
 def test_menus_change_disjoint_properties_so_they_combine():
     spec = attention_explorer(TOKENS, random_weights(layers=3), layer=1).spec
     head_menu, layer_menu = spec["layout"]["updatemenus"]
-    assert [b["label"] for b in head_menu["buttons"]] == ["all heads", "head 1", "head 2",
-                                                          "head 3"]
-    assert [b["label"] for b in layer_menu["buttons"]] == ["layer 1", "layer 2", "layer 3"]
+    assert [b["label"] for b in head_menu["buttons"]] == ["all heads", "head 0", "head 1",
+                                                          "head 2"]
+    assert [b["label"] for b in layer_menu["buttons"]] == ["layer 0", "layer 1", "layer 2"]
     layer_keys = {k for b in layer_menu["buttons"] for k in b["args"][0]}
     head_keys = {k for b in head_menu["buttons"] for k in b["args"][0]}
     assert layer_keys == {"visible"}  # trace property
     assert all(k.startswith(("xaxis", "yaxis", "annotations")) for k in head_keys)
     for l, button in enumerate(layer_menu["buttons"]):  # noqa: E741
         assert button["args"][0]["visible"] == [i // 3 == l for i in range(9)]
-    # the initial state is layer 2, all heads
+    # the initial state is layer 1 (the second), all heads
     assert [t["visible"] for t in spec["data"]] == [i // 3 == 1 for i in range(9)]
-    # "head 2" makes its axes fill the plot and shows its tokens; the others shrink away
+    # "head 1" makes its axes fill the plot and shows its tokens; the others shrink away
     focus = head_menu["buttons"][2]["args"][0]
     assert focus["xaxis2.visible"] and focus["xaxis2.domain"] == [0.0, 1.0]
     assert not focus["xaxis.visible"] and focus["xaxis.domain"][1] <= 0.001
+
+
+def test_layers_heads_queries_and_keys_count_from_0_as_in_the_code():
+    """One name for one head (the notation page): the menus, the grid's titles, the trace names
+    and the hover count from 0, so "layer l, head h" is weights[l, h] and "query i" its row i."""
+    w = random_weights(layers=2, heads=3, n_q=3, n_k=4)
+    spec = attention_explorer(["a", "b", "a"], w, key_tokens=list("wxyz"), head=2).spec
+    head_menu, layer_menu = spec["layout"]["updatemenus"]
+    assert head_menu["buttons"][head_menu["active"]]["label"] == "head 2"
+    assert layer_menu["buttons"][layer_menu["active"]]["label"] == "layer 0"
+    assert [a["text"] for a in spec["layout"]["annotations"]] == ["head 0", "head 1", "head 2"]
+    for trace in spec["data"]:
+        layer, head = (int(v) for v in trace["name"].replace("layer ", "").split(", head "))
+        np.testing.assert_array_equal(
+            decoded(trace), np.round(w[layer, head].double().numpy(), 3).astype(np.float32))
+    shared = spec["layout"]["template"]["data"]["heatmap"][0]
+    assert "%{text}" in shared["hovertemplate"]
+    # the hover of cell (i, j) names query i and key j by position and token: the two "a"s differ
+    assert shared["text"][0][0] == "query 0 (a) \u2192 key 0 (w)"
+    assert shared["text"][2][3] == "query 2 (a) \u2192 key 3 (z)"
+    assert len(shared["text"]) == 3 and {len(row) for row in shared["text"]} == {4}
 
 
 def test_one_layer_has_no_layer_menu_and_cross_attention_has_its_own_keys():

@@ -246,8 +246,9 @@ def test_no_head_of_a_trained_language_model_has_a_symmetric_psd_m():
     """all-MiniLM-L6-v2, read with Hugging Face transformers (not the course's loader): every one
     of its 72 heads has an M = W_Q,h W_K,h^T that is neither symmetric nor PSD, as random
     weights of the same shapes have too (asymmetry about sqrt(2)); 70 of its heads are more
-    symmetric than every random draw of chapter 3's cell. On a sentence its layer-1 head 3 scores
-    the previous token highest in every row after the first, and [CLS] (row 1) scores itself."""
+    symmetric than every random draw of chapter 3's cell. On a sentence its head 2 of layer 0
+    (counting from 0, as the book does) scores the previous token highest in every row after the
+    first, and [CLS] (row 0) scores itself."""
     transformers = pytest.importorskip("transformers")
     source = mha.pretrained.minilm_source()
     model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager").eval()

@@ -65,7 +65,7 @@ def test_split_input_parameter_count(h):
 
 @pytest.mark.claim("4.1")
 def test_a_split_head_cannot_see_the_other_chunks():
-    """Head 1's weights ignore chunk 2 in the split layer, but not in multi-head attention."""
+    """Head 0's weights ignore chunk 1 in the split layer, but not in multi-head attention."""
     torch.manual_seed(1)
     split, full = mha.SplitInputAttention(8, 2).double(), mha.MultiHeadAttention(8, 2).double()
     x = torch.randn(3, 5, 8, dtype=F64)

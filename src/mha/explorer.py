@@ -5,6 +5,9 @@
 notebook displays as a Plotly chart: a grid of the heads of one layer side by side, a menu to
 choose the layer and one to look at a single head large, with its tokens on the axes. Hovering a
 cell shows the query, the key and the weight; a query's row is its distribution over the keys.
+Layers, heads, queries and keys count from 0, as in the code and everywhere in the course: the
+menus read "layer 0" ... and "head 0" ..., the hover "query 3 (sat)", and ``weights[l, h]`` is
+"layer l, head h".
 
 Pure Plotly JSON, no kernel needed: the two menus change disjoint properties (the layer menu the
 traces' ``visible``, the head menu the axes' layout), so they combine freely, and each head's
@@ -188,11 +191,15 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     z = np.round(w, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0
     # every trace is one head of one layer; what all share (tokens, hover text, colours)
     # sits once in the template, which Plotly applies to each heatmap
-    shared = {"x": _unique(keys), "y": _unique(queries), "coloraxis": "coloraxis",
-              "hovertemplate": (f"%{{fullData.name}}<br>query %{{y}} \u2192 key %{{x}}"
+    # the hover names query and key by position and token: a repeated token stays unambiguous
+    hover = [[f"query {i} ({q}) \u2192 key {j} ({k})" for j, k in enumerate(keys)]
+             for i, q in enumerate(queries)]
+    shared = {"x": _unique(keys), "y": _unique(queries), "text": hover,
+              "coloraxis": "coloraxis",
+              "hovertemplate": (f"%{{fullData.name}}<br>%{{text}}"
                                 f"<br>weight %{{z:.{decimals}f}}<extra></extra>")}
     data = [{"type": "heatmap", "z": _typed(z[l, h]), "xaxis": f"x{_n(h)}",
-             "yaxis": f"y{_n(h)}", "visible": l == layer, "name": f"layer {l + 1}, head {h + 1}"}
+             "yaxis": f"y{_n(h)}", "visible": l == layer, "name": f"layer {l}, head {h}"}
             for l in range(layers) for h in range(heads)]  # noqa: E741
 
     def axes_layout(focus: int | None) -> dict:
@@ -228,7 +235,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
         "coloraxis": {"colorscale": COLORSCALE, "cmin": 0.0, "cmax": 1.0,
                       "colorbar": {"title": {"text": "weight"}, "thickness": 12, "len": 0.8}},
         "meta": {"layers": layers, "heads": heads, "n_q": n_q, "n_k": n_k},
-        "annotations": [{"text": f"head {h + 1}", "xref": "paper", "yref": "paper",
+        "annotations": [{"text": f"head {h}", "xref": "paper", "yref": "paper",
                          "showarrow": False, "yanchor": "bottom", "xanchor": "center",
                          "font": {"size": 11}} for h in range(heads)],
     }
@@ -255,14 +262,14 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
         "yanchor": "top", "showactive": True, "active": head + 1 if head is not None else 0,
         "pad": {"t": 0, "b": 0},
         "buttons": [{"label": "all heads", "method": "relayout", "args": [axes_layout(None)]}]
-        + [{"label": f"head {h + 1}", "method": "relayout", "args": [axes_layout(h)]}
+        + [{"label": f"head {h}", "method": "relayout", "args": [axes_layout(h)]}
            for h in range(heads)],
     }]
     if layers > 1:
         menus.append({
             "type": "dropdown", "direction": "down", "x": 1.0, "y": 1.0, "xanchor": "right",
             "yanchor": "top", "showactive": True, "active": layer, "pad": {"t": 0, "b": 0},
-            "buttons": [{"label": f"layer {l + 1}", "method": "restyle",
+            "buttons": [{"label": f"layer {l}", "method": "restyle",
                          "args": [{"visible": [i // heads == l for i in range(len(data))]}]}
                         for l in range(layers)],  # noqa: E741
         })
