@@ -153,8 +153,8 @@ def test_layer_norm_without_gain_can_leave_a_quiet_token_short():
     assert norms[0].item() == pytest.approx(4 * math.sqrt(1e-6 / (1e-6 + 1e-5)), rel=1e-6)
     assert norms[1:].tolist() == pytest.approx([4.0, 4.0], rel=1e-4)  # variance >> eps
     _, a = mha.self_attention(x)
-    assert a[0, 1] > a[0, 0]  # the diagonal loses row 1
-    assert a[0].argmax() == 1  # row 1 puts its largest weight on the twin
+    assert a[0, 1] > a[0, 0]  # the diagonal loses row 0, the quiet token's
+    assert a[0].argmax() == 1  # row 0 puts its largest weight on the twin
 
 
 # ----- the seed's statement -----

@@ -421,8 +421,9 @@ def sentence_states(sentence: str) -> tuple[list[str], torch.Tensor]:
     r"""``(tokens, states)``: the vector of every token entering each layer, and the output.
 
     ``states`` has shape ``(layers + 1, n, d)`` = ``(7, n, 384)``: ``states[0]`` is the input
-    of layer 1 (word + position + type embeddings, layer-normed), ``states[l]`` the output of
-    layer ``l``; as ``transformers`` returns them with ``output_hidden_states=True``. float64.
+    of layer 0 (word + position + type embeddings, layer-normed), ``states[l + 1]`` the output
+    of layer ``l`` (layers count from 0); as ``transformers`` returns them with
+    ``output_hidden_states=True``. float64.
     """
     tokens, ids = tokenize(sentence)
     encoder = _minilm64()
