@@ -11,11 +11,12 @@ from mha._checks import check_allocation, require_flag, require_float_dtype, req
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
-    r"""The head-specific slopes ``m_1 .. m_h`` of ALiBi, shape ``(num_heads,)``, float64.
+    r"""The head-specific slopes ``m_0 .. m_{h-1}`` of ALiBi, shape ``(num_heads,)``, float64.
 
-    For ``h`` a power of two the slopes are the geometric sequence ``m_i = 2^{-8i/h}``
-    (``h = 8``: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's code, take the ``h'`` slopes
-    of the largest power of two ``h' < h`` and add every other slope of ``2h'`` heads.
+    For ``h`` a power of two the slopes are the geometric sequence ``m_i = 2^{-8(i+1)/h}`` for
+    heads ``i = 0 .. h-1`` (``h = 8``: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's
+    code, take the ``h'`` slopes of the largest power of two ``h' < h`` and add every other
+    slope of ``2h'`` heads.
     """
     num_heads = require_int("num_heads", num_heads)
     check_allocation("alibi_slopes", (num_heads,), torch.float64, "use fewer heads")
