@@ -4,8 +4,16 @@ every number a verdict quotes is asserted by a test marked with the row's id."""
 
 import pytest
 
-from claim_markers import (TEST_REF, asserted_constants, claim_rows, is_asserted, is_checked,
-                           marked_tests, quoted_numbers, verdict)
+from claim_markers import (
+    TEST_REF,
+    asserted_constants,
+    claim_rows,
+    is_asserted,
+    is_checked,
+    marked_tests,
+    quoted_numbers,
+    verdict,
+)
 
 ROWS = claim_rows()
 MARKED = marked_tests()

@@ -81,8 +81,9 @@ def test_bad_input_raises_value_error():
 
 def test_pooling_is_exact_not_only_for_groups_of_equal_heads():
     """Exercise 9.5: pooling changes nothing if the heads of each group have equal key and
-    value weights (test_pooled_weights_are_group_means); the converse fails: a group whose query weights and biases are zero scores
-    every key 0, so its heads' key weights may differ and pooling still changes nothing."""
+    value weights (test_pooled_weights_are_group_means); the converse fails: a group whose
+    query weights and biases are zero scores every key 0, so its heads' key weights may differ
+    and pooling still changes nothing."""
     torch.manual_seed(0)
     x = torch.randn(2, 5, 16, dtype=torch.float64)
     blind = mha.MultiHeadAttention(16, 4).double()
