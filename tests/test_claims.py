@@ -1,9 +1,19 @@
 """book/claims.md and the tests agree: every checked claim has tests marked with its id
-(``@pytest.mark.claim("3.3")``), the row names exactly those tests, and every marker names a row."""
+(``@pytest.mark.claim("3.3")``), the row names exactly those tests, every marker names a row, and
+every number a verdict quotes is asserted by a test marked with the row's id."""
 
 import pytest
 
-from claim_markers import TEST_REF, claim_rows, is_checked, marked_tests
+from claim_markers import (
+    TEST_REF,
+    asserted_constants,
+    claim_rows,
+    is_asserted,
+    is_checked,
+    marked_tests,
+    quoted_numbers,
+    verdict,
+)
 
 ROWS = claim_rows()
 MARKED = marked_tests()
@@ -31,3 +41,56 @@ def test_the_row_names_exactly_the_tests_marked_with_its_id(claim):
 def test_every_marker_names_a_claim_row():
     unknown = sorted(set(MARKED) - set(ROWS))
     assert not unknown, f"tests are marked with claims that have no row: {unknown}"
+
+
+# Numbers a verdict may quote without a test asserting them, each with the reason: the papers'
+# own numbers (checked against the paper, not computable here), a sampling error's size, and
+# results a chapter prints from an experiment too slow for a test (nbval compares the output).
+# Percentages are keyed without their sign.
+NOT_A_MEASUREMENT = {
+    ("2.2", "0.01"): "the size of the sampling error, sqrt(p (1 - p) / 2000), not a result",
+    ("4.7", "0.9"): "Vaswani et al.'s Table 3 (BLEU), checked against the paper",
+    ("4.7", "25.4"): "Vaswani et al.'s Table 3 (BLEU), checked against the paper",
+    ("4.7", "25.8"): "Vaswani et al.'s Table 3 (BLEU), checked against the paper",
+    ("5.3", "0.3028"): "notebook 5 prints it on the digits (nbval compares it exactly); the "
+                       "marked tests assert the bound the verdict rests on, > 0.1",
+    ("5.3", "0.6862"): "notebook 5 prints it on the digits (nbval compares it exactly); the "
+                       "marked tests assert the bound the verdict rests on, >= 0.5",
+    ("7.3", "89"): "fine-tuning with gates: notebook 7 prints it (nbval compares it) and its "
+                   "check cell asserts > 0.85, as the row says",
+    ("7.5", "20"): "Michel et al.'s translation model, checked against the paper",
+    ("7.5", "40"): "Michel et al.'s BERT, checked against the paper",
+    ("9.7", "5"): "Ainslie et al.'s uptraining budget, which the recipe copies (steps // 20)",
+}
+
+
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_every_number_a_verdict_quotes_is_asserted_by_a_test_marked_with_its_id(claim):
+    """A verdict that quotes 0.6490 needs a test marked with its id that asserts 0.6490 (a
+    constant that rounds to it, or a string holding it), not only a weaker bound."""
+    numbers, strings = set(), set()
+    for test in MARKED.get(claim, ()):
+        test_numbers, test_strings = asserted_constants(test)
+        numbers |= test_numbers
+        strings |= test_strings
+    missing = [text for kind, text in quoted_numbers(verdict(ROWS[claim]))
+               if (claim, text) not in NOT_A_MEASUREMENT
+               and not is_asserted(kind, text, numbers, strings)]
+    assert not missing, (f"claim {claim}: its verdict quotes {missing}, which no test marked "
+                         f"@pytest.mark.claim({claim!r}) asserts")
+
+
+def test_the_number_rule_finds_decimals_percentages_and_counts_but_not_row_ids():
+    found = quoted_numbers("0.6490 of draws, 3 of 16 heads (19%), 17% go, see row 6.10, "
+                           r"$\alpha = 0.2447$, 2.1e-06, 10^{-12}")
+    assert found == [("decimal", "0.6490"), ("count", "3"), ("percent", "17"),
+                     ("decimal", "0.2447"), ("decimal", "2.1e-06")]
+    assert is_asserted("decimal", "0.6490", {0.649}, set())
+    assert not is_asserted("decimal", "0.6490", {0.3}, set())
+    assert is_asserted("percent", "50", {0.502}, set())
+    assert is_asserted("decimal", "2.1e-06", set(), {"2.1e-06"})
+
+
+def test_exemptions_are_still_quoted():
+    for claim, text in NOT_A_MEASUREMENT:
+        assert text in [t for _, t in quoted_numbers(verdict(ROWS[claim]))], (claim, text)

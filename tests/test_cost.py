@@ -27,6 +27,7 @@ def test_attention_flops_match_torch_flop_counter(n_q, n_k, d_k, d_v):
     assert counted_flops(mha.attention, q, k, v) == cost.attention_flops(n_q, n_k, d_k, d_v)
 
 
+@pytest.mark.claim("6.1")
 @pytest.mark.parametrize("n, d, h", [(5, 8, 2), (12, 16, 4), (3, 6, 1)])
 def test_multi_head_layer_costs_projections_plus_attention(n, d, h):
     """A whole layer: 8 n d^2 for the projections + h heads of 4 n^2 (d/h) = 4 n^2 d."""

@@ -132,6 +132,18 @@ def test_lemma_d_equal_norms_rows(x, duplicate):
 
 
 @pytest.mark.claim("2.3")
+def test_the_diagonal_loses_row_1_of_the_counterexample():
+    """False as stated: on the tokens u, 2u, 3u (C = 1) row 1 puts 0.6652 on token 3 and only
+    0.0900 on itself; every row's largest weight is on token 3."""
+    x = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    _, a = mha.self_attention(x)
+    e = math.e
+    assert a[0, 2].item() == pytest.approx(e**3 / (e + e**2 + e**3), rel=1e-12)
+    assert round(a[0, 2].item(), 4) == 0.6652 and round(a[0, 0].item(), 4) == 0.0900
+    assert torch.equal(a.argmax(-1), torch.tensor([2, 2, 2]))
+
+
+@pytest.mark.claim("2.3")
 def test_rms_normalised_tokens_diagonal_rows():
     g = torch.Generator().manual_seed(7)
     raw = torch.randn(3, 9, 16, generator=g) * torch.rand(3, 9, 1, generator=g) * 5
@@ -172,6 +184,9 @@ def test_seed_counterexample_collinear():
     for (i, j), value in by_hand.items():
         assert a[i, j].item() == pytest.approx(value, rel=1e-12)
     assert a[0, 1] > max(a[0, 0], a[1, 1])  # the seed says this cannot happen
+    # the digits the chapter and the claims page quote
+    assert [round(a[i, j].item(), 4) for i, j in [(0, 1), (0, 0), (1, 1)]] == [
+        0.2447, 0.0900, 0.1173]
     expected = torch.zeros(3, 3, dtype=torch.bool)
     expected[0, 1] = True
     assert torch.equal(mha.diagonal_violations(a), expected)
@@ -196,6 +211,31 @@ def test_seed_fails_on_random_tokens():
     _, a = mha.self_attention(x)
     failing = mha.diagonal_violations(a).flatten(-2).any(-1).double().mean()
     assert failing > 0.3
+
+
+def seed_rule_failure_rate(n, width, spread, draws, generator):
+    """Chapter 2's experiment: the fraction of sets of n tokens x = exp(spread z) g (g of the
+    given width, z one number per token, both standard normal) that break the slides'
+    inequality alpha_ij <= max(alpha_ii, alpha_jj) somewhere."""
+    g = torch.randn(draws, n, width, generator=generator, dtype=torch.float64)
+    z = torch.randn(draws, n, 1, generator=generator, dtype=torch.float64)
+    _, w = mha.self_attention(torch.exp(spread * z) * g)
+    return mha.diagonal_violations(w).flatten(-2).any(-1).double().mean().item()
+
+
+@pytest.mark.claim("2.2")
+def test_the_chapters_seeded_failure_rates():
+    """The chapter's table, drawn in its order from its generator (seed 2024, 2000 sets of 8
+    tokens per entry): 0.6490 at C = 1 and 0.2820 at C = 2 with equal spread, 0.5135 at C = 4
+    with unequal norms (sigma = 1). The draws of each entry shift the generator, so the whole
+    table up to that entry is drawn again."""
+    generator = torch.Generator().manual_seed(2024)
+    rates = {(width, spread): seed_rule_failure_rate(8, width, spread, 2000, generator)
+             for spread in (0.0, 0.5, 1.0) for width in (1, 2, 4, 8, 16, 32, 64)
+             if (spread, width) <= (1.0, 4)}
+    assert round(rates[1, 0.0], 4) == 0.6490
+    assert round(rates[2, 0.0], 4) == 0.2820
+    assert round(rates[4, 1.0], 4) == 0.5135
 
 
 @pytest.mark.claim("2.2")

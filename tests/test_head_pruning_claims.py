@@ -97,6 +97,7 @@ def test_toy_layers_cannot_be_reduced_to_one_head_at_test_time(toy):
     assert best[0] == pytest.approx(0.502, abs=0.01)  # about 50%
     assert best[1] == pytest.approx(0.699, abs=0.01)  # about 70%
     assert max(best) < toy["base"] - 0.25  # far beyond one point
+    assert round(100 * toy["base"]) == 98  # "against 98%", the model with every head
 
 
 @pytest.mark.claim("7.4")

@@ -77,3 +77,27 @@ def test_bad_input_raises_value_error():
         mha.repeat_kv(torch.randn(2, 3, 4), 2)
     with pytest.raises(ValueError, match="tokens"):
         mha.cost.kv_cache_bytes(2, 2, 8, 0)
+
+
+def test_pooling_is_exact_not_only_for_groups_of_equal_heads():
+    """Exercise 9.5: pooling changes nothing if the heads of each group have equal key and
+    value weights (test_pooled_weights_are_group_means); the converse fails: a group whose
+    query weights and biases are zero scores every key 0, so its heads' key weights may differ
+    and pooling still changes nothing."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    blind = mha.MultiHeadAttention(16, 4).double()
+    with torch.no_grad():
+        blind.q_proj.weight.zero_()
+        blind.q_proj.bias.zero_()
+    keys = blind.k_proj.weight.view(2, 2, 4, 16)
+    assert not torch.allclose(keys[:, 0], keys[:, 1])  # the heads of a group differ ...
+    with torch.no_grad():  # ... in their keys only: give each group's heads equal values
+        blind.v_proj.weight.view(2, 2, 4, 16)[:, 1] = blind.v_proj.weight.view(2, 2, 4, 16)[:, 0]
+        blind.v_proj.bias.view(2, 2, 4)[:, 1] = blind.v_proj.bias.view(2, 2, 4)[:, 0]
+    pooled = mha.pool_kv_heads(blind, 2)
+    torch.testing.assert_close(pooled(x)[0], blind(x)[0], rtol=0, atol=1e-12)
+    with torch.no_grad():  # with queries, the same pooling changes the output
+        blind.q_proj.weight.normal_()
+    pooled = mha.pool_kv_heads(blind, 2)
+    assert (pooled(x)[0] - blind(x)[0]).abs().max() > 1e-3

@@ -83,27 +83,37 @@ def cosines_on_evaluation(encoder, tokenizer):
 
 @pytest.mark.claim("L.2")
 def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(minilm):
-    """The lab's paired bootstrap over the 12 evaluation groups (1000 draws, seed 0): the drop
-    in rho after the 36 least important heads has an interval containing 0, the drop after all
-    72 heads an interval above 0."""
+    """Both readings of "without significantly impacting performance". Below a drop of 0.01 in
+    rho: 12 of the 72 heads go in Michel's order (measured every 6 heads, as the lab does). Below
+    a drop the test can detect: the lab's paired bootstrap over the 12 evaluation groups (1000
+    draws, seed 0) puts the drop after the 36 least important heads (0.0235) in an interval
+    containing 0, the drop after all 72 heads (0.0759) in an interval above 0."""
     encoder, tokenizer = minilm
-    importance = michel_importance(encoder, tokenizer)
-    remove = torch.zeros(72, dtype=torch.bool)
-    remove[importance.flatten().argsort()[:36]] = True
+    order = michel_importance(encoder, tokenizer).flatten().argsort()  # least important first
+
+    def without(k):
+        remove = torch.zeros(72, dtype=torch.bool)
+        remove[order[:k]] = True
+        return cosines_on_evaluation(prune_encoder(encoder, remove.view(6, 12)), tokenizer)
+
     full = cosines_on_evaluation(encoder, tokenizer)
-    half = cosines_on_evaluation(prune_encoder(encoder, remove.view(6, 12)), tokenizer)
-    none = cosines_on_evaluation(prune_encoder(encoder, torch.ones(6, 12, dtype=torch.bool)),
-                                 tokenizer)
     grades = [p[2] for p in similarity_pairs("evaluation")]
-    groups = np.arange(72) // 6
     rho_full = scipy.stats.spearmanr(full, grades).statistic
     assert rho_full > 0.85
+    removable = 0
+    for k in (6, 12, 18, 24):
+        if scipy.stats.spearmanr(without(k), grades).statistic < rho_full - 0.01:
+            break
+        removable = k
+    assert removable == 12  # 12 of 72 heads (17%) before rho drops by more than 0.01
+    half, none = without(36), without(72)
+    groups = np.arange(72) // 6
     drop_half = mha.spearman_difference_bootstrap(full, half, grades, groups, draws=1000, seed=0)
     drop_all = mha.spearman_difference_bootstrap(full, none, grades, groups, draws=1000, seed=0)
-    assert 0.01 < drop_half.difference < 0.03   # more than the lab's 0.01 threshold ...
-    assert drop_half.low < 0 < drop_half.high    # ... but not a loss this test can detect
-    assert drop_all.difference > 0.05
-    assert drop_all.low > 0                      # removing every head is a detectable loss
+    assert round(drop_half.difference, 4) == 0.0235  # more than the lab's 0.01 threshold ...
+    assert drop_half.low < 0 < drop_half.high         # ... but not a loss this test can detect
+    assert round(drop_all.difference, 4) == 0.0759
+    assert drop_all.low > 0                           # removing every head is a detectable loss
 
 
 def within_layer_permutation(confidence, importance, permutations=10_000, seed=0):
@@ -139,7 +149,8 @@ def test_within_layer_permutation_matches_spearman_and_keeps_layer_effects():
 
 @pytest.mark.claim("L.3")
 def test_confident_heads_are_not_pruned_last_on_minilm(minilm, probe):
-    """With a proxy (confidence for interpretable, Michel importance for the pruning order):
+    """The proxy's version of the claim (the claim itself, about Voita et al.'s gate pruning, is
+    not checked): confidence for interpretable, Michel importance for the pruning order:
     confidence and importance are negatively rank-correlated with [SEP] left out as a key (the
     analogue of Voita et al.'s end-of-sentence exclusion) and with every key, significant in the
     lab's within-layer permutation test (p 0.002 in the lab; asserted below 0.01); leaving [CLS]
@@ -159,6 +170,6 @@ def test_confident_heads_are_not_pruned_last_on_minilm(minilm, probe):
     voita, p_voita = correlation(real & ~is_sep)
     every, p_every = correlation(None)
     extension, p_extension = correlation(real & ~is_cls & ~is_sep)
-    assert voita < -0.2 and p_voita < 0.01
-    assert every < -0.2 and p_every < 0.01
-    assert extension > 0.05 and p_extension > 0.05
+    assert round(voita, 4) == -0.2625 and round(p_voita, 3) == 0.002
+    assert round(every, 4) == -0.2553 and round(p_every, 3) == 0.002
+    assert round(extension, 4) == 0.1537 and round(p_extension, 3) == 0.261

@@ -621,7 +621,7 @@ def test_the_best_read_out_of_content_blind_heads_meets_the_lemma(n, lookups, h,
     assert abs(least_error - formula) <= 0.05 * formula + 0.01 * m
 
 
-@pytest.mark.claim("3.2", "4.8")
+@pytest.mark.claim("3.2", "4.4", "4.7", "4.8")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_trained_single_heads_stay_at_the_bound(seed, one_thread):
     """Trained heads may use the contents (the lemma assumes they do not); none beats the bound
@@ -632,7 +632,7 @@ def test_trained_single_heads_stay_at_the_bound(seed, one_thread):
     assert error > 0.5 * (1 - 1 / n) - 4 * se
 
 
-@pytest.mark.claim("4.4", "4.8", "4.9")
+@pytest.mark.claim("4.4", "4.7", "4.8", "4.9")
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_two_trained_heads_solve_two_lookups(seed, one_thread):
     """Two heads of half the width (same total width as the single head above) solve it, each

@@ -201,7 +201,8 @@ def ops_of(fn, *args):
 def test_attention_takes_a_fixed_number_of_steps_an_rnn_n_and_flops_do_not_decide():
     """O(1) sequential operations: mha.attention runs the same operations for every n; an Elman
     RNN run along the sequence runs a fixed number per token, each needing the previous one,
-    although for n > d it counts fewer FLOPs than attention: the count does not imply it."""
+    although for n > d it counts fewer FLOPs than the attention core (and at every n fewer than a
+    whole layer with its projections): the count does not imply it."""
     d = 32
     cell = torch.nn.RNNCell(d, d)
 
@@ -219,6 +220,11 @@ def test_attention_takes_a_fixed_number_of_steps_an_rnn_n_and_flops_do_not_decid
     per_step = (rnn_ops[64] - rnn_ops[8]) / 56
     assert per_step >= 1 and rnn_ops[512] - rnn_ops[64] == 448 * per_step
     assert mha.cost.recurrent_flops(512, d) < mha.cost.attention_flops(512, 512, d)
+    # than the core only for n > d, than a whole layer (core + 8 n d^2) at every n
+    for n in (1, 8, d, 64, 512):
+        rnn, core = mha.cost.recurrent_flops(n, d), mha.cost.attention_flops(n, n, d)
+        assert (rnn < core) == (n > d)
+        assert rnn < core + mha.cost.projection_flops(n, d)
     layer = mha.MultiHeadAttention(d, 4)
     assert ops_of(layer, torch.randn(1, 8, d)) == ops_of(layer, torch.randn(1, 512, d))
 

@@ -76,27 +76,51 @@ def first_drop(curve):
 
 
 @pytest.mark.claim("7.5")
-def test_encoder_decoder_attention_is_the_kind_that_collapses_in_every_seed(seed_curves):
+def test_encoder_decoder_attention_is_the_worst_kind_with_one_head_left_in_every_seed(
+        seed_curves):
     """Seed 002 after Michel et al.: pruning heads makes translation models drop much more
     rapidly; the paper: the encoder-decoder attention depends more on having many heads than
-    the self-attention layers. On the six shipped toy translators (8 heads of each kind, each
-    kind pruned alone, least important first), in every seed: with one head left the
-    encoder-decoder attention is the worst kind, with none left only it collapses (token
-    accuracy < 0.1, the others > 0.5), removing 6 of its 8 heads costs more than 0.2, and only
-    its pruning costs words (the self-attentions keep word accuracy >= 0.99, their pruning
-    costs the inflection bit). At moderate pruning the seeds are split: the encoder's
-    self-attention drops below 0.99 of token accuracy before the encoder-decoder attention in
-    4 of the 6 seeds."""
+    the self-attention layers. Judged on the six shipped toy translators (8 heads of each kind,
+    each kind pruned alone, least important first) only where the result could have come out
+    otherwise: with one head left the encoder-decoder attention is the worst kind and the only
+    one that loses words (word accuracy 0.255-0.484, the self-attentions 1.000), and removing 6
+    of its 8 heads costs more than 0.2 of token accuracy, in every seed. At moderate pruning the
+    seeds are split: the encoder's self-attention drops below 0.99 of token accuracy before the
+    encoder-decoder attention in 4 of the 6 seeds. With none left the collapse is the
+    architecture's (test_with_no_encoder_decoder_head_left_the_decoder_cannot_see_the_source)."""
     enc, dec, cross = KINDS
     assert sorted(seed_curves) == TRANSLATOR_RECIPE["init_seeds"] and len(seed_curves) == 6
     for seed, c in seed_curves.items():
         token = {name: c[name]["token"] for name in KINDS}
         assert token[enc][0] == token[dec][0] == token[cross][0] > 0.99, seed
         assert token[cross][-2] < min(token[enc][-2], token[dec][-2]), seed
-        assert token[cross][-1] < 0.1 < 0.5 < min(token[enc][-1], token[dec][-1]), seed
+        assert c[cross]["word"][-2] < 0.5 and c[enc]["word"][-2] == c[dec]["word"][-2] == 1, seed
         assert token[cross][6] < token[cross][0] - 0.2, seed
-        assert min(c[enc]["word"] + c[dec]["word"]) >= 0.99 > 0.2 > c[cross]["word"][-1], seed
+    one_left = [c[cross]["word"][-2] for c in seed_curves.values()]
+    assert f"{min(one_left):.3f}-{max(one_left):.3f}" == "0.255-0.484"
     # not a rule: the encoder's self-attention drops below 0.99 first in 4 of the 6 seeds
     first = [first_drop(c[enc]["token"]) < first_drop(c[cross]["token"])
              for c in seed_curves.values()]
     assert sum(first) == 4
+
+
+@pytest.mark.claim("7.5")
+def test_with_no_encoder_decoder_head_left_the_decoder_cannot_see_the_source(seed_curves):
+    """Why "with none left only the encoder-decoder attention collapses" is no evidence about
+    heads: in every shipped translator, with its cross-attention gated off, replacing every
+    source word leaves the logits exactly as they were, so the words are lost whatever the
+    heads (word accuracy near chance, 1/16); the self-attentions keep them."""
+    enc, dec, cross = KINDS
+    r = TRANSLATOR_RECIPE
+    dictionary = mha.translation_dictionary(r["vocab_size"], r["dictionary_seed"])
+    source, target_in, _ = mha.translation_batch(50, r["seq_len"], dictionary,
+                                                 torch.Generator().manual_seed(3))
+    gates = torch.ones(3, r["num_layers"], r["num_heads"])
+    gates[KINDS.index(cross)] = 0.0
+    for seed, c in seed_curves.items():
+        model = mha.load_translator(seed)
+        with torch.no_grad():
+            change = model(source, target_in, gates) - model((source + 1) % r["vocab_size"],
+                                                             target_in, gates)
+        assert change.abs().max().item() == 0.0, seed
+        assert c[cross]["word"][-1] < 0.1 < 0.99 < min(c[enc]["word"][-1], c[dec]["word"][-1])
