@@ -165,7 +165,7 @@ def test_chapter_1_captions_name_the_queries_and_keys_of_their_figures():
     The masks figure shows the sequence of length 3 padded to 5: its padding keys are 3 and 4."""
     q = [[2, 0, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0]]
     k = [[2, 0, 0, 0], [0, 2, 0, 0], [0, 0, 2, 2]]
-    scores = [[sum(a * b for a, b in zip(qi, kj)) for kj in k] for qi in q]
+    scores = [[sum(a * b for a, b in zip(qi, kj, strict=True)) for kj in k] for qi in q]
     one_hot = [i for i, row in enumerate(scores) if row.count(max(row)) == 1]
     tied = [i for i, row in enumerate(scores) if row.count(max(row)) == 2]
     assert (one_hot[0], tied) == (0, [2])
