@@ -35,7 +35,8 @@ def code_of(path: Path) -> list[tuple[str, str]]:
 
 
 def reader_texts(paths: list[Path]) -> list[tuple[str, str]]:
-    """(where, text) a reader sees: markdown cells, printed outputs, figure captions, pages."""
+    """(where, text) a reader sees: markdown cells, printed outputs, figure captions and alt
+    texts (both in the cell's metadata), pages."""
     out = []
     for path in paths:
         if path.suffix == ".md":
@@ -45,8 +46,9 @@ def reader_texts(paths: list[Path]) -> list[tuple[str, str]]:
             where = f"{path.name} cell {i}"
             if cell["cell_type"] == "markdown":
                 out.append((where, cell_source(cell)))
-            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
-            out.append((where, figure.get("caption", "")))
+            mystnb = cell.get("metadata", {}).get("mystnb", {})
+            out.append((where, mystnb.get("figure", {}).get("caption", "")))
+            out.append((where, mystnb.get("image", {}).get("alt", "")))
             for output in cell.get("outputs", []):
                 text = output.get("text", "")
                 out.append((where, text if isinstance(text, str) else "".join(text)))
@@ -142,12 +144,13 @@ def test_formulas_count_from_0_unless_they_say_otherwise():
     assert checked >= 5  # the quoted and ordinal subscripts are there: the test reads them
 
 
-def caption(notebook: str, name: str) -> str:
+def figure_texts(notebook: str, name: str) -> tuple[str, str]:
+    """The caption and the alt text of a figure, both kept in its cell's metadata."""
     cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
-    figures = [c["metadata"]["mystnb"]["figure"] for c in cells
+    figures = [c["metadata"]["mystnb"] for c in cells
                if c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name") == name]
     assert len(figures) == 1, name
-    return figures[0]["caption"]
+    return figures[0]["figure"]["caption"], figures[0]["image"]["alt"]
 
 
 def numbers_after(word: str, text: str) -> set[int]:
@@ -159,22 +162,27 @@ def numbers_after(word: str, text: str) -> set[int]:
 
 
 def test_chapter_1_captions_name_the_queries_and_keys_of_their_figures():
-    """The captions live in the cells' metadata, away from the code that draws the figures; they
-    must name the same 0-based queries and keys. The hand example has 3 queries and keys: query 0
-    points at key 0, query 2 ties keys 0 and 1 (the scores q.k below, from chapter 1's Q and K).
-    The masks figure shows the sequence of length 3 padded to 5: its padding keys are 3 and 4."""
+    """The captions and alt texts live in the cells' metadata, away from the code that draws the
+    figures; they must name the same 0-based queries and keys. The hand example has 3 queries
+    and keys: query 0 points at key 0, query 2 ties keys 0 and 1 (the scores q.k below, from
+    chapter 1's Q and K). The masks figure shows the sequence of length 3 padded to 5: its
+    padding keys are 3 and 4."""
     q = [[2, 0, 0, 0], [0, 0, 1, 1], [1, 1, 0, 0]]
     k = [[2, 0, 0, 0], [0, 2, 0, 0], [0, 0, 2, 2]]
     scores = [[sum(a * b for a, b in zip(qi, kj, strict=True)) for kj in k] for qi in q]
     one_hot = [i for i, row in enumerate(scores) if row.count(max(row)) == 1]
     tied = [i for i, row in enumerate(scores) if row.count(max(row)) == 2]
     assert (one_hot[0], tied) == (0, [2])
-    text = caption("01_attention_recap.ipynb", "fig-01-temperature")
+    text, alt = figure_texts("01_attention_recap.ipynb", "fig-01-temperature")
     assert numbers_after("queries", text) == {one_hot[0], tied[0]}
+    assert numbers_after("[Qq]uery", alt) == {one_hot[0], tied[0]}, alt
     tied_keys = {j for j, s in enumerate(scores[tied[0]]) if s == max(scores[tied[0]])}
     assert f"which ties keys {min(tied_keys)} and {max(tied_keys)}" in text, text
-    assert numbers_after("keys?", text) <= set(range(len(k))), text
+    assert f"keys {min(tied_keys)} and {max(tied_keys)} fall together" in alt, alt
+    for words in (text, alt):
+        assert numbers_after("keys?", words) <= set(range(len(k))), words
 
     length, padded = 3, 5
-    text = caption("01_attention_recap.ipynb", "fig-01-masks")
+    text, alt = figure_texts("01_attention_recap.ipynb", "fig-01-masks")
     assert numbers_after("keys", text) == set(range(length, padded)), text
+    assert numbers_after("columns", alt) == set(range(length, padded)), alt
