@@ -1,16 +1,17 @@
 """A tiny encoder-decoder (the chapter-7 encoder plus a decoder with cross-attention) and a
 translation-like toy task, to compare pruning in the three kinds of attention (Michel et al.).
 
-The task. A source "sentence" holds ``n`` words ``x_1 ... x_n`` from a vocabulary of ``V``.
-Its "translation" has ``n`` words ``y_1 ... y_n``: the sentence is reversed, every word is
+The task. A source "sentence" holds ``n`` words ``x_0 ... x_{n-1}`` from a vocabulary of ``V``.
+Its "translation" has ``n`` words ``y_0 ... y_{n-1}``: the sentence is reversed, every word is
 looked up in a fixed random dictionary ``T`` (a permutation of ``0..V-1``), and gets an
 inflection bit ``b_i``, the XOR of the parity of the source word's left neighbour and the
 parity of the target word two places back:
 
-    y_i = 2 T[w_i] + b_i,   w_i = x_{n+1-i},   b_i = (x_{n-i} mod 2) XOR (y_{i-2} mod 2),
+    y_i = 2 T[w_i] + b_i,   w_i = x_{n-1-i},   b_i = (x_{n-2-i} mod 2) XOR (y_{i-2} mod 2),
 
-with ``x_0 = 0`` and ``y_{-1} = y_0 = 0``. Unrolled, ``b_i`` is the XOR of the parities of
-``x_{n-i}, x_{n-i+2}, ...``: a function of the source alone. The encoder-decoder attention
+for ``i = 0 .. n-1`` (counted from 0, as the code indexes them), with ``x_{-1} = 0`` and
+``y_{-2} = y_{-1} = 0``. Unrolled, ``b_i`` is the XOR of the parities of
+``x_{n-2-i}, x_{n-i}, ...``: a function of the source alone. The encoder-decoder attention
 must fetch ``w_i`` (and can fetch its neighbours); the bit can come through the encoder's
 self-attention (bringing the neighbour's parity to ``w_i``), through the cross-attention, or
 partly through the decoder's self-attention (``y_{i-2}`` is one position back in the decoder's
@@ -42,8 +43,8 @@ def translate(source: torch.Tensor, dictionary: torch.Tensor) -> torch.Tensor:
             or source.is_floating_point()):
         raise ValueError(f"source must be an integer tensor of shape (batch, n), got "
                          f"{tuple(getattr(source, 'shape', ()))}")
-    words = source.flip(1)  # w_i = x_{n+1-i}: (B, n)
-    # the left neighbour of w_i in the source, x_{n-i}, is the next entry of the flipped row
+    words = source.flip(1)  # w_i = x_{n-1-i}: (B, n)
+    # the left neighbour of w_i in the source, x_{n-2-i}, is the next entry of the flipped row
     neighbours = torch.cat([words[:, 1:], torch.zeros_like(words[:, :1])], dim=1)
     target = torch.zeros_like(source)
     for i in range(source.shape[1]):
