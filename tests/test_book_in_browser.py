@@ -160,7 +160,7 @@ def chart_png(page, selector=".mha-plotly") -> bytes:
 def test_attention_explorer_draws_offline_and_its_menus_change_the_picture(open_page):
     page = open_page(EXPLORER, fresh=True)  # its menus are clicked below
     chart = page.locator(".mha-plotly .main-svg").first
-    chart.wait_for(timeout=30_000)  # plotly.js (deferred, 4.8 MB) has drawn the chart
+    chart.wait_for(timeout=30_000)  # plotly.js (deferred, 1.5 MB) has drawn the chart
     assert page.locator(".mha-plotly").count() == 1
     assert page.evaluate("() => typeof window.Plotly") == "object"
     assert page.locator(".mha-plotly g.heatmaplayer image").count() >= 12  # one per head
