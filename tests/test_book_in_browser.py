@@ -343,3 +343,29 @@ def test_figure_text_is_at_least_9_px_high_on_a_phone(open_page, server, path):
             small.append((src.rsplit("/", 1)[-1][:12], round(text_px, 1)))
     assert small == [], f"figure text on {path} at 400 px, in px: {small}"
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 400
+
+
+def test_every_icon_a_page_names_is_in_the_cut_down_icon_fonts():
+    """book/_ext/light_pages.py cuts Font Awesome's fonts to the icons the book uses: every
+    ``fa-...`` class of a built page must still find its glyph, or its icon would be blank."""
+    import re
+
+    from fontTools.ttLib import TTFont
+
+    css = (HTML / "_static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    glyph = {name: int(point, 16) for names, point in
+             re.findall(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\([0-9a-f]+)"\}', css)
+             for name in re.findall(r"\.(fa-[a-z0-9-]+):before", names)}
+    fonts = HTML / "_static" / "vendor" / "fontawesome" / "webfonts"
+    solid = TTFont(fonts / "fa-solid-900-subset.woff").getBestCmap()
+    brands = TTFont(fonts / "fa-brands-400-subset.woff").getBestCmap()
+    assert len(solid) < 100, "the solid font was not cut down"
+    checked = set()
+    for page in [HTML / "index.html", *HTML.glob("*/*.html")]:
+        for classes in re.findall(r'class="([^"]*\bfa-[^"]*)"', page.read_text("utf-8")):
+            icons = [c for c in classes.split() if c in glyph]
+            cmap = brands if "fab" in classes.split() or "fa-brands" in classes else solid
+            for icon in icons:
+                assert glyph[icon] in cmap, f"{icon} of {page.name} is not in the subset font"
+                checked.add(icon)
+    assert {"fa-bars", "fa-github", "fa-magnifying-glass"} <= checked, checked
