@@ -1,7 +1,7 @@
 """Serve MathJax from the book itself, so formulas render without a network.
 
 The MathJax 3 files come from the PyPI package django-static-mathjax (installed by
-requirements.txt); this extension copies what the combined TeX/MathML bundle needs into
+requirements.txt); this extension copies what the TeX bundle (TeX in, HTML out) needs into
 ``_static/mathjax`` and points Sphinx's ``mathjax_path`` there instead of a CDN.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mathjax  # the module of django-static-mathjax
 
-BUNDLE = "tex-mml-chtml.js"
+BUNDLE = "tex-chtml.js"  # TeX input only: the pages write no MathML
 SOURCE = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
 # the bundle loads fonts, TeX extensions, the menu and its accessibility tools on demand
 NEEDED = [BUNDLE, "input", "output", "ui", "a11y", "sre", "adaptors"]
