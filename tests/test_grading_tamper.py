@@ -199,21 +199,22 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     (folder / "flood").mkdir()
     (folder / "flood" / NAME).write_text(json.dumps(with_cell(FLOOD)))
     start = time.monotonic()
-    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "3", "--timeout", "120")
+    # a cell limit that an honest cell keeps even on a loaded machine (importing torch)
+    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "20", "--timeout", "200")
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout + run.stderr
     assert "\x1b" not in run.stdout + run.stderr and "\u202e" not in run.stdout
     log = {r["notebook"]: r for r in rows(folder / "grading_log.csv")}
     shown = "\\xff\\u001b[31m=evil\\u202e/" + NAME
     assert {r["points"] for r in rows(folder / "grades.csv") if r["notebook"] == shown} \
-        == {"", "1", "2"}
+        == {"", "1", "2"}, log.get(shown)
     assert "'=HYPERLINK(1).txt" in log
     assert "hidden file" in log[f".{NAME}"]["problem"]
     assert "hidden folder" in log[".ipynb_checkpoints"]["problem"]
     assert "a FIFO" in log[f"pipe_{NAME}"]["problem"]
     assert "did not let itself be interrupted" in log[f"alarm/{NAME}"]["problem"]
     assert "more than 4 MB" in log[f"flood/{NAME}"]["problem"]
-    assert seconds < 100, seconds  # the alarm-ignoring cell was stopped 3 + 10 s in
+    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 20 + 10 s in
     # --resume after all that: every row kept, nothing graded again
     for name in ["grades.csv", "grading_log.csv"]:
         os.replace(folder / name, folder / f"{name}.part")

@@ -18,8 +18,13 @@ failing that, by the exercise labels it contains. For each submission:
    strictly) and compares them with its own reference. Nothing the submission prints or patches
    is read as a verdict.
 
+Each submission is graded by one of ``--jobs`` grading processes (``grade.py --worker``), so
+that one sandbox's messages are parsed beside no other's. Ctrl-C or SIGTERM stops every grading
+process and sandbox within seconds and keeps the ``.part`` files for ``--resume``.
+
 Output (in SUBMISSIONS, or ``--out``), written a notebook at a time as results come in and
-replaced atomically at the end: ``grades.csv`` (``notebook,exercise,points,max_points``; exercises
+replaced atomically at the end, never through a symbolic link, with names escaped for a
+terminal and a spreadsheet: ``grades.csv`` (``notebook,exercise,points,max_points``; exercises
 graded by hand have empty points) and ``grading_log.csv`` (status, the check's message, which is
 feedback a student may read, seconds, errors, flags for code that deserves a human look, and the
 problem with the whole notebook if any: skipped files, duplicates, chapter mismatches, limits).
