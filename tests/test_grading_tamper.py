@@ -179,6 +179,9 @@ IGNORE_ALARM = ("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_I
                 "time.sleep(1000)")
 FLOOD = ("import os\nfor fd in range(3, 12):\n    try:\n"
          "        os.write(fd, b'[' * (5 * 2**20) + b'\\n')\n    except OSError:\n        pass")
+JUNK = ("import os\nfor _ in range(10_000):\n    for fd in range(3, 12):\n        try:\n"
+        "            os.write(fd, b'[[[' * 1000 + b'\\n')\n        except OSError:\n"
+        "            pass")
 
 
 @needs_sandbox
@@ -198,6 +201,8 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     (folder / "alarm" / NAME).write_text(json.dumps(with_cell(IGNORE_ALARM)))
     (folder / "flood").mkdir()
     (folder / "flood" / NAME).write_text(json.dumps(with_cell(FLOOD)))
+    (folder / "junk").mkdir()
+    (folder / "junk" / NAME).write_text(json.dumps(with_cell(JUNK)))
     start = time.monotonic()
     # a cell limit that an honest cell keeps even on a loaded machine (importing torch)
     run = run_grader(folder, "--jobs", "2", "--cell-timeout", "20", "--timeout", "200")
@@ -214,6 +219,7 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     assert "a FIFO" in log[f"pipe_{NAME}"]["problem"]
     assert "did not let itself be interrupted" in log[f"alarm/{NAME}"]["problem"]
     assert "more than 4 MB" in log[f"flood/{NAME}"]["problem"]
+    assert "lines that are not messages" in log[f"junk/{NAME}"]["problem"]
     assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 20 + 10 s in
     # --resume after all that: every row kept, nothing graded again
     for name in ["grades.csv", "grading_log.csv"]:

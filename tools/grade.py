@@ -90,6 +90,7 @@ MAX_CELLS = 2000
 # parsed by its own grading process (see Workers), so a flood costs its neighbours nothing but
 # the CPU time any busy notebook takes.
 MAX_MESSAGE_BYTES = 4 * 2**20
+MAX_JUNK_LINES = 16  # lines that are no message: the runner sends none, so this is on purpose
 MAX_ERRORS_COUNTED = 10_000
 # The per-cell limit is kept in the sandbox (SIGALRM: the cell is interrupted, the notebook goes
 # on) and, as a backstop, here: a step that sends nothing for this much longer is stopped.
@@ -421,6 +422,7 @@ class Messages:
     def __init__(self, stream):
         self.queue: queue.Queue = queue.Queue(maxsize=16)  # at most 16 lines held in memory
         self.too_long = False
+        self.junk = 0
         self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self.thread.start()
 
@@ -437,8 +439,9 @@ class Messages:
         self.queue.put(None)
 
     def next(self, deadline: float) -> dict | None:
-        """The next message, ``None`` at the end or at the deadline; junk is skipped."""
-        while True:
+        """The next message, ``None`` at the end or at the deadline; junk is skipped, up to
+        ``MAX_JUNK_LINES`` lines, and then the end."""
+        while self.junk <= MAX_JUNK_LINES:
             try:
                 line = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
@@ -449,7 +452,8 @@ class Messages:
             try:
                 return loads(line)
             except ProtocolError:
-                continue
+                self.junk += 1  # parsing junk is work: a flood ends at the loop's condition
+        return None
 
 
 class SandboxChannel(Channel):
@@ -593,6 +597,9 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         if not finished:
             if time.monotonic() >= deadline:
                 unfinished = f"stopped after the time limit of {settings.timeout:.0f} s"
+            elif messages.junk > MAX_JUNK_LINES:
+                unfinished = (f"stopped: the notebook wrote more than {MAX_JUNK_LINES} lines "
+                              "that are not messages on the grader's channel")
             elif messages.too_long:
                 unfinished = (f"stopped: the notebook wrote a line of more than "
                               f"{MAX_MESSAGE_BYTES // 2**20} MB on the grader's channel")
