@@ -37,8 +37,9 @@ def unavailable() -> str | None:
     return None
 
 
-def unpack(tmp_path: Path, zip_path: Path | None = None) -> Path:
-    """The autograder zip unpacked in Gradescope's layout under ``tmp_path/autograder``."""
+def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = True) -> Path:
+    """The autograder zip unpacked in Gradescope's layout under ``tmp_path/autograder``, with the
+    example chapter added (and, without ``chapters``, alone: a cheaper start)."""
     bundle = zip_path or tmp_path / "gradescope.zip"
     if zip_path is None:
         subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build",
@@ -49,6 +50,9 @@ def unpack(tmp_path: Path, zip_path: Path | None = None) -> Path:
     for name in ("setup.sh", "run_autograder"):
         (root / "source" / name).chmod(0o755)
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    if not chapters:
+        for path in (root / "source" / "notebooks").glob("*.ipynb"):
+            path.unlink()
     shutil.copy(CHAPTER, root / "source" / "notebooks" / CHAPTER.name)
     (root / "submission").mkdir()
     (root / "results").mkdir()
