@@ -85,10 +85,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # a larger submission is not graded
 MAX_CELLS = 2000
-# One line from the sandbox. The largest an honest chapter sends is about 0.3 MB (measured on
-# every chapter's solutions); a longer line stops that notebook. Each submission's lines are
-# parsed by its own grading process (see Workers), so a flood costs its neighbours nothing but
-# the CPU time any busy notebook takes.
+# One line from the sandbox. The largest an honest chapter sends is 0.66 MB (chapter 2; the
+# others 0.02 MB or less, measured on every chapter's solutions in November 2026); a longer line
+# stops that notebook, and so do more than MAX_JUNK_LINES lines that are no message. Each
+# submission's lines are parsed by its own grading process (see Workers), so a flood costs its
+# neighbours nothing but the CPU time any busy notebook takes.
 MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_JUNK_LINES = 16  # lines that are no message: the runner sends none, so this is on purpose
 MAX_ERRORS_COUNTED = 10_000
