@@ -1,25 +1,49 @@
 """A Gradescope autograder for the course, built on tools/grade.py.
 
-    python tools/gradescope.py build [OUT.zip]          # make gradescope
-    python tools/gradescope.py results GRADED RESULTS   # used by run_autograder
+    python tools/gradescope.py build [OUT.zip]     # make gradescope
+    python tools/gradescope.py prepare             # setup.sh: the unprivileged user
+    python tools/gradescope.py run [--root DIR]    # run_autograder: grade, write results.json
 
 ``build`` writes a zip with Gradescope's two entry points at its top (tools/autograder/setup.sh,
 tools/autograder/run_autograder) and what they need: the course package's source (installed,
 not editable, by setup.sh), the instructor's chapter notebooks (the checks' reference), the
-grader and the pinned requirements. ``results`` turns the grader's grades.csv and
-grading_log.csv into ``results.json`` in Gradescope's documented format: one test per exercise
-(name, score, max_score, output), and the total score.
+grader and the pinned requirements.
+
+``run`` grades ``/autograder/submission`` the way tools/grade.py grades a class, with what a
+Gradescope container needs on top (the grader runs as root there):
+
+- the notebook runs as the unprivileged user ``student`` (made by ``prepare``), inside a
+  bubblewrap sandbox when the container lets that user make namespaces, else without one (the
+  output says which); ``/autograder``'s grader, notebooks, submission and results are root's
+  alone (mode 700), so that user can neither read nor change them;
+- every process of that user is killed before anything is written, however it detached itself;
+- ``results.json`` (Gradescope's documented format: one test per exercise with name, score,
+  max_score, output) is built from the grader's own in-memory results, never from a file;
+- one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``) is
+  graded once: the file named exactly like the chapter, else the newest; the others get a test
+  saying they were ignored and why.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import os
+import pwd
+import secrets
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import grade  # noqa: E402
+import sandbox  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
+USER = "student"
 # what the autograder needs, relative to the repository
 CONTENTS = ["pyproject.toml", "README.md", "binder/requirements.txt", "src/mha", "notebooks",
             "tools/grade.py", "tools/sandbox.py", "tools/run_notebook.py",
@@ -42,28 +66,134 @@ def build(out: Path) -> Path:
     return out
 
 
-def results(graded: Path, out: Path) -> dict:
-    with (graded / "grades.csv").open(newline="", encoding="utf-8") as handle:
-        grades = list(csv.DictReader(handle))
-    with (graded / "grading_log.csv").open(newline="", encoding="utf-8") as handle:
-        log = {(r["notebook"], r["exercise"]): r for r in csv.DictReader(handle)}
+def prepare(name: str = USER) -> sandbox.User:
+    """The unprivileged user the notebooks run as, made if missing (a system user: no home, no
+    login shell, a group of its own)."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
+                        "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+                       check=True)
+        entry = pwd.getpwnam(name)
+    if entry.pw_uid == 0:
+        raise SystemExit(f"the user {name} is root: not a user to run submissions as")
+    return sandbox.User(name, entry.pw_uid, entry.pw_gid)
+
+
+def lock_down(root: Path) -> None:
+    """Make ``root``'s grader, notebooks, submission and results root's alone; ``root`` itself
+    only traversable, so the user still reaches the Python environment installed in it."""
+    for path in (root / "source", root / "submission", root / "results"):
+        path.mkdir(exist_ok=True)
+        os.chown(path, 0, 0)
+        path.chmod(0o700)
+    os.chown(root, 0, 0)
+    root.chmod(0o711)
+
+
+def one_per_chapter(found: list[grade.Found], assignments: list[grade.Assignment]
+                    ) -> tuple[list[grade.Found], list[tuple[grade.Found, str]]]:
+    """One notebook per chapter: (the ones to grade, [(ignored, why)])."""
+    chapters: dict[str, list[grade.Found]] = {}
+    for item in found:
+        assignment = grade.by_name(item.relative, assignments) if item.path else None
+        if assignment is not None:
+            chapters.setdefault(assignment.name, []).append(item)
+    ignored: list[tuple[grade.Found, str]] = []
+    for name, items in chapters.items():
+        if len(items) < 2:
+            continue
+        exact = [i for i in items if Path(i.relative).name == f"{name}.ipynb"]
+        if len(exact) == 1:
+            chosen, why = exact[0], f"its name is exactly the chapter's ({name}.ipynb)"
+        else:
+            chosen = max(exact or items, key=lambda i: (_modified(i.path), i.relative))
+            why = "it is the one modified last" + (f" of those named {name}.ipynb"
+                                                   if exact else "")
+        shown = grade.display(chosen.relative)
+        others = [i for i in items if i is not chosen]
+        chosen.problem = (f"graded: chapter {name} was handed in {len(items)} times; this one "
+                          f"is graded because {why}; ignored: "
+                          + ", ".join(grade.display(i.relative) for i in others))
+        ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times and "
+                           f"{shown} is graded, because {why}") for i in others)
+    dropped = {id(i) for i, _ in ignored}
+    return [i for i in found if id(i) not in dropped], ignored
+
+
+def _modified(path: Path | None) -> float:
+    try:
+        return os.lstat(path).st_mtime if path else 0.0
+    except OSError:
+        return 0.0
+
+
+def report(outcomes: list[grade.Outcome], ignored: list[tuple[grade.Found, str]],
+           notes: list[str]) -> dict:
+    """Gradescope's results.json, from the grader's outcomes."""
     tests = []
-    for row in grades:
-        entry = log.get((row["notebook"], row["exercise"]), {})
-        test = {"name": f"{row['notebook']}: exercise {row['exercise']}",
-                "output": " ".join(filter(None, [entry.get("status", ""),
-                                                 entry.get("message", ""),
-                                                 entry.get("problem", "")]))}
-        if row["max_points"]:  # exercises graded by hand have no points here
-            test.update(score=float(row["points"] or 0), max_score=float(row["max_points"]))
-        tests.append(test)
-    report = {"score": sum(t.get("score", 0.0) for t in tests), "tests": tests,
-              "visibility": "visible", "stdout_visibility": "hidden"}
-    if not tests:
-        report["output"] = "No notebook of the course was found in the submission."
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
-    return report
+    for outcome in outcomes:
+        if outcome.assignment is None:
+            continue
+        for exercise in outcome.assignment.exercises:
+            most = outcome.assignment.max_points(exercise)
+            test = {"name": f"{outcome.notebook}: exercise {exercise.name}",
+                    "output": " ".join(filter(None, [outcome.status.get(exercise.name, ""),
+                                                     outcome.message.get(exercise.name, ""),
+                                                     outcome.problem]))}
+            if most is not None:  # exercises graded by hand have no points here
+                test.update(score=float(outcome.points.get(exercise.name, 0)),
+                            max_score=float(most))
+            tests.append(test)
+    for item, why in ignored:
+        tests.append({"name": f"{grade.display(item.relative)}: ignored", "score": 0.0,
+                      "max_score": 0.0, "output": why})
+    skipped = [f"{o.notebook}: {o.problem}" for o in outcomes if o.assignment is None]
+    if not any(o.assignment for o in outcomes):
+        notes = [*notes, "No notebook of the course was found in the submission."]
+    return {"score": sum(t.get("score", 0.0) for t in tests), "tests": tests,
+            "output": "\n".join([*notes, *skipped]), "visibility": "visible",
+            "stdout_visibility": "hidden"}
+
+
+def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
+        cell_timeout: float = 120.0) -> dict:
+    """Grade ``root/submission`` and write ``root/results/results.json``; returns the report."""
+    start = time.monotonic()
+    user = prepare()
+    lock_down(root)
+    sandbox.kill_user(user)  # nothing of the user's may be running when grading starts
+    why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
+    how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
+           if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
+           f"without bubblewrap ({why}).")
+    print(how, flush=True)
+    seed = secrets.randbits(48)
+    grade.set_grading_seed(seed)
+    sources = grade.chapter_notebooks(ROOT)
+    assignments = [a for a in map(grade.load_assignment, sources) if a.exercises]
+    found, ignored = one_per_chapter(grade.find_submissions(root / "submission", assignments),
+                                     assignments)
+    settings = grade.Settings(timeout, cell_timeout, why is None, sandbox.Limits(), False, user)
+    outcomes: list[grade.Outcome] = []
+    prefix = sandbox.Prefix()
+    try:
+        grade.grade_all(found, assignments, settings, seed=seed, sources=sources, prefix=prefix,
+                        hide=[str(prefix.root), str(root)], jobs=1,
+                        on_outcome=outcomes.append)
+    finally:
+        prefix.remove()
+    killed = sandbox.kill_user(user)  # before anything is written: nothing of theirs is left
+    for outcome in outcomes:
+        print("  " + grade.terminal(grade.summary_line(outcome)), flush=True)
+    notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
+                      "were killed."] if killed else [])
+    result = report(outcomes, ignored, notes)
+    with grade.create(root / "results" / "results.json", 0o644) as handle:
+        json.dump(result, handle, indent=1)
+    print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
+    return result
 
 
 def main() -> None:
@@ -71,14 +201,24 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("build", help="write the autograder zip")
     make.add_argument("out", type=Path, nargs="?", default=ROOT / "_build" / "gradescope.zip")
-    convert = commands.add_parser("results", help="grades.csv + grading_log.csv -> results.json")
-    convert.add_argument("graded", type=Path)
-    convert.add_argument("out", type=Path)
+    commands.add_parser("prepare", help="make the unprivileged user (setup.sh, as root)")
+    grading = commands.add_parser("run", help="grade the submission (run_autograder, as root)")
+    grading.add_argument("--root", type=Path, default=Path("/autograder"))
+    grading.add_argument("--isolation", choices=["auto", "user"], default="auto",
+                         help="auto: bubblewrap if the container allows it, else the user alone")
+    grading.add_argument("--timeout", type=float, default=300.0)
+    grading.add_argument("--cell-timeout", type=float, default=120.0)
     args = parser.parse_args()
     if args.command == "build":
         print(f"wrote {build(args.out)}")
+    elif args.command == "prepare":
+        user = prepare()
+        print(f"user {user.name}: uid {user.uid}, gid {user.gid}")
     else:
-        results(args.graded, args.out)
+        if os.geteuid() != 0:
+            raise SystemExit("run_autograder runs as root (as on Gradescope): it needs to run "
+                             "the notebook as another user")
+        run(args.root, args.isolation, args.timeout, args.cell_timeout)
 
 
 if __name__ == "__main__":

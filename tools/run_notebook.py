@@ -54,6 +54,7 @@ def main() -> None:
     shell = InteractiveShell.instance()
     send({"started": True})
     for index, step in enumerate(plan["cells"]):
+        send({"step": index})  # the grader's own clock for this step starts now
         if "source" in step:
             signal.setitimer(signal.ITIMER_REAL, limit)
             try:

@@ -52,8 +52,33 @@ ETC_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
              "/etc/mime.types"]
 
 
-def unavailable() -> str | None:
-    """Why this machine cannot sandbox (``None`` when it can)."""
+@dataclass(frozen=True)
+class User:
+    """An unprivileged account the submission runs as (Gradescope: the grader is root)."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def drop(self) -> None:
+        """In a child before exec: become this user for good, with no way back to root (no
+        supplementary groups, and no_new_privs, so that no setuid program can change it)."""
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+        _no_new_privileges()
+
+
+def _no_new_privileges() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def unavailable(user: User | None = None) -> str | None:
+    """Why this machine cannot sandbox (``None`` when it can), for ``user`` if given."""
     if platform.system() != "Linux":
         return (f"the sandbox uses Linux namespaces (bubblewrap); this is {platform.system()}: "
                 "grade inside a Linux container or virtual machine")
@@ -62,7 +87,8 @@ def unavailable() -> str | None:
     try:
         run = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/",
                               "/", "--proc", "/proc", "--dev", "/dev", "true"],
-                             capture_output=True, text=True, timeout=30)
+                             capture_output=True, text=True, timeout=30,
+                             preexec_fn=user.drop if user else None)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bubblewrap does not start: {error}"
     if run.returncode != 0:
@@ -85,6 +111,13 @@ class Prefix:
         for path in sorted(self.root.rglob("*"), reverse=True):
             path.chmod(0o555 if path.is_dir() else 0o444)
         self.root.chmod(0o555)
+
+    @classmethod
+    def existing(cls, root: Path) -> Prefix:
+        """The prefix another process of this grading run made (a grading process's view)."""
+        prefix = cls.__new__(cls)
+        prefix.root = root
+        return prefix
 
     def remove(self) -> None:
         for path in [self.root, *self.root.rglob("*")]:
@@ -203,17 +236,26 @@ def _read(path: Path) -> str:
         return ""
 
 
-def start(prefix: Prefix, plan: Path, limits: Limits) -> tuple[subprocess.Popen, PidsCgroup]:
-    """Start the sandbox; its stdin and stdout are the protocol's pipes."""
-    cgroup = PidsCgroup(limits.processes)
-
-    def limit() -> None:  # in the child, before exec: inherited by everything in the sandbox
+def _limit(cgroup: PidsCgroup, limits: Limits, user: User | None, count_processes: bool):
+    def limit() -> None:  # in the child, before exec: inherited by everything it starts
         cgroup.enter()
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        if count_processes:  # counts every process of the user: not the instructor's own
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if user is not None:  # last: the limits above are the grader's to set
+            user.drop()
+
+    return limit
+
+
+def start(prefix: Prefix, plan: Path, limits: Limits,
+          user: User | None = None) -> tuple[subprocess.Popen, PidsCgroup]:
+    """Start the sandbox (as ``user`` if given); its stdin and stdout are the protocol's pipes."""
+    cgroup = PidsCgroup(limits.processes)
+    limit = _limit(cgroup, limits, user, True)
 
     argv = command(prefix, plan, limits)
     options, runner = argv[1:-4], argv[-4:]
@@ -232,19 +274,16 @@ def start(prefix: Prefix, plan: Path, limits: Limits) -> tuple[subprocess.Popen,
     return process, cgroup
 
 
-def start_unsandboxed(prefix: Prefix, plan: Path, limits: Limits,
-                      work: Path) -> tuple[subprocess.Popen, PidsCgroup]:
-    """The same runner with the same limits but no isolation (``--no-sandbox``)."""
+def start_unsandboxed(prefix: Prefix, plan: Path, limits: Limits, work: Path,
+                      user: User | None = None) -> tuple[subprocess.Popen, PidsCgroup]:
+    """The same runner with the same limits but no isolation (``--no-sandbox``); as ``user``
+    if given (Gradescope without user namespaces), which owns ``work`` and nothing else."""
     cgroup = PidsCgroup(limits.processes)
     home = work / "home"
     home.mkdir()
-
-    def limit() -> None:
-        cgroup.enter()
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if user is not None:
+        os.chown(home, user.uid, user.gid)
+    limit = _limit(cgroup, limits, user, user is not None)
 
     env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
@@ -272,9 +311,48 @@ def stop(process: subprocess.Popen, cgroup: PidsCgroup) -> None:
     except subprocess.TimeoutExpired:
         pass
     cgroup.remove()
-    for stream in (process.stdin, process.stdout):
+    # stdin only: closing stdout would wait for the thread reading it, blocked for as long as
+    # a process that escaped the kill holds the pipe (its reader ends when the pipe does)
+    try:
+        if process.stdin:
+            process.stdin.close()
+    except OSError:
+        pass
+
+
+def processes_of(uid: int) -> list[int]:
+    """The live processes (not zombies) whose real user is ``uid``, in this PID namespace."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            if stream:
-                stream.close()
+            with open(f"/proc/{entry}/status", encoding="utf-8", errors="replace") as handle:
+                status = dict(line.split(":", 1) for line in handle if ":" in line)
         except OSError:
-            pass
+            continue  # gone already
+        if int(status.get("Uid", "-1 0").split()[0]) == uid and not status.get(
+                "State", "").strip().startswith(("Z", "X")):
+            found.append(int(entry))
+    return found
+
+
+def kill_user(user: User, rounds: int = 100) -> int:
+    """Kill every process of ``user``, however it detached itself; the number found.
+
+    ``kill(-1, SIGKILL)`` sent *as that user* reaches every process the user owns, and the
+    kernel runs it under the task list's lock, so none forks away during it; rounds repeat it
+    until ``/proc`` shows none left. ``RuntimeError`` if some survive (never expected)."""
+    import time
+
+    found: set[int] = set()
+    for _ in range(rounds):
+        pids = processes_of(user.uid)
+        if not pids:
+            return len(found)
+        found.update(pids)
+        subprocess.run([sys.executable, "-S", "-c", "import os; os.kill(-1, 9)"],
+                       preexec_fn=user.drop, env={}, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.02)
+    raise RuntimeError(f"processes of {user.name} survive: {processes_of(user.uid)}")

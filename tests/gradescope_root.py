@@ -1,0 +1,111 @@
+"""A throwaway root to run the Gradescope autograder in, as Gradescope would: as root, with
+Gradescope's documented layout at /autograder, and with a second, unprivileged user.
+
+``bwrap`` (run by root on the host, so without a user namespace: an ordinary user's namespace
+maps one uid only, and the autograder needs root *and* a second user) gives run_autograder a
+private mount, PID, IPC and UTS namespace: the host's files read-only, a copy of /etc it may
+change (``useradd``), a fresh /tmp, a temporary folder bound at /autograder, and a world-writable
+/canary where a test's attack leaves traces the test reads afterwards. Every process it starts
+dies with its PID namespace; nothing on the host changes but the temporary folders.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from conventions import ROOT
+
+# The example chapter (two exercises, a few seconds): added to the unpacked zip's chapters, so
+# that no course chapter runs a third time in the test suite (nbval and its grading run do).
+CHAPTER = ROOT / "tests" / "fixtures" / "00_example_exercises.ipynb"
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot make the throwaway root (``None`` when it can)."""
+    if sys.platform != "linux":
+        return "Linux only"
+    if os.geteuid() != 0:
+        return ("needs root: run_autograder runs as root beside a second user, which the user "
+                "namespace of an ordinary user cannot map (one uid only)")
+    if shutil.which("bwrap") is None or shutil.which("useradd") is None:
+        return "needs bubblewrap and useradd"
+    return None
+
+
+def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = True) -> Path:
+    """The autograder zip unpacked in Gradescope's layout under ``tmp_path/autograder``, with the
+    example chapter added (and, without ``chapters``, alone: a cheaper start)."""
+    bundle = zip_path or tmp_path / "gradescope.zip"
+    if zip_path is None:
+        subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build",
+                        str(bundle)], check=True, capture_output=True)
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(root / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (root / "source" / name).chmod(0o755)
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    if not chapters:
+        for path in (root / "source" / "notebooks").glob("*.ipynb"):
+            path.unlink()
+    shutil.copy(CHAPTER, root / "source" / "notebooks" / CHAPTER.name)
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    return root
+
+
+def _readable(path: str, argv: list[str]) -> None:
+    """Bind ``path`` where it is, under a tmpfs over its first ancestor that others may not
+    enter (pyenv's Python lives under /root, mode 700): the student's user must run it."""
+    path = os.path.realpath(path)
+    parts = Path(path).parts
+    for depth in range(2, len(parts)):
+        ancestor = str(Path(*parts[:depth]))
+        if not os.stat(ancestor).st_mode & 0o001:
+            for inner in range(depth + 1, len(parts)):  # bwrap would make them 0700
+                argv += ["--perms", "0755", "--dir", str(Path(*parts[:inner]))]
+            break
+    argv += ["--ro-bind", path, path]
+
+
+def run_autograder(root: Path, canary: Path | None = None, *, userns: bool = True,
+                   timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``root/run_autograder`` as root in the throwaway root. ``userns=False`` hides
+    bwrap from it (bound over by /dev/null), as in a container without user namespaces."""
+    etc = root.parent / "etc"
+    if not etc.exists():
+        shutil.copytree("/etc", etc, symlinks=True, ignore_dangling_symlinks=True)
+    argv = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    for name in sorted(os.listdir("/")):  # the host's top folders, read-only, but these
+        if name in ("proc", "dev", "tmp", "etc", "root", "autograder", "canary"):
+            continue
+        path = f"/{name}"
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "01777", "--tmpfs", "/tmp",
+             "--perms", "0755", "--tmpfs", "/root",
+             "--bind", str(etc), "/etc", "--bind", str(root), "/autograder"]
+    if canary is not None:
+        canary.mkdir(exist_ok=True)
+        canary.chmod(0o777)
+        argv += ["--bind", str(canary), "/canary"]
+    for path in (sys.base_prefix, sys.prefix):
+        _readable(path, argv)
+    if not userns:
+        argv += ["--ro-bind", "/dev/null", shutil.which("bwrap")]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
+           "PYTHON": sys.executable, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+           "HOME": "/root"}
+    # with user namespaces, a clean /proc over bwrap's (whose read-only covers would stop a
+    # nested sandbox from mounting its own), as a container that allows them has
+    script = ("mount -t proc proc /proc && " if userns else "") + \
+        "exec bash /autograder/run_autograder"
+    return subprocess.run([*argv, "bash", "-c", script], env=env, capture_output=True,
+                          text=True, timeout=timeout)

@@ -1,0 +1,280 @@
+"""The instructor's machine against hostile names and notebooks (issue 23): output files never
+written through a symbolic link, names made safe for a terminal and a spreadsheet, hidden
+entries and FIFOs reported, Ctrl-C that stops at once and resumes, a flooding or
+alarm-ignoring notebook stopped from outside, and the review flags.
+
+The end-to-end tests grade the example chapter (a few seconds a notebook); the others call the
+grader's functions directly.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from exercise_notebooks import EXAMPLE, fmt, student_edition
+
+from conventions import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import grade  # noqa: E402
+import sandbox  # noqa: E402
+
+GRADER = ROOT / "tools" / "grade.py"
+NAME = EXAMPLE.name
+needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None,
+                                   reason=str(sandbox.unavailable()))
+
+
+def student():
+    return student_edition.student_edition(fmt.load(EXAMPLE))
+
+
+def with_cell(text, nb=None):
+    nb = nb or student()
+    for i, c in enumerate(nb["cells"]):
+        if "solution" in fmt.tags(c):
+            nb["cells"][i:i] = [{"cell_type": "code", "metadata": {}, "outputs": [],
+                                 "execution_count": None, "source": text}]
+            return nb
+    raise AssertionError("no solution cell")
+
+
+def rows(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run_grader(folder, *options, timeout=600):
+    return subprocess.run([sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE),
+                           *options], capture_output=True, text=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names
+
+@pytest.mark.parametrize("name, shown", [
+    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"),
+    ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+    ("-2+3", "'-2+3"),
+    ("@SUM(A1)", "'@SUM(A1)"),
+    ("'quoted", "''quoted"),
+    ("\tTAB", "\\u0009TAB"),  # escaped: no longer starts with a tab
+    ("ok\x1b[2K\r3/3", "ok\\u001b[2K\\u000d3/3"),
+    ("evil\u202egpj.ipynb", "evil\\u202egpj.ipynb"),
+    ("caf\udce9", "caf\\xe9"),  # the byte 0xE9 of a Latin-1 name, as os hands it over
+    ("back\\slash", "back\\\\slash"),
+])
+def test_names_are_made_safe_for_terminals_and_spreadsheets(name, shown):
+    assert grade.cell(grade.display(name)) == shown
+    assert grade.display(name).isprintable()
+
+
+def test_display_keeps_different_names_apart():
+    names = ["a\\x41", "a\udc41", "aA", "a\\u0041", "a\x41"]
+    assert len({grade.display(n) for n in names}) == len(set(names))
+
+
+# ---------------------------------------------------------------------------------------------
+# Output files
+
+def outcome(name, points):
+    assignment = grade.load_assignment(EXAMPLE)
+    return grade.Outcome(name, assignment, points={"0.2": points, "0.3": 0},
+                         status={"0.1": "by hand", "0.2": "correct", "0.3": "wrong"})
+
+
+def test_a_symlink_named_like_an_output_file_is_replaced_never_followed(tmp_path):
+    target = tmp_path / "bashrc"
+    target.write_text("echo the instructor's shell\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ["grading_log.csv.part", "grades.csv.part", "grades.csv", "grading_log.csv"]:
+        (out / name).symlink_to(target)
+    writer = grade.Writer(out)
+    writer.add(outcome("=cmd|calc", 1))
+    warnings = writer.close()
+    assert target.read_text() == "echo the instructor's shell\n"
+    for name in ["grades.csv", "grading_log.csv"]:
+        assert not (out / name).is_symlink() and (out / name).is_file()
+    assert rows(out / "grades.csv")[1]["notebook"] == "'=cmd|calc"
+    assert any("not a regular file" in w for w in warnings)
+
+
+def test_a_csv_is_never_replaced_by_a_shorter_one_silently(tmp_path):
+    writer = grade.Writer(tmp_path)
+    for name in ["a.ipynb", "b.ipynb"]:
+        writer.add(outcome(name, 1))
+    assert writer.close() == []
+    writer = grade.Writer(tmp_path)
+    writer.add(outcome("a.ipynb", 0))
+    warnings = writer.close()
+    assert any("grades.csv had 6 rows and now has 3" in w for w in warnings)
+    assert len(rows(tmp_path / "grades.previous.csv")) == 6
+    assert len(rows(tmp_path / "grades.csv")) == 3
+
+
+def test_an_interrupted_runs_part_files_are_kept_aside_by_a_fresh_run(tmp_path):
+    writer = grade.Writer(tmp_path)
+    writer.add(outcome("a.ipynb", 1))
+    writer.close(finish=False)
+    writer = grade.Writer(tmp_path)  # not --resume
+    assert any("kept as grading_log.previous.csv.part" in n for n in writer.notes)
+    writer.close(finish=False)
+    assert len(rows(tmp_path / "grading_log.previous.csv.part")) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
+def read(*cells):
+    return grade.read_notebook(json.dumps(with_cell("\n".join(cells))).encode())
+
+
+@pytest.mark.parametrize("code, flag", [
+    ("from os import fork\nfork()", "processes"),
+    ("from os import (getpid,\n    fork as f)", "processes"),
+    ("import os as o\no.forkpty()", "processes"),
+    ("import mha.checks.ch00 as c", "patches the grading"),
+    ("from mha import checks", "patches the grading"),
+    ("from mha.checks import ch00", "patches the grading"),
+    ("!cat /etc/passwd", "shell escapes"),
+    ("open('/autograder/results/results.json', 'w')", "touches the grader's files"),
+])
+def test_review_flags_see_more_import_forms(code, flag):
+    assignment = grade.load_assignment(EXAMPLE)
+    assert flag in grade.flags(read(code), assignment)
+
+
+@pytest.mark.parametrize("code, flagged", [
+    ("import mha\ndef scaled_scores(q, k):\n    return mha.scoring.scaled_scores(q, k)", True),
+    ("from mha.scoring import scaled_scores as s\ndef scaled_scores(q, k):\n"
+     "    return s(q, k)", True),
+    ("from mha import scaled_scores", True),
+    ("import mha\nprint(mha.attention)", False),
+    ("def scaled_scores(q, k):\n    return q @ k.T / k.shape[-1] ** 0.5", False),
+])
+def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, flagged):
+    check = __import__("mha.checks.ch00", fromlist=["x"])
+    for function in vars(check).values():  # the attribute the checks carry (0.2's reference)
+        if getattr(function, "exercise", None) == "0.2":
+            monkeypatch.setattr(function, "reference_names", ("mha.scaled_scores",),
+                                raising=False)
+    assignment = grade.load_assignment(EXAMPLE)
+    assert assignment.references == {"0.2": ("mha.scaled_scores",)}
+    found = [f for f in grade.flags(read(code), assignment) if "reference" in f]
+    assert found == (["calls the reference of exercise 0.2 (mha.scaled_scores)"]
+                     if flagged else [])
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: hidden entries, FIFOs, undecodable names, limits kept from outside, resume
+
+IGNORE_ALARM = ("import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                "time.sleep(1000)")
+FLOOD = ("import os\nfor fd in range(3, 12):\n    try:\n"
+         "        os.write(fd, b'[' * (5 * 2**20) + b'\\n')\n    except OSError:\n        pass")
+JUNK = ("import os\nfor _ in range(10_000):\n    for fd in range(3, 12):\n        try:\n"
+        "            os.write(fd, b'[[[' * 1000 + b'\\n')\n        except OSError:\n"
+        "            pass")
+
+
+@needs_sandbox
+def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    honest = json.dumps(fmt.load(EXAMPLE))
+    weird = os.fsdecode(b"\xff\x1b[31m=evil\xe2\x80\xae")  # not UTF-8, ESC, formula, U+202E
+    (folder / weird).mkdir()
+    (folder / weird / NAME).write_text(honest)
+    (folder / "=HYPERLINK(1).txt").write_text("x")
+    (folder / f".{NAME}").write_text(honest)
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / NAME).write_text(honest)
+    os.mkfifo(folder / f"pipe_{NAME}")
+    (folder / "alarm").mkdir()
+    (folder / "alarm" / NAME).write_text(json.dumps(with_cell(IGNORE_ALARM)))
+    (folder / "flood").mkdir()
+    (folder / "flood" / NAME).write_text(json.dumps(with_cell(FLOOD)))
+    (folder / "junk").mkdir()
+    (folder / "junk" / NAME).write_text(json.dumps(with_cell(JUNK)))
+    start = time.monotonic()
+    # a cell limit that an honest cell keeps even on a loaded machine (importing torch)
+    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "20", "--timeout", "200")
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "\x1b" not in run.stdout + run.stderr and "\u202e" not in run.stdout
+    log = {r["notebook"]: r for r in rows(folder / "grading_log.csv")}
+    shown = "\\xff\\u001b[31m=evil\\u202e/" + NAME
+    assert {r["points"] for r in rows(folder / "grades.csv") if r["notebook"] == shown} \
+        == {"", "1", "2"}, log.get(shown)
+    assert "'=HYPERLINK(1).txt" in log
+    assert "hidden file" in log[f".{NAME}"]["problem"]
+    assert "hidden folder" in log[".ipynb_checkpoints"]["problem"]
+    assert "a FIFO" in log[f"pipe_{NAME}"]["problem"]
+    assert "did not let itself be interrupted" in log[f"alarm/{NAME}"]["problem"]
+    assert "more than 4 MB" in log[f"flood/{NAME}"]["problem"]
+    assert "lines that are not messages" in log[f"junk/{NAME}"]["problem"]
+    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 20 + 10 s in
+    # --resume after all that: every row kept, nothing graded again
+    for name in ["grades.csv", "grading_log.csv"]:
+        os.replace(folder / name, folder / f"{name}.part")
+    before = rows(folder / "grading_log.csv.part")
+    again = run_grader(folder, "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "grading 0 notebook(s)" in again.stdout
+    assert sorted(map(str, rows(folder / "grading_log.csv"))) == sorted(map(str, before))
+
+
+def sandboxes_with(marker):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@needs_sandbox
+def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_rest(tmp_path):
+    folder = tmp_path / "class"
+    marker = f"SLEEPER_{uuid.uuid4().hex}"
+    sleeper = with_cell(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, "
+                        f"'-c', 'import time; time.sleep(600)', {marker!r}])\ntime.sleep(600)")
+    for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
+        (folder / who).mkdir(parents=True)
+        (folder / who / NAME).write_text(json.dumps(nb))
+    process = subprocess.Popen([sys.executable, str(GRADER), str(folder), "--source",
+                                str(EXAMPLE), "--jobs", "2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    part = folder / "grading_log.csv.part"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (
+            part.exists() and "a_quick" in part.read_text() and sandboxes_with(marker)):
+        time.sleep(0.2)
+    assert sandboxes_with(marker), "the slow notebook never started"
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    stopped = time.monotonic() - interrupted
+    assert process.returncode == 130, out + err
+    assert stopped < 10, stopped
+    time.sleep(0.5)
+    assert sandboxes_with(marker) == []
+    assert "--resume" in err and not (folder / "grades.csv").exists()
+    assert {r["notebook"] for r in rows(part)} == {f"a_quick/{NAME}"}
+    for who in ["b_slow", "c_slow"]:  # the students fix their notebooks; resume grades them
+        (folder / who / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
+    run = run_grader(folder, "--resume")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "resuming: 1 notebook(s) already graded" in run.stdout
+    assert "grading 2 notebook(s)" in run.stdout
+    assert {r["notebook"] for r in rows(folder / "grades.csv") if r["points"] == "2"} == {
+        f"{who}/{NAME}" for who in ["a_quick", "b_slow", "c_slow"]}
