@@ -48,11 +48,15 @@ def stable_softmax(answer) -> None:
         s = scores.double() / temperature
         e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
         expected = (e / e.sum(dim=-1, keepdim=True)).to(scores.dtype)
+        mistakes = [] if temperature == 1 else [
+            ("the temperature is ignored", torch.softmax(scores.double(), dim=-1)),
+            ("the scores are multiplied by the temperature; divide them by it",
+             torch.softmax(scores.double() * temperature, dim=-1))]
         got = answer(scores, temperature)
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
             raise Wrong(f"for {what}: your answer contains inf or nan "
                         f"(does exp overflow or underflow?)")
-        expect_close(f"for {what}", got, expected)
+        expect_close(f"for {what}", got, expected, mistakes=mistakes)
 
 
 def _ints(row: torch.Tensor) -> str:
