@@ -15,6 +15,11 @@ the same way. In a notebook the channel is in-process (:class:`LocalChannel`). U
 check, its reference and its verdict run in the grader's own process, and nothing the student's
 code does (patching ``torch``, ``sys.stdout`` or this module, returning a tensor subclass) can
 reach them. The same check code runs in both places.
+
+Either way the answer works on copies: arguments cross as plain data, and nothing the answer does
+to them is read back into the check's values (a check computes its reference from its own
+copies, before it calls the answer). A check that wants to see an in-place change asks for it
+with ``call_seeing_inputs`` and gets the changed arguments as new values.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import importlib
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -510,7 +515,8 @@ def verdict_line(result: Result) -> str:
 
 
 def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1e-5,
-                 rtol: float = 1e-4, mistakes: tuple = ()) -> None:
+                 rtol: float = 1e-4,
+                 mistakes: Sequence[tuple[str, torch.Tensor]] = ()) -> None:
     """Raise ``Wrong`` unless ``got`` is a tensor of ``expected``'s shape and values.
 
     The message says how the values are wrong, never what they should be: a graded case's
