@@ -9,8 +9,10 @@ Each check is made with :func:`mha.exercises.exercise_check` and carries these a
   its equivalent), e.g. ``("mha.repeat_kv", "mha.kv_sharing.repeat_kv")``: the top-level alias
   where ``mha`` re-exports one and the defining module's path, both spelled out. Empty when no
   callable of ``mha`` solves the exercise (a construction, or a class the exercise asks the
-  answer to build). The grader flags, for a human to look at, answers whose code uses one of
-  these names; it is a flag, not a penalty (calling ``mha`` is allowed elsewhere).
+  answer to build). The grader flags, for a human to look at, an exercise whose own solution
+  cells use one of these names (matched as ``mha.x.y``, or ``x.y`` / ``y`` after a ``from mha...
+  import``); it is a flag, not a penalty, and only those cells count: elsewhere in a chapter
+  ``mha.attention`` and the rest are the course's tools.
 
 How a check treats the answer (both in a notebook and under grading, see ``mha.exercises``): it
 draws its inputs (from the hidden seed under grading), computes its reference and every expected
