@@ -1,5 +1,8 @@
 """The chapter-9 exercise checks accept the reference solutions and reject wrong answers."""
 
+import math
+
+import pytest
 import torch
 
 import mha
@@ -40,6 +43,47 @@ def test_gqa_attention():
     assert ch09.gqa_attention(tiled).status == "wrong"
     assert ch09.gqa_attention(not_causal).status == "wrong"
     assert ch09.gqa_attention(not_done).status == "not done"
+
+
+def written_out(q, k, v, *, tile=False, scale=True, softmax_dim=-1, causal=True):
+    """A student's grouped-query attention, with one slip switched on."""
+    groups = q.shape[1] // k.shape[1]
+    if tile:
+        k, v = k.repeat(1, groups, 1, 1), v.repeat(1, groups, 1, 1)
+    else:
+        k, v = mha.repeat_kv(k, groups), mha.repeat_kv(v, groups)
+    scores = torch.einsum("bhid,bhjd->bhij", q, k)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[2]
+        scores = scores.masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
+    return torch.einsum("bhij,bhjd->bhid", scores.softmax(dim=softmax_dim), v)
+
+
+@pytest.mark.parametrize("slip,words", [
+    ({"tile": True}, "repeat_interleave"),
+    ({"scale": False}, "not divided by sqrt(d)"),
+    ({"softmax_dim": -2}, "softmax runs over the queries"),
+    ({"causal": False}, "must be causal"),
+])
+def test_gqa_attention_names_each_common_mistake(slip, words):
+    assert ch09.gqa_attention(written_out).status == "correct"  # the same code without the slip
+    result = ch09.gqa_attention(lambda q, k, v: written_out(q, k, v, **slip))
+    assert result.status == "wrong" and words in result.message, result.message
+    others = ["repeat_interleave", "not divided", "over the queries", "must be causal"]
+    assert sum(w in result.message for w in others) == 1  # one diagnosis, the right one
+
+
+@pytest.mark.parametrize("slip,words", [
+    (lambda L, kv, d, n, s: L * kv * d * n * s, "keys or the values"),
+    (lambda L, kv, d, n, s: 2 * kv * d * n * s, "one layer's cache"),
+    (lambda L, kv, d, n, s: 2 * L * kv * d * n, "numbers, not bytes"),
+    (lambda L, kv, d, n, s: 2 * L * kv * d * n * s + 1, "more than the filled caches hold"),
+])
+def test_cache_bytes_names_the_slip_without_the_answer(slip, words):
+    result = ch09.cache_bytes(slip)
+    assert result.status == "wrong" and words in result.message, result.message
 
 
 def test_absorb_query():

@@ -27,8 +27,9 @@ def test_scaled_scores_accepts_the_reference_and_agrees_with_sdpa():
 
 
 @pytest.mark.parametrize("wrong,why", [
-    (lambda q, k: q @ k.T, "values differ"),  # no scale
-    (lambda q, k: q @ k.T / q.shape[-1], "values differ"),  # divides by d_k, not its root
+    (lambda q, k: q @ k.T, "too large by a factor of 2"),  # no scale (d_k = 4)
+    (lambda q, k: q @ k.T / q.shape[-1], "too small by a factor of 2"),  # d_k, not its root
+    (lambda q, k: q @ k.T / 2 + 0.1, "values differ"),
     (lambda q, k: (q @ k.T).tolist(), "expected a torch.Tensor"),
     (lambda q, k: k @ q.T / math.sqrt(q.shape[-1]), "expected shape (3, 5)"),
 ])
@@ -98,5 +99,5 @@ def test_what_the_answer_prints_is_shown_but_capped(capsys):
     assert ch00.causal_mask(chatty).status == "correct"
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["    step 0", "    step 1"] and len(lines) == 22
-    assert lines[-2] == "    ... (2980 more lines printed by your answer)"
+    assert lines[-2] == "    ... (3980 more lines printed by your answer)"  # 4 sizes of n
     assert lines[-1] == "✓ Exercise 0.3 [2/2]: correct"

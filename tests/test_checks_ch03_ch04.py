@@ -81,6 +81,47 @@ def test_check_4_1():
     assert mha.checks.ch04.pack_heads(pack_interleaved).status == "wrong"
 
 
+def pack_without_transpose(w_qs, w_ks, w_vs, w_o):
+    """Wrong: copies the (d, h d_k) matrices into nn.Linear's (h d_k, d) weights."""
+    d, dk = w_qs[0].shape
+    layer = mha.MultiHeadAttention(d, len(w_qs), head_dim=dk, bias=False)
+    with torch.no_grad():
+        layer.q_proj.weight.copy_(torch.cat(w_qs, dim=1))
+    return layer
+
+
+class WrongShapes(mha.MultiHeadAttention):
+    """Wrong: a layer whose own forward multiplies tensors of shapes that do not fit."""
+
+    def forward(self, x, *args, **kwargs):
+        return x @ self.q_proj.weight, None
+
+
+def test_check_4_1_names_the_call_and_the_shapes_of_a_size_error():
+    building = mha.checks.ch04.pack_heads(pack_without_transpose)
+    assert building.status == "wrong"
+    assert "pack_heads raised RuntimeError" in building.message
+    assert "W_Q,i, W_K,i and W_V,i of shape (6, 4)" in building.message
+    assert "q_proj, k_proj and v_proj need (12, 6)" in building.message
+
+    def returns_wrong_shapes(w_qs, w_ks, w_vs, w_o):
+        return WrongShapes(6, 3, head_dim=4, bias=False)
+
+    calling = mha.checks.ch04.pack_heads(returns_wrong_shapes)
+    assert calling.status == "wrong"
+    assert "calling your layer on x of shape (2, 5, 6) raised RuntimeError" in calling.message
+    assert "q_proj.weight (12, 6)" in calling.message
+
+
+def test_check_3_1_names_a_missing_transpose():
+    def without_transpose(w_q, w_k, w_v):
+        return matrices_solution(w_q.T, w_k.T, w_v.T)
+
+    result = mha.checks.ch03.self_attention_from_matrices(without_transpose)
+    assert result.status == "wrong" and "RuntimeError for W_Q and W_K of shape (5, 3)" in (
+        result.message) and "(out_features, in_features)" in result.message
+
+
 # --- 4.2: nn.MultiheadAttention's masks into the course's convention ---
 
 def mask_solution(key_padding_mask, attn_mask):

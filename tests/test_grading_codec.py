@@ -17,6 +17,7 @@ from mha.exercises import (
     LocalChannel,
     ProtocolError,
     Ref,
+    call_seeing_inputs,
     decode,
     dumps,
     encode,
@@ -114,14 +115,21 @@ def test_an_object_that_is_not_data_is_a_ref_that_answers_through_the_channel():
     assert ref.training is True
 
 
-def test_an_answer_that_changes_its_input_in_place_changes_the_checks_copy():
-    def sorts_in_place(x):
+def test_an_answer_that_changes_its_input_in_place_never_changes_the_checks_copy():
+    def doubles_in_place(x, xs):
         x.mul_(2)
+        xs[0].zero_()
+        xs.append(torch.ones(1))
         return x
 
-    x = torch.ones(3)
-    LocalChannel(sorts_in_place).answer()(x)
-    assert torch.equal(x, torch.full((3,), 2.0))
+    x, xs = torch.ones(3), [torch.ones(2)]
+    answer = LocalChannel(doubles_in_place).answer()
+    assert torch.equal(answer(x, xs), torch.full((3,), 2.0))
+    assert torch.equal(x, torch.ones(3)) and len(xs) == 1 and torch.equal(xs[0], torch.ones(2))
+    # a check that wants to know can see what the answer did, as new values
+    result, after = call_seeing_inputs(answer, x, xs)
+    assert torch.equal(after[0], torch.full((3,), 2.0)) and len(after[1]) == 2
+    assert torch.equal(x, torch.ones(3)) and len(xs) == 1
 
 
 def test_the_hidden_seed_is_the_notebooks_until_the_grader_sets_one():
@@ -146,7 +154,8 @@ def test_in_a_notebook_a_subclass_that_agrees_with_everything_still_fails(capsys
             return super().__torch_function__(func, types, args, kwargs or {})
 
     result = ch00.scaled_scores(lambda q, k: (q @ k.T).as_subclass(Agreeable))
-    assert result.status == "wrong" and "values differ" in result.message
+    # the check saw the plain values: q k^T without its 1 / sqrt(d_k = 4)
+    assert result.status == "wrong" and "too large by a factor of 2" in result.message
 
 
 def test_messages_are_json_lines():

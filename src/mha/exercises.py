@@ -15,6 +15,11 @@ the same way. In a notebook the channel is in-process (:class:`LocalChannel`). U
 check, its reference and its verdict run in the grader's own process, and nothing the student's
 code does (patching ``torch``, ``sys.stdout`` or this module, returning a tensor subclass) can
 reach them. The same check code runs in both places.
+
+Either way the answer works on copies: arguments cross as plain data, and nothing the answer does
+to them is read back into the check's values (a check computes its reference from its own
+copies, before it calls the answer). A check that wants to see an in-place change asks for it
+with ``call_seeing_inputs`` and gets the changed arguments as new values.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import importlib
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -247,7 +252,8 @@ def serve(request: dict, table: list) -> dict:
             if type(args) is not list or type(kwargs) is not dict:
                 raise ProtocolError("unexpected arguments")
             result = target(*args, **{str(k): v for k, v in kwargs.items()})
-            # the arguments after the call too, so that a check can see in-place changes
+            # the arguments after the call too: a check may ask what the answer did to its
+            # copies (``call_seeing_inputs``); they never flow back into the check's own values
             return {"value": encode(result, table), "args": encode(args, table)}
         if op == "getattr":
             return {"value": encode(getattr(target, str(request.get("name"))), table)}
@@ -337,12 +343,7 @@ class Ref:
         return self._channel.value(reply["value"])
 
     def __call__(self, *args, **kwargs):
-        # arguments are plain data (or refs to the answer's side): never objects of the check
-        reply = self._channel.ask({"op": "call", "target": self._ref,
-                                   "args": encode(list(args)), "kwargs": encode(kwargs)})
-        if "args" in reply:
-            _copy_back(list(args), self._channel.value(reply["args"]))
-        return self._channel.value(reply["value"])
+        return _call(self, args, kwargs)[0]
 
     def _convert(self, kind: str):
         return self._channel.value(self._channel.ask(
@@ -389,17 +390,28 @@ def _ref_class(qualified: str) -> type:
     return type(name or "object", (Ref,), {"__slots__": ()})
 
 
-def _copy_back(sent: list, after: object) -> None:
-    """Tensors the answer changed in place: change the check's own copies the same way."""
-    if type(after) is not list or len(after) != len(sent):
-        return
-    for mine, theirs in zip(sent, after, strict=True):
-        if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
-            if theirs.shape == mine.shape and theirs.dtype == mine.dtype:
-                with torch.no_grad():
-                    mine.copy_(theirs)
-        elif isinstance(mine, list | tuple) and isinstance(theirs, list | tuple):
-            _copy_back(list(mine), list(theirs))
+def _call(ref: Ref, args: tuple, kwargs: dict) -> tuple[object, object]:
+    """Call ``ref`` on copies of ``args``: (what it returned, its arguments after the call).
+
+    The arguments are sent as plain data, so the answer receives copies that it alone holds: what
+    it does to them (``zero_()``, ``fill_()``, clearing a list) never reaches the check's own
+    values, from which the check computes its reference.
+    """
+    channel = object.__getattribute__(ref, "_channel")
+    reply = channel.ask({"op": "call", "target": object.__getattribute__(ref, "_ref"),
+                         "args": encode(list(args)), "kwargs": encode(kwargs)})
+    after = channel.value(reply["args"]) if "args" in reply else None
+    return channel.value(reply["value"]), after
+
+
+def call_seeing_inputs(answer: Ref, *args, **kwargs) -> tuple[object, object]:
+    """``answer(*args, **kwargs)`` and the list of its arguments as the answer left them.
+
+    For a check that tells a student their function changed its input in place: the arguments
+    come back as new values (``None`` if the answer's side did not send them), never written
+    into the check's own.
+    """
+    return _call(answer, args, kwargs)
 
 
 def is_instance(value: object, cls: type) -> bool:
@@ -451,8 +463,16 @@ def evaluate(checker: Callable, exercise: str, points: int, answer: Ref) -> Resu
     return Result(exercise, points, points, "correct", "correct")
 
 
-def exercise_check(exercise: str, points: int = 1) -> Callable:
-    """Turn ``checker(answer)`` into a check that prints its verdict and returns it."""
+def exercise_check(exercise: str, points: int = 1, *,
+                   reference_names: tuple[str, ...] = ()) -> Callable:
+    """Turn ``checker(answer)`` into a check that prints its verdict and returns it.
+
+    ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
+    ``mha.checks``); it becomes the check's ``reference_names`` attribute.
+    """
+    if isinstance(reference_names, str) or not all(
+            isinstance(n, str) and n.startswith("mha.") for n in reference_names):
+        raise TypeError("reference_names must be a tuple of dotted names starting with 'mha.'")
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         @functools.wraps(checker)
@@ -468,6 +488,7 @@ def exercise_check(exercise: str, points: int = 1) -> Callable:
 
         check.exercise = exercise
         check.max_points = points
+        check.reference_names = tuple(reference_names)
         check.checker = checker
         return check
 
@@ -493,14 +514,67 @@ def verdict_line(result: Result) -> str:
     return f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}"
 
 
-def expect_close(what: str, got: object, expected: torch.Tensor,
-                 atol: float = 1e-5, rtol: float = 1e-4) -> None:
-    """Raise ``Wrong`` unless ``got`` is a tensor of ``expected``'s shape and values."""
+def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1e-5,
+                 rtol: float = 1e-4,
+                 mistakes: Sequence[tuple[str, torch.Tensor]] = ()) -> None:
+    """Raise ``Wrong`` unless ``got`` is a tensor of ``expected``'s shape and values.
+
+    The message says how the values are wrong, never what they should be: a graded case's
+    expected values are not feedback. ``mistakes`` holds ``(description, tensor)`` pairs, what a
+    common mistake gives on the same input; when ``got`` matches one, its description is the
+    message.
+    """
     if not isinstance(got, torch.Tensor):
         raise Wrong(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
     if got.shape != expected.shape:
         raise Wrong(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
     got64, expected64 = got.detach().double(), expected.detach().double()
-    if not torch.allclose(got64, expected64, atol=atol, rtol=rtol):
-        worst = (got64 - expected64).abs().max().item()
-        raise Wrong(f"{what}: values differ from the expected ones by up to {worst:.3g}")
+    if torch.allclose(got64, expected64, atol=atol, rtol=rtol):
+        return
+    if not torch.isfinite(got64).all():
+        raise Wrong(f"{what}: your result contains inf or nan")
+    for description, wrong in mistakes:
+        if wrong.shape == got.shape and torch.allclose(got64, wrong.detach().double(),
+                                                       atol=atol, rtol=rtol):
+            raise Wrong(f"{what}: {description}")
+    raise Wrong(f"{what}: {how_it_differs(got64, expected64, atol, rtol)}")
+
+
+def how_it_differs(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """What is wrong with ``got`` (float64, ``expected``'s shape), without ``expected``'s values."""
+
+    def close(a, b):
+        return torch.allclose(a, b, atol=atol, rtol=rtol)
+
+    if got.numel() >= 2:
+        if close(-got, expected):
+            return "your values have the wrong sign"
+        norm = expected.square().sum()
+        if norm > 0:
+            factor = ((got * expected).sum() / norm).item()
+            if close(got, factor * expected) and abs(factor) > 1e-12:
+                return f"your values are {_factor(factor)}"
+        if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and close(
+                got.transpose(-2, -1), expected):
+            return "your values are the expected ones transposed (in the last two dimensions)"
+        if close(got.flatten().sort().values, expected.flatten().sort().values):
+            return "your values are the right ones, in the wrong places"
+    wrong = (~torch.isclose(got, expected, atol=atol, rtol=rtol)).sum().item()
+    worst = (got - expected).abs().max().item()
+    order = f"1e{math.floor(math.log10(worst) + 0.5):+03d}"
+    if got.numel() == 1:
+        return f"the value differs from the expected one (by something of order {order})"
+    return (f"{wrong} of {got.numel()} values differ from the expected ones (the largest "
+            f"difference is of order {order})")
+
+
+def _factor(factor: float) -> str:
+    """``factor`` in words when it is a simple one (2, 1/8, sqrt(3)), else only its direction."""
+    size = abs(factor)
+    sign = "of the wrong sign and " if factor < 0 else ""
+    direction, size = ("too large", size) if size > 1 else ("too small", 1 / size)
+    for k in range(2, 1025):
+        for name, value in ((str(k), float(k)), (f"sqrt({k})", math.sqrt(k))):
+            if abs(size - value) < 1e-6 * value:
+                return f"{sign}{direction} by a factor of {name}"
+    return f"{sign}{direction} by one constant factor throughout: a scale is missing or extra"

@@ -31,7 +31,9 @@ def scaled_scores(answer) -> None:
 @exercise_check("0.3", points=2)
 def causal_mask(answer) -> None:
     """``answer(n)`` must return the ``(n, n)`` bool mask with True where key ``j <= i``."""
-    for n in [1, 2, 5]:
+    generator = torch.Generator().manual_seed(seed(3))
+    # n = 1 and 2, the edge cases, then two sizes drawn from the hidden seed
+    for n in [1, 2, *torch.randint(3, 12, (2,), generator=generator).tolist()]:
         got = answer(n)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
             what = got.dtype if isinstance(got, torch.Tensor) else type(got).__name__

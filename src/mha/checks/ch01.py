@@ -17,10 +17,19 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(hidden_seed(seed))
 
 
-@exercise_check("1.2")
+@exercise_check("1.2", reference_names=("mha.attention", "mha.attention.attention",
+                                         "mha.attention.attend"))
 def stable_softmax(answer) -> None:
     """Exercise 1.2: ``stable_softmax(scores, temperature)`` over the last dimension."""
     g = _generator(12)
+
+    def steps(low: int, high: int, count: int) -> list[float]:
+        # hidden-seed gaps between scores: exact in float32 next to +-1000
+        return torch.randint(low, high, (count,), generator=g).double().tolist()
+
+    big = 1000.0 + torch.tensor([0.0, *steps(-3, 0, 2)]).cumsum(0)
+    small = -1000.0 - torch.tensor([0.0, *steps(1, 3, 2)]).cumsum(0)
+    sharp = torch.tensor(steps(-3, 4, 3))
     cases = [
         ("random scores of shape (4, 7), temperature 1",
          torch.randn(4, 7, generator=g), 1.0),
@@ -28,30 +37,43 @@ def stable_softmax(answer) -> None:
          torch.randn(2, 3, 5, generator=g), 0.25),
         ("random scores of shape (3, 6), temperature 10",
          torch.randn(3, 6, generator=g), 10.0),
-        ("scores [[1000, 999, 998]] (float32), temperature 1",
-         torch.tensor([[1000.0, 999.0, 998.0]]), 1.0),
-        ("scores [[-1000, -1001, -1002]] (float32), temperature 1",
-         torch.tensor([[-1000.0, -1001.0, -1002.0]]), 1.0),
-        ("scores [[3, 1, 0]] (float32), temperature 0.001",
-         torch.tensor([[3.0, 1.0, 0.0]]), 0.001),
+        (f"scores {_ints(big)} (float32), temperature 1", big[None].float(), 1.0),
+        (f"scores {_ints(small)} (float32), temperature 1", small[None].float(), 1.0),
+        (f"scores {_ints(sharp)} (float32), temperature 0.001", sharp[None].float(), 0.001),
     ]
     for what, scores, temperature in cases:
-        got = answer(scores.clone(), temperature)
-        if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
-            raise Wrong(f"for {what}: your answer contains inf or nan "
-                        f"(does exp overflow or underflow?)")
-        # The reference: exp of the scores relative to their row maximum, in float64, so that
-        # nothing overflows and the digits are exact enough to compare with float32.
+        # The reference first, from the check's own scores: exp of the scores relative to their
+        # row maximum, in float64, so that nothing overflows and the digits are exact enough to
+        # compare with float32.
         s = scores.double() / temperature
         e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
         expected = (e / e.sum(dim=-1, keepdim=True)).to(scores.dtype)
-        expect_close(f"for {what}", got, expected)
+        mistakes = [] if temperature == 1 else [
+            ("the temperature is ignored", torch.softmax(scores.double(), dim=-1)),
+            ("the scores are multiplied by the temperature; divide them by it",
+             torch.softmax(scores.double() * temperature, dim=-1))]
+        got = answer(scores, temperature)
+        if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
+            raise Wrong(f"for {what}: your answer contains inf or nan "
+                        f"(does exp overflow or underflow?)")
+        expect_close(f"for {what}", got, expected, mistakes=mistakes)
 
 
-@exercise_check("1.3")
+def _ints(row: torch.Tensor) -> str:
+    return "[[" + ", ".join(f"{x:.0f}" for x in row.tolist()) + "]]"
+
+
+@exercise_check("1.3", reference_names=("mha.attention.causal_mask",
+                                         "mha.attention.combine_masks"))
 def causal_padding_mask(answer) -> None:
     """Exercise 1.3: ``causal_padding_mask(lengths, n)``: bool ``(B, n, n)``, True = may attend."""
-    for lengths, n in [([3], 3), ([5, 3], 5), ([1, 4, 2], 6), ([6, 6], 6)]:
+    g = _generator(13)
+    cases = [([3], 3)]  # one sequence without padding, then batches drawn from the hidden seed
+    for batch in (2, 3, 2):
+        n = int(torch.randint(4, 8, (), generator=g))
+        cases.append((torch.randint(1, n + 1, (batch,), generator=g).tolist(), n))
+    cases[-1][0][0] = cases[-1][1]  # a batch in which one sequence fills all n positions
+    for lengths, n in cases:
         got = answer(torch.tensor(lengths), n)
         what = f"for lengths={lengths}, n={n}"
         if not isinstance(got, torch.Tensor):
@@ -68,8 +90,8 @@ def causal_padding_mask(answer) -> None:
                     if bool(got[b, i, j]) != allowed:
                         reason = ("a key after the query" if j > i else
                                   "a padding key" if j >= length else "a real, earlier key")
-                        raise Wrong(f"{what}: entry [{b}, {i}, {j}] (query {i} and {reason}) "
-                                    f"should be {allowed}")
+                        raise Wrong(f"{what}: entry [{b}, {i}, {j}] is wrong: it pairs query "
+                                    f"{i} with {reason}")
 
 
 @exercise_check("1.5")
@@ -84,7 +106,8 @@ def nearest_key_features(answer) -> None:
         n_k = 2 + trial % 7
         q = torch.rand(3, 1, generator=g, dtype=torch.float64) * 4 - 2
         k = torch.rand(n_k, 1, generator=g, dtype=torch.float64) * 4 - 2
-        got = answer(q.clone(), k.clone())
+        nearest = (q - k.T).abs().argmin(dim=-1)  # the reference, before the answer runs
+        got = answer(q, k)
         if not (isinstance(got, tuple) and len(got) == 2
                 and all(isinstance(t, torch.Tensor) for t in got)):
             raise Wrong("expected a pair (query_features, key_features) of tensors")
@@ -98,7 +121,6 @@ def nearest_key_features(answer) -> None:
                         f"{k_feat.shape[-1]}: a dot product needs the same number")
         _, weights = attention(q_feat.double(), k_feat.double(), k.double())
         chosen = weights.argmax(dim=-1)
-        nearest = (q - k.T).abs().argmin(dim=-1)
         for i in range(3):
             if chosen[i] != nearest[i]:
                 keys = ", ".join(f"{x:.3f}" for x in k[:, 0].tolist())
@@ -108,8 +130,8 @@ def nearest_key_features(answer) -> None:
         # Each token's features must be its own: reverse the keys and draw new queries (of
         # another count); a key's row of features, and a query's, must come back unchanged.
         q_new = torch.rand(4, 1, generator=g, dtype=torch.float64) * 4 - 2
-        _, k_rev_feat = answer(q_new.clone(), k.flip(0).clone())
-        q_rev_feat, _ = answer(q.flip(0).clone(), q_new.clone())
+        _, k_rev_feat = answer(q_new, k.flip(0))
+        q_rev_feat, _ = answer(q.flip(0), q_new)
         if not (same(k_rev_feat, k_feat.flip(0)) and same(q_rev_feat, q_feat.flip(0))):
             raise Wrong("the features of a token changed when the other tokens changed: row j "
                         "of key_features may depend on k_j only, row i of query_features on "
@@ -122,12 +144,12 @@ def entropy_curve(answer) -> None:
     g = _generator(16)
     scores = torch.randn(5, 8, generator=g, dtype=torch.float64) * 3
     temperatures = [0.01, 0.1, 1.0, 10.0, 100.0]
-    got = answer(scores.clone(), temperatures)
     # The reference sums p log p with p computed in float64, one temperature at a time.
     expected = []
     for temperature in temperatures:
         p = torch.softmax(scores / temperature, dim=-1)
         plogp = torch.where(p > 0, p * p.log(), torch.zeros_like(p))
         expected.append(-plogp.sum(dim=-1).mean())
+    got = answer(scores, temperatures)
     expect_close(f"for scores of shape (5, 8) and temperatures {temperatures}",
                  got, torch.stack(expected))

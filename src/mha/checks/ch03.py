@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close, is_instance, seed
+from mha.exercises import AnswerRaised, Wrong, exercise_check, expect_close, is_instance, seed
 from mha.single_head import SelfAttention
 
 
@@ -17,17 +17,36 @@ def self_attention_from_matrices(answer) -> None:
     g = torch.Generator().manual_seed(seed(31))
     for d, dk, dv in [(5, 3, 4), (4, 4, 4)]:  # a square case too, where a missing .T is silent
         w_q, w_k, w_v = (torch.randn(d, k, generator=g) for k in (dk, dk, dv))
-        layer = answer(w_q.clone(), w_k.clone(), w_v.clone())
-        if not is_instance(layer, SelfAttention):
-            raise Wrong(f"expected an mha.SelfAttention, got {type(layer).__name__}")
         x = torch.randn(2, 6, d, generator=g)
-        with torch.no_grad():
-            out, _ = layer(x)
+        # the reference first, from the check's own tensors; the answer gets copies of them
         x64 = x.double()
         scores = (x64 @ w_q.double()) @ (x64 @ w_k.double()).transpose(-2, -1) / math.sqrt(dk)
         expected = torch.softmax(scores, dim=-1) @ (x64 @ w_v.double())
+        mistakes = []
+        if d == dk == dv:  # nn.Linear keeps W^T: copying W itself goes through silently here
+            t_q, t_k, t_v = (w.double().T for w in (w_q, w_k, w_v))
+            t_scores = (x64 @ t_q) @ (x64 @ t_k).transpose(-2, -1) / math.sqrt(dk)
+            mistakes.append(("the layer multiplies by W^T instead of W: nn.Linear stores its "
+                             "weight as (out_features, in_features), so copy W.T into it",
+                             torch.softmax(t_scores, dim=-1) @ (x64 @ t_v)))
+        try:
+            layer = answer(w_q, w_k, w_v)
+        except AnswerRaised as raised:
+            if raised.name != "RuntimeError" or "size" not in raised.message:
+                raise
+            raise Wrong(f"your function raised RuntimeError for W_Q and W_K of shape ({d}, {dk}) "
+                        f"and W_V of shape ({d}, {dv}): {raised.message} (nn.Linear stores its "
+                        f"weight as (out_features, in_features): the transpose of W)") from None
+        if not is_instance(layer, SelfAttention):
+            raise Wrong(f"expected an mha.SelfAttention, got {type(layer).__name__}")
+        try:
+            out, _ = layer(x)
+        except AnswerRaised as raised:
+            raise Wrong(f"your layer raised {raised.name} when called on x of shape "
+                        f"{tuple(x.shape)} (W_Q of shape ({d}, {dk}), W_V of shape ({d}, {dv})): "
+                        f"{raised.message}") from None
         expect_close(f"the output for W_Q of shape ({d}, {dk}), W_V of shape ({d}, {dv})",
-                     out, expected)
+                     out, expected, mistakes=mistakes)
 
 
 @exercise_check("3.3")
@@ -40,17 +59,25 @@ def best_projection_error(answer) -> None:
                           x @ exact_w + 1.0 + 0.3 * torch.randn(3, 40, 2, generator=g)),
                          ("a target that is no projection of x",
                           torch.randn(3, 40, 2, generator=g))]:
-        got = answer(x.clone(), target.clone())
         # reference: normal equations on [x, 1] in float64, through the pseudo-inverse
         rows = torch.cat([x.reshape(-1, 5), torch.ones(120, 1)], dim=1).double()
         flat = target.reshape(-1, 2).double()
         residual = rows @ (torch.linalg.pinv(rows) @ flat) - flat
-        expected = residual.square().mean()
+        expected = residual.square().mean().item()
+        # the commonest slip: no bias column (a projection x W without + b)
+        plain = x.reshape(-1, 5).double()
+        no_bias = (plain @ (torch.linalg.pinv(plain) @ flat) - flat).square().mean().item()
+        got = answer(x, target)
         if isinstance(got, torch.Tensor):
             if got.numel() != 1:
                 raise Wrong(f"{name}: expected one number, got shape {tuple(got.shape)}")
             got = got.item()
         if not isinstance(got, float):
             raise Wrong(f"{name}: expected a float, got {type(got).__name__}")
-        if not math.isclose(got, expected.item(), rel_tol=1e-3, abs_tol=1e-6):
-            raise Wrong(f"{name}: expected {expected.item():.4f}, got {got:.4f}")
+        if not math.isclose(got, expected, rel_tol=1e-3, abs_tol=1e-6):
+            if math.isclose(got, no_bias, rel_tol=1e-3, abs_tol=1e-6):
+                raise Wrong(f"{name}: your error is that of the best x W without a bias b")
+            side = "larger" if got > expected else "smaller"
+            hint = (" (no projection can do better than the least-squares one)"
+                    if side == "smaller" else " (is it the least-squares fit, with a bias?)")
+            raise Wrong(f"{name}: your error {got:.4f} is {side} than the least one{hint}")

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close, is_instance, seed
+from mha.exercises import AnswerRaised, Wrong, exercise_check, expect_close, is_instance, seed
 from mha.multi_head import MultiHeadAttention
 
 
@@ -20,16 +20,8 @@ def pack_heads(answer) -> None:
     w_ks = [torch.randn(d, dk, generator=g) for _ in range(h)]
     w_vs = [torch.randn(d, dk, generator=g) for _ in range(h)]
     w_o = torch.randn(h * dk, d, generator=g)
-    layer = answer([w.clone() for w in w_qs], [w.clone() for w in w_ks],
-                   [w.clone() for w in w_vs], w_o.clone())
-    if not is_instance(layer, MultiHeadAttention):
-        raise Wrong(f"expected an mha.MultiHeadAttention, got {type(layer).__name__}")
-    if (layer.num_heads, layer.head_dim) != (h, dk):
-        raise Wrong(f"expected {h} heads of size {dk}, got {layer.num_heads} of size "
-                    f"{layer.head_dim}")
     x = torch.randn(2, 5, d, generator=g)
-    with torch.no_grad():
-        out, weights = layer(x)
+    # the reference first, from the check's own tensors; the answer gets copies of them
     x64 = x.double()
     heads, expected_weights = [], []
     for w_q, w_k, w_v in zip(w_qs, w_ks, w_vs, strict=True):
@@ -37,8 +29,44 @@ def pack_heads(answer) -> None:
         a = torch.softmax(scores, dim=-1)
         heads.append(a @ (x64 @ w_v.double()))
         expected_weights.append(a)
+    expected_out = torch.cat(heads, dim=-1) @ w_o.double()
+    given = (f"{h} heads with W_Q,i, W_K,i and W_V,i of shape ({d}, {dk}) and W_O of shape "
+             f"({h * dk}, {d})")
+    try:
+        layer = answer(w_qs, w_ks, w_vs, w_o)
+    except AnswerRaised as raised:
+        if raised.name != "RuntimeError" or "size" not in raised.message:
+            raise
+        raise Wrong(f"pack_heads raised RuntimeError for {given}: {raised.message}. "
+                    f"{_PROJECTION_SHAPES.format(hdk=h * dk, d=d)}") from None
+    if not is_instance(layer, MultiHeadAttention):
+        raise Wrong(f"expected an mha.MultiHeadAttention, got {type(layer).__name__}")
+    if (layer.num_heads, layer.head_dim) != (h, dk):
+        raise Wrong(f"expected {h} heads of size {dk}, got {layer.num_heads} of size "
+                    f"{layer.head_dim}")
+    try:
+        out, weights = layer(x)
+    except AnswerRaised as raised:
+        shapes = ", ".join(f"{name}.weight {_shape(layer, name)}"
+                           for name in ("q_proj", "k_proj", "v_proj", "out_proj"))
+        raise Wrong(f"calling your layer on x of shape {tuple(x.shape)} raised {raised.name}: "
+                    f"{raised.message}. Its projections have {shapes}; "
+                    f"{_PROJECTION_SHAPES.format(hdk=h * dk, d=d)}") from None
     expect_close("each head's attention weights", weights, torch.stack(expected_weights, 1))
-    expect_close("the output", out, torch.cat(heads, dim=-1) @ w_o.double())
+    expect_close("the output", out, expected_out)
+
+
+# what nn.Linear needs, said when a shape is wrong
+_PROJECTION_SHAPES = ("nn.Linear stores its weight as (out_features, in_features): q_proj, "
+                      "k_proj and v_proj need ({hdk}, {d}), the transpose of the heads' "
+                      "matrices side by side, and out_proj needs ({d}, {hdk}), W_O transposed")
+
+
+def _shape(layer, name: str) -> str:
+    try:
+        return str(tuple(getattr(layer, name).weight.shape))
+    except Exception:  # noqa: BLE001 (a layer without it: say so)
+        return "(missing)"
 
 
 @exercise_check("4.2")
@@ -56,7 +84,7 @@ def course_mask(answer) -> None:
         ("both masks", padding, blocked, ~(padding[:, None, None, :] | blocked)),
     ]
     for name, kpm, am, expected in cases:
-        got = answer(None if kpm is None else kpm.clone(), None if am is None else am.clone())
+        got = answer(kpm, am)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
             raise Wrong(f"{name}: expected a bool tensor, got "
                         f"{getattr(got, 'dtype', type(got).__name__)}")

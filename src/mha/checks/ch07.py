@@ -4,28 +4,40 @@ from __future__ import annotations
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close, seed
+from mha.exercises import Wrong, call_seeing_inputs, exercise_check, seed
 from mha.hard_concrete import hard_concrete_sample
 
 
-@exercise_check("7.1")
+@exercise_check("7.1", reference_names=("mha.hard_concrete_sample",
+                                         "mha.hard_concrete.hard_concrete_sample"))
 def prob_gate_one(answer) -> None:
     """``answer(log_alpha, temperature, low, high)`` -> P(z = 1), checked by Monte Carlo."""
     generator = torch.Generator().manual_seed(seed(71))
     u = torch.rand(400_000, generator=generator, dtype=torch.float64)
     u = u.clamp(1e-12, 1 - 1e-12)
-    for log_alpha, beta, low, high in [(0.0, 0.33, -0.1, 1.1), (2.0, 0.5, -0.1, 1.1),
-                                       (-1.0, 0.8, -0.3, 1.2), (1.5, 0.2, -0.05, 1.05)]:
+    # the paper's stretch (-0.1, 1.1) and temperature 1/3 first, then hidden-seed settings
+    cases = [(round(torch.empty(()).uniform_(-2, 2, generator=generator).item(), 2), 0.33,
+              -0.1, 1.1)]
+    for _ in range(3):
+        log_alpha, beta, low, high = (torch.rand(4, generator=generator) * torch.tensor(
+            [4.0, 0.7, 0.3, 0.3]) + torch.tensor([-2.0, 0.2, -0.35, 1.02])).tolist()
+        cases.append((round(log_alpha, 2), round(beta, 2), round(low, 2), round(high, 2)))
+    for log_alpha, beta, low, high in cases:
         la = torch.tensor(log_alpha, dtype=torch.float64)
         estimate = (hard_concrete_sample(la, u, beta, (low, high)) == 1).double().mean()
         got = answer(la, beta, low, high)
         if not isinstance(got, torch.Tensor):
             raise Wrong(f"expected a torch.Tensor, got {type(got).__name__}")
         # a Monte-Carlo estimate from 400 000 draws is within 0.004 of the truth
-        if got.shape != () or abs(got.item() - estimate.item()) > 0.004:
+        if got.shape != ():
+            raise Wrong(f"expected one number (a tensor of shape ()), got shape "
+                        f"{tuple(got.shape)}")
+        if abs(got.item() - estimate.item()) > 0.004:
+            side = "larger" if got.item() > estimate.item() else "smaller"
             raise Wrong(f"for log_alpha={log_alpha}, temperature={beta}, stretch=({low}, "
-                        f"{high}) a simulation gives P(z = 1) = {estimate.item():.4f}, your "
-                        f"function returned {got.detach().reshape(-1)[:1].tolist()}")
+                        f"{high}) your P(z = 1) = {got.item():.4f} is {side} than a "
+                        f"simulation of the gate gives (z = 1 where the stretched sample "
+                        f"reaches 1 or more)")
 
 
 @exercise_check("7.4")
@@ -33,7 +45,7 @@ def one_head_per_layer(answer) -> None:
     """``answer(importance)`` -> bool keep mask with the single most important head per layer."""
     gen = torch.Generator().manual_seed(seed(74))
     for shape in [(2, 8), (3, 4), (1, 5)]:
-        importance = torch.rand(shape, generator=gen)
+        importance = torch.rand(shape, generator=gen, dtype=torch.float64)
         expected = torch.zeros(shape, dtype=torch.bool)
         for layer in range(shape[0]):
             expected[layer, int(importance[layer].argmax())] = True
@@ -44,19 +56,39 @@ def one_head_per_layer(answer) -> None:
             raise Wrong(f"for importance of shape {shape} expected a mask of the same shape, "
                         f"got {tuple(got.shape)}")
         if not torch.equal(got, expected):
-            raise Wrong(f"for importance {importance.round(decimals=2).tolist()} the mask "
-                        f"{got.int().tolist()} does not keep exactly the top head of each layer")
+            counts = got.sum(dim=1).tolist()
+            if any(c != 1 for c in counts):
+                raise Wrong(f"for importance of shape {shape} your mask keeps {counts} heads "
+                            f"in the layers: exactly one per layer, please")
+            raise Wrong(f"for importance of shape {shape} your mask keeps one head per layer, "
+                        f"but not always the most important one (largest importance)")
 
 
-@exercise_check("7.5")
+@exercise_check("7.5", reference_names=("mha.pruning_order",
+                                         "mha.pruning_curves.pruning_order"))
 def confidence_order(answer) -> None:
     """``answer(confidence)`` with ``(layers, heads)`` scores -> heads, least confident first."""
-    confidence = torch.tensor([[0.9, 0.2, 0.5], [0.3, 0.95, 0.1]])
-    got = answer(confidence)
-    flat = [(layer, h) for layer in range(2) for h in range(3)]
-    expected = sorted(flat, key=lambda lh: confidence[lh].item())
-    if not isinstance(got, list | tuple) or [tuple(x) for x in got] != expected:
-        raise Wrong(f"for confidence {confidence.tolist()} expected all six (layer, head) "
-                    f"pairs from the least to the most confident, got {got}")
-    expect_close("confidence is unchanged", confidence,
-                 torch.tensor([[0.9, 0.2, 0.5], [0.3, 0.95, 0.1]]))
+    gen = torch.Generator().manual_seed(seed(75))
+    for layers, heads in [(2, 3), (3, 4)]:
+        # two decimals: some ties, broken by the flat index as the exercise says
+        confidence = (torch.rand(layers, heads, generator=gen, dtype=torch.float64) * 20).round()
+        confidence = confidence / 20
+        flat = [(layer, h) for layer in range(layers) for h in range(heads)]
+        expected = sorted(flat, key=lambda lh: confidence[lh].item())  # stable: flat order
+        got, after = call_seeing_inputs(answer, confidence)
+        what = f"for confidence of shape ({layers}, {heads})"
+        if not isinstance(got, list | tuple) or not all(
+                isinstance(x, list | tuple) and len(x) == 2 for x in got):
+            raise Wrong(f"{what}: expected a list of (layer, head) pairs, got "
+                        f"{type(got).__name__}")
+        got = [tuple(x) for x in got]
+        if sorted(got) != flat:
+            raise Wrong(f"{what}: expected each of the {len(flat)} (layer, head) pairs once, "
+                        f"got {len(got)} pairs")
+        if got != expected:
+            if got == expected[::-1]:
+                raise Wrong(f"{what}: your order goes from the most to the least confident")
+            raise Wrong(f"{what}: your order is not from the least to the most confident "
+                        f"(ties in the order of the flat index layer * heads + head)")
+        if after is not None and not torch.equal(after[0], confidence):
+            raise Wrong(f"{what}: your function changed confidence in place; sort a copy")

@@ -8,15 +8,17 @@ from mha.exercises import Wrong, exercise_check, expect_close, seed
 
 
 def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
-    """Token vectors (3, 5, 4) with 5, 3 and 1 real tokens; padding holds large values."""
+    """Token vectors (3, 5, 4): one sentence of 5 real tokens, one of 1, and one of 2 to 4 (the
+    hidden seed's); padding holds large values."""
     g = torch.Generator().manual_seed(seed(8))
     hidden = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
-    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
+    middle = int(torch.randint(2, 5, (), generator=g))
+    mask = (torch.arange(5) < torch.tensor([5, middle, 1])[:, None]).long()
     hidden = torch.where(mask.bool()[..., None], hidden, torch.full_like(hidden, 50.0))
     return hidden, mask
 
 
-@exercise_check("8.1")
+@exercise_check("8.1", reference_names=("mha.pretrained.mean_pool",))
 def mean_pool(answer) -> None:
     """Exercise 8.1: unit-length mean of the real tokens' vectors."""
     hidden, mask = _padded_batch()
@@ -26,8 +28,13 @@ def mean_pool(answer) -> None:
         mean = real.sum(dim=0) / real.shape[0]
         rows.append(mean / mean.norm())
     expected = torch.stack(rows)
-    got = answer(hidden.clone(), mask.clone())
-    expect_close("for token vectors (3, 5, 4) with 5, 3 and 1 real tokens", got, expected)
+    everything = hidden.mean(dim=1)  # the commonest slip: padding averaged in too
+    lengths = ", ".join(str(n) for n in mask.sum(dim=1).tolist())
+    got = answer(hidden, mask)
+    expect_close(f"for token vectors (3, 5, 4) with {lengths} real tokens", got, expected,
+                 mistakes=[("your mean counts the padding tokens too: average the real ones "
+                            "only (mask == 1)", everything / everything.norm(dim=-1,
+                                                                             keepdim=True))])
     norms = got.detach().double().norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms)):
         raise Wrong("the sentence vectors must have length 1")
@@ -47,18 +54,41 @@ def _pearson(a: list[float], b: list[float]) -> float:
     return cov / (va * vb) ** 0.5
 
 
-@exercise_check("8.2")
+@exercise_check("8.2", reference_names=("mha.spearman_difference_bootstrap",
+                                         "mha.bootstrap.spearman_difference_bootstrap",
+                                         "mha.bootstrap._rowwise_spearman"))
 def spearman(answer) -> None:
     """Exercise 8.2: Spearman's rank correlation with average ranks for ties."""
-    cases = {
-        "no ties": ([0.3, 0.1, 0.9, 0.5, 0.7], [1.0, 2.0, 5.0, 3.0, 4.0]),
-        "ties in the grades": ([0.8, 0.1, 0.4, 0.6, 0.2, 0.9], [5.0, 0.0, 2.0, 5.0, 0.0, 3.0]),
-        "ties in both": ([0.5, 0.5, 0.2, 0.9, 0.2], [1.0, 2.0, 2.0, 3.0, 1.0]),
-    }
+    g = torch.Generator().manual_seed(seed(82))
+
+    def draw(n: int, levels: int | None) -> list[float]:
+        if levels is None:  # distinct values
+            return ((torch.randperm(n, generator=g) + 1).double() / 10).tolist()
+        return torch.randint(0, levels, (n,), generator=g).double().tolist()
+
+    cases = {"no ties": (draw(5, None), draw(5, None)),
+             "ties in the grades": (draw(6, None), draw(6, 3)),
+             "ties in both": (draw(7, 3), draw(7, 3))}
     for name, (x, y) in cases.items():
+        y[0], y[1] = 0.0, 1.0  # never a constant sequence, whose correlation is undefined
+        x[0], x[1] = (0.0, 1.0) if name == "ties in both" else (x[0], x[1])
         expected = _pearson(_average_ranks(x), _average_ranks(y))
+        plain_ranks = _pearson(_first_ranks(x), _first_ranks(y))
         got = answer(torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64))
         got = float(got)
         if abs(got - expected) > 1e-6:
-            raise Wrong(f"for the case with {name} (x = {x}, y = {y}) the rank correlation is "
-                        f"{expected:.4f}, your function returned {got:.4f}")
+            what = f"for the case with {name} (x = {x}, y = {y})"
+            if abs(got - plain_ranks) < 1e-6 and name != "no ties":
+                raise Wrong(f"{what}: your ranks break ties by position; tied values share "
+                            f"the average of their ranks")
+            raise Wrong(f"{what}: your function returned {got:.4f}, which is not the rank "
+                        f"correlation (ties share the average of their ranks)")
+
+
+def _first_ranks(x: list[float]) -> list[float]:
+    # ranks that break ties by position: the mistake the exercise warns of
+    order = sorted(range(len(x)), key=lambda i: x[i])
+    ranks = [0.0] * len(x)
+    for rank, i in enumerate(order, start=1):
+        ranks[i] = float(rank)
+    return ranks

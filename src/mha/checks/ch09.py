@@ -10,14 +10,20 @@ from mha.kv_cache import KVCache
 from mha.multi_head import MultiHeadAttention
 
 
-@exercise_check("9.1")
+@exercise_check("9.1", reference_names=("mha.KVCache", "mha.kv_cache.KVCache"))
 def cache_bytes(answer) -> None:
     """``answer(layers, kv_heads, head_dim, tokens, bytes_per_number)`` -> the KV cache's bytes,
-    checked against caches that real layers fill."""
+    checked against caches that real layers fill, of sizes the hidden seed picks."""
     gen = torch.Generator().manual_seed(seed(91))
-    for layers, heads, kv_heads, head_dim, tokens, dtype in [
-            (2, 4, 4, 8, 10, torch.float32), (3, 8, 2, 4, 7, torch.float64),
-            (1, 6, 1, 16, 33, torch.bfloat16), (4, 4, 2, 2, 1, torch.float16)]:
+    dtypes = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+    for case, dtype in enumerate(dtypes):
+        # the first case has 3 layers and 2 or more key/value heads, so that each slip below
+        # gives its own wrong number there
+        layers = 3 if case == 0 else int(torch.randint(1, 5, (), generator=gen))
+        kv_heads = int(torch.randint(2 if case == 0 else 1, 4, (), generator=gen))
+        heads = kv_heads * int(torch.randint(1, 4, (), generator=gen))
+        head_dim = 2 ** int(torch.randint(1, 5, (), generator=gen))
+        tokens = int(torch.randint(1, 40, (), generator=gen))
         measured = 0
         for _ in range(layers):  # one layer, one cache: fill it as a decoder would
             layer = MultiHeadAttention(heads * head_dim, heads, num_kv_heads=kv_heads,
@@ -28,9 +34,22 @@ def cache_bytes(answer) -> None:
         if not isinstance(got, int) or isinstance(got, bool):
             raise Wrong(f"expected an int number of bytes, got {type(got).__name__}")
         if got != measured:
-            raise Wrong(f"{layers} layers with {kv_heads} key/value heads of {head_dim} "
-                        f"features, {tokens} tokens in {dtype} ({size} bytes each): the caches "
-                        f"hold {measured} bytes, your formula gives {got}")
+            what = (f"{layers} layers with {kv_heads} key/value heads of {head_dim} features, "
+                    f"{tokens} tokens in {dtype} ({size} bytes each)")
+            slips = [  # (what the slip gives, what it means), the likeliest first
+                (measured // 2, "your formula counts the keys or the values; the cache holds "
+                                "both"),
+                (measured // layers, "your formula gives one layer's cache; every layer has "
+                                     "its own"),
+                (measured // size, "your formula counts numbers, not bytes"),
+                (measured * 8, "your formula counts bits, not bytes"),
+            ]
+            for slip, meaning in slips:
+                if got == slip and slip != measured:
+                    raise Wrong(f"{what}: {meaning}")
+            side = "more" if got > measured else "fewer"
+            raise Wrong(f"{what}: your formula gives {got} bytes, {side} than the filled "
+                        f"caches hold")
 
 
 def _filled_cache(layer: MultiHeadAttention, tokens: int, dtype, gen) -> int:
@@ -42,19 +61,51 @@ def _filled_cache(layer: MultiHeadAttention, tokens: int, dtype, gen) -> int:
     return cache.nbytes
 
 
-@exercise_check("9.2")
+@exercise_check("9.2", reference_names=("mha.repeat_kv", "mha.kv_sharing.repeat_kv"))
 def gqa_attention(answer) -> None:
     """``answer(q, k, v)`` with ``q`` ``(B, h, n, d)`` and ``k``, ``v`` ``(B, h_kv, n, d)`` ->
-    causal grouped-query attention ``(B, h, n, d)``, checked against PyTorch's fused kernel."""
+    causal grouped-query attention ``(B, h, n, d)``, checked against PyTorch's fused kernel.
+
+    A wrong answer that matches one of the exercise's common mistakes (``repeat`` for
+    ``repeat_interleave``, no ``1/sqrt(d)``, softmax over the queries, no causal mask) is told
+    which one."""
     gen = torch.Generator().manual_seed(seed(92))
     for heads, kv_heads in [(8, 2), (4, 1), (6, 3), (4, 4)]:
         q = torch.randn(2, heads, 5, 4, generator=gen, dtype=torch.float64)
         k = torch.randn(2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)
         v = torch.randn(2, kv_heads, 5, 4, generator=gen, dtype=torch.float64)
         expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        got = answer(q.clone(), k.clone(), v.clone())
+        mistakes = [
+            ("query head i reads key/value head i % h_kv: k.repeat tiles the whole block of "
+             "heads; repeat each head in place (repeat_interleave on the head dimension)",
+             _gqa(q, k, v, tiled=True)),
+            ("the scores are not divided by sqrt(d)", _gqa(q, k, v, scale=False)),
+            ("the softmax runs over the queries (dim -2); each query's weights over the keys "
+             "(dim -1) must sum to 1", _gqa(q, k, v, softmax_dim=-2)),
+            ("a query sees later keys: the attention must be causal (key j <= query i)",
+             _gqa(q, k, v, causal=False)),
+        ]
+        got = answer(q, k, v)
         expect_close(f"{heads} query heads sharing {kv_heads} key/value heads", got, expected,
-                     atol=1e-9, rtol=1e-9)
+                     atol=1e-9, rtol=1e-9, mistakes=mistakes)
+
+
+def _gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, tiled: bool = False,
+         scale: bool = True, softmax_dim: int = -1, causal: bool = True) -> torch.Tensor:
+    """Grouped-query attention written out, with one of the common mistakes switched on."""
+    groups = q.shape[1] // k.shape[1]
+    if tiled:
+        k, v = k.repeat(1, groups, 1, 1), v.repeat(1, groups, 1, 1)
+    else:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = q @ k.transpose(-2, -1)
+    if scale:
+        scores = scores / q.shape[-1] ** 0.5
+    if causal:
+        n = q.shape[-2]
+        allowed = torch.ones(n, n, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=softmax_dim) @ v
 
 
 @exercise_check("9.3")
@@ -69,7 +120,7 @@ def absorb_query(answer) -> None:
         # the reference decompresses: k_{j,i} = W_UK,i c_j, then q . k
         keys = torch.einsum("hdc,bjc->bhjd", w_uk, latents)
         scores = q @ keys.transpose(-2, -1)  # (B, h, n, 7)
-        got = answer(q.clone(), w_uk.clone())
+        got = answer(q, w_uk)
         if not isinstance(got, torch.Tensor) or got.shape != (2, heads, 4, d_c):
             raise Wrong(f"expected latent queries of shape (2, {heads}, 4, {d_c}), got "
                         f"{tuple(getattr(got, 'shape', ())) or type(got).__name__}")
@@ -78,7 +129,7 @@ def absorb_query(answer) -> None:
                      scores, atol=1e-9, rtol=1e-9)
 
 
-@exercise_check("9.5")
+@exercise_check("9.5", reference_names=("mha.pool_kv_heads", "mha.kv_sharing.pool_kv_heads"))
 def mean_pool_kv(answer) -> None:
     """``answer(weight, num_heads, num_kv_heads)`` with a key or value projection ``weight``
     ``(num_heads * d, d_in)`` -> the mean-pooled ``(num_kv_heads * d, d_in)``."""
@@ -89,6 +140,6 @@ def mean_pool_kv(answer) -> None:
         expected = torch.stack([
             sum(weight[(g * group + j) * d:(g * group + j + 1) * d] for j in range(group)) / group
             for g in range(kv_heads)]).reshape(kv_heads * d, d_in)
-        got = answer(weight.clone(), heads, kv_heads)
+        got = answer(weight, heads, kv_heads)
         expect_close(f"{heads} heads of size {d} pooled into {kv_heads}", got, expected,
                      atol=1e-12, rtol=1e-12)
