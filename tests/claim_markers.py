@@ -59,7 +59,7 @@ def marked_tests() -> dict[str, set[str]]:
 #
 # What is checked: decimals (0.6490, 2.1e-06, with their sign), percentages, and the k of every
 # "k of n" (38 of 72 heads, 4 of 6 seeds). What is not: other integers (parameter counts, step
-# counts, sizes), numbers inside formulas ($10^{-12}$, $8nd^2$), and words ("every seed").
+# counts, sizes), integers and exponents inside formulas ($10^{-12}$, $8nd^2$), and words.
 # A plain number must be asserted as an equality: an operand of ``==`` (``round(x, 4) == 0.6490``),
 # the number checked by ``pytest.approx``/``isclose``/``assert_close``, the centre of
 # ``abs(x - 0.6490) < tol``, or a string compared with ``==``/``in``. A number the verdict states
