@@ -56,79 +56,146 @@ def marked_tests() -> dict[str, set[str]]:
 
 
 # ----- the numbers a verdict quotes, and the numbers a test asserts -----
+#
+# What is checked: decimals (0.6490, 2.1e-06, with their sign), percentages, and the k of every
+# "k of n" (38 of 72 heads, 4 of 6 seeds). What is not: other integers (parameter counts, step
+# counts, sizes), integers and exponents inside formulas ($10^{-12}$, $8nd^2$), and words.
+# A plain number must be asserted as an equality: an operand of ``==`` (``round(x, 4) == 0.6490``),
+# the number checked by ``pytest.approx``/``isclose``/``assert_close``, the centre of
+# ``abs(x - 0.6490) < tol``, or a string compared with ``==``/``in``. A number the verdict states
+# as a bound ("more than 0.2", "below 0.99") may be asserted by a comparison (``x > 0.2``) too.
 
-# a decimal (0.6490, 2.1e-06) or a percentage (17%); a number right after "row" is a claim's id
-QUOTED = re.compile(r"(?<![\w.^{/])(?P<decimal>\d+\.\d+(?:e-?\d+)?)(?![\d.])"
-                    r"|(?<![\w.])(?P<percent>\d+(?:\.\d+)?)\s*(?:%|\\%)")
+SIGN = r"(?P<sign>(?<![\w.])[-\u2212])?"
+QUOTED = re.compile(SIGN + r"(?<![\w.^{/])(?P<decimal>\d+\.\d+(?:e-?\d+)?)(?![\d.])"
+                    r"|(?<![\w.])(?P<percent>\d+(?:\.\d+)?)\s*(?:%|\\%)"
+                    r"|(?<![\w.^{/])(?P<count>\d+) of \d+(?![\d.])")
 ROW_ID = re.compile(r"rows?\s+$")
 # "3 of 16 heads (19%)": the percentage is the quoted count's arithmetic; the count is checked
-COUNT_BEFORE = re.compile(r"(\d+) of \d+[^()]{0,20}\($")
+PERCENT_OF_COUNT = re.compile(r"\d+ of \d+[^()]{0,20}\($")
+BOUND_WORDS = re.compile(r"(?:more than|less than|fewer than|above|below|over|under|at least|"
+                         r"at most|up to|within|exceeds?|[<>]|\\[lg]eq?)\s*\$?\s*$")
 
 
 def quoted_numbers(text: str) -> list[tuple[str, str]]:
-    """The numbers a verdict quotes, as ``(kind, text)`` with kind ``decimal``, ``percent`` or
-    ``count`` (the k of "k of n (p%)", which stands for the percentage)."""
+    """The numbers a verdict quotes, as ``(kind, text)``: kind ``decimal``, ``percent`` or
+    ``count`` (the k of "k of n"), prefixed with ``bound-`` when the verdict states the number
+    as a bound; a decimal keeps its sign ("-0.2625", a minus sign written as - or \u2212)."""
     found = []
     for match in QUOTED.finditer(text):
         before = text[:match.start()]
         if ROW_ID.search(before):
             continue
+        bound = "bound-" if BOUND_WORDS.search(before) else ""
         if match.group("decimal"):
-            found.append(("decimal", match.group("decimal")))
-            continue
-        count = COUNT_BEFORE.search(before)
-        found.append(("count", count.group(1)) if count else ("percent", match.group("percent")))
+            sign = "-" if match.group("sign") else ""
+            found.append((bound + "decimal", sign + match.group("decimal")))
+        elif match.group("count"):
+            found.append((bound + "count", match.group("count")))
+        elif not PERCENT_OF_COUNT.search(before):
+            found.append((bound + "percent", match.group("percent")))
     return found
 
 
-def _constants(node: ast.AST) -> tuple[set[float], set[str]]:
-    numbers, strings = set(), set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Constant) and not isinstance(sub.value, bool):
-            if isinstance(sub.value, int | float):
-                numbers.add(float(sub.value))
-            elif isinstance(sub.value, str):
-                strings.add(sub.value)
-    return numbers, strings
+CLOSE_CALLS = {"approx", "isclose", "allclose", "assert_close", "assert_allclose"}
 
 
-def asserted_constants(test: str) -> tuple[set[float], set[str]]:
-    """The number and string constants of a test (``tests/file.py::name``): its body and
-    decorators without the docstring, and the module-level constants it uses by name."""
+def _numbers(node: ast.AST, names: dict[str, ast.AST], seen: frozenset = frozenset()):
+    """The numbers a comparison operand stands for: constants (with their sign), the items of
+    tuples, lists, sets and dict values, the constants of arithmetic (``base + 0.3``), and
+    module-level constants used by name; not the arguments of other calls (``round(x, 4)``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
+            and not isinstance(node.value, bool):
+        yield float(node.value)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        yield from (-y for y in _numbers(node.operand, names, seen))
+    elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+        for item in node.elts:
+            yield from _numbers(item, names, seen)
+    elif isinstance(node, ast.Dict):
+        for item in node.values:
+            yield from _numbers(item, names, seen)
+    elif isinstance(node, ast.Name) and node.id in names and node.id not in seen:
+        yield from _numbers(names[node.id], names, seen | {node.id})
+    elif isinstance(node, ast.BinOp):  # x > base + 0.3, per_token == 4.5 * d_h
+        yield from _numbers(node.left, names, seen)
+        yield from _numbers(node.right, names, seen)
+    elif isinstance(node, ast.Call) and _call_name(node) in CLOSE_CALLS:
+        for arg in node.args:
+            yield from _numbers(arg, names, seen)
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _strings(node: ast.AST, names: dict[str, ast.AST]) -> set[str]:
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    return {sub.value for sub in ast.walk(node)
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str)}
+
+
+def _centre(node: ast.AST, names: dict[str, ast.AST]):
+    """The c of ``abs(x - c)`` or ``abs(c - x)``: a tolerance around c asserts c."""
+    if (isinstance(node, ast.Call) and _call_name(node) == "abs" and node.args
+            and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].op, ast.Sub)):
+        yield from _numbers(node.args[0].left, names)
+        yield from _numbers(node.args[0].right, names)
+
+
+def asserted_constants(test: str) -> tuple[set[float], set[float], set[str]]:
+    """What a test (``tests/file.py::name``) asserts: the numbers it checks for equality, the
+    numbers it uses as bounds of a comparison, and the strings it compares; module-level
+    constants it uses by name count as their values. Inputs, seeds, loop bounds and tolerances
+    are none of these."""
     path, name = test.split("::")
     tree = ast.parse((ROOT / path).read_text())
-    module_values = {target.id: statement.value for statement in tree.body
-                     if isinstance(statement, ast.Assign) for target in statement.targets
-                     if isinstance(target, ast.Name)}
-    numbers, strings = set(), set()
+    names = {target.id: statement.value for statement in tree.body
+             if isinstance(statement, ast.Assign) for target in statement.targets
+             if isinstance(target, ast.Name)}
+    equal, bounds, strings = set(), set(), set()
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                body = body[1:]  # the docstring says, it does not assert
-            parts = [*body, *node.decorator_list]
-            used = {sub.id for part in parts for sub in ast.walk(part) if isinstance(sub, ast.Name)}
-            parts += [module_values[n] for n in used if n in module_values]
-            for part in parts:
-                part_numbers, part_strings = _constants(part)
-                numbers |= part_numbers
-                strings |= part_strings
-    return numbers, strings
+        if not (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Compare):
+                operands = [sub.left, *sub.comparators]
+                ordering = any(isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE)
+                               for op in sub.ops)
+                for operand in operands:
+                    values = set(_numbers(operand, names))
+                    (bounds if ordering else equal).update(values)
+                    if ordering:
+                        equal.update(_centre(operand, names))
+                    if any(isinstance(op, ast.Eq | ast.In) for op in sub.ops):
+                        strings |= _strings(operand, names)
+            elif isinstance(sub, ast.Call) and _call_name(sub) in CLOSE_CALLS:
+                for arg in sub.args:
+                    equal.update(_numbers(arg, names))
+    return equal, bounds, strings
 
 
-def is_asserted(kind: str, text: str, numbers: set[float], strings: set[str]) -> bool:
-    """A decimal is asserted by a constant that rounds to it at the digits the row prints (or
-    by a string holding it); a percentage by p or by a fraction that rounds to p/100; a count
-    by the integer itself."""
-    if any(text in s for s in strings):
-        return True
+def _matches(kind: str, text: str, y: float) -> bool:
     value = float(text)
     if kind == "decimal":
         digits = len(text.split(".")[1].split("e")[0])
         if "e" in text:
-            return any(abs(y) > 0 and f"{abs(y):.{digits}e}" == text for y in numbers)
-        return any(f"{abs(y):.{digits}f}" == text for y in numbers)
+            return y != 0 and f"{y:.{digits}e}" == text
+        return f"{y:.{digits}f}" == text
     if kind == "percent":
-        return any(y == value or (0 < abs(y) <= 1 and round(100 * abs(y)) == value)
-                   for y in numbers)
-    return value in numbers
+        return abs(y) == value or (0 < abs(y) <= 1 and round(100 * abs(y)) == value)
+    return y == value
+
+
+def is_asserted(kind: str, text: str, equal: set[float], bounds: set[float],
+                strings: set[str]) -> bool:
+    """A decimal is asserted by a number that rounds to it, sign included, at the digits the
+    row prints (or by a compared string holding it); a percentage by p or by a fraction that
+    rounds to p/100; a count by the integer itself. A bound may also be asserted by a
+    comparison with that number; a plain number only by an equality."""
+    plain = kind.removeprefix("bound-")
+    if any(text in s for s in strings):
+        return True
+    allowed = equal | bounds if kind.startswith("bound-") else equal
+    return any(_matches(plain, text, y) for y in allowed)

@@ -61,6 +61,40 @@ def accuracy_by_position(model, n, batch=256, seed=1):
     return (predicted == targets).float().mean(dim=0)[1:]  # positions 1 .. n-1
 
 
+def previous_token_weight(model, n, batch=64, seed=1):
+    """Mean attention weight (over heads and sequences) that the query at each position
+    1 .. n-1 puts on the token just before it."""
+    tokens, _ = previous_token_batch(batch, n, 16, torch.Generator().manual_seed(seed))
+    captured = []
+    hook = model.attn.register_forward_hook(lambda module, args, out: captured.append(out[1]))
+    try:
+        with torch.no_grad():
+            model(tokens)
+    finally:
+        hook.remove()
+    weights = captured[0].mean(dim=(0, 1))  # (n, n), averaged over sequences and heads
+    return torch.diagonal(weights, -1)  # entry i-1: the query at i on the key at i-1
+
+
+@pytest.mark.claim("6.8")
+@pytest.mark.parametrize("seed", range(3))
+def test_x_plus_p_attends_to_the_previous_token_only_where_it_was_trained(seed):
+    """Row 6.8, "easily learn to attend by relative positions": the sinusoidal encoding allows a
+    score rule by offset, which would attend to the previous token at every position. The
+    models trained with X + P (length 16, three seeds) attend to it inside the trained
+    positions (mean weight more than 0.3 at positions 1-15) and hardly beyond them (less than
+    0.05 at positions 32-63): what they learned is tied to absolute positions."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = train_position_model("sinusoidal", steps=200, batch=32, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+    weight = previous_token_weight(model, 64)  # index i-1 for the query at position i
+    inside, beyond = weight[:15].mean().item(), weight[31:].mean().item()
+    assert inside > 0.3 and beyond < 0.05, (inside, beyond)
+
+
 @pytest.mark.claim("6.8")
 @pytest.mark.parametrize("seed", range(3))
 def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
