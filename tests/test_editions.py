@@ -190,6 +190,43 @@ def test_the_student_edition_grades_like_the_myst_one():
             grade.plan(myst, assignment, with_stubs=True)
 
 
+def test_the_publish_script_puts_the_edition_on_its_branch_with_the_environment(tmp_path):
+    """What .github/workflows/pages.yml runs: the branch Colab and Binder open."""
+    import subprocess
+
+    edition = tmp_path / "edition"
+    first = NOTEBOOKS[0]
+    jupyter_edition.write(jupyter(first), edition / "notebooks" / first.name)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["bash", str(ROOT / "tools" / "publish_edition.sh"), str(edition),
+                    str(remote), "jupyter"], cwd=ROOT, check=True, capture_output=True)
+
+    def show(path):
+        return subprocess.run(["git", "--git-dir", str(remote), "show", f"jupyter:{path}"],
+                              check=True, capture_output=True, text=True).stdout
+
+    published = json.loads(show(f"notebooks/{first.name}"))
+    assert published == jupyter(first)
+    files = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only",
+                            "jupyter"], check=True, capture_output=True, text=True).stdout
+    for needed in ["binder/requirements.txt", "pyproject.toml", "src/mha/__init__.py",
+                   *(f"notebooks/{p.name}" for p in NOTEBOOKS)]:
+        assert needed in files.split("\n"), needed
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_the_launch_buttons_open_the_jupyter_edition(path):
+    html = built(path)
+    repo = BOOK.repository.removeprefix("https://github.com/")
+    branch = jupyter_edition.read_config(ROOT)["sphinx"]["config"]["jupyter_edition_branch"]
+    notebook = f"{docname(path)}.ipynb"
+    links = set(re.findall(r'href="(https://(?:colab|mybinder)[^"]*)"', html))
+    assert links == {
+        f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}",
+        f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/{notebook}"}
+
+
 # -- against the built book (make test builds it first)
 
 
