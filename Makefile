@@ -19,8 +19,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
 	touch $(STAMP)
 
+# The book, then its Jupyter edition (no MyST left: what Colab and Binder open; tools/jupyter_edition.py).
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python tools/jupyter_edition.py --out _build/jupyter
 	@echo "The book is built: open $(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
@@ -60,13 +62,15 @@ execute: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--NotebookClient.record_timing=False --ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
+# The source notebooks, with jupyterlab-myst (requirements.txt) rendering their MyST as the book does.
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis
 
-# The student edition of every chapter (solutions replaced by stubs) in _build/student/notebooks/.
+# The student edition of every chapter (solutions replaced by stubs, an answer cell for every
+# question in words, plain Jupyter markdown like the Jupyter edition) in _build/student/notebooks/.
 .PHONY: student grade gradescope
 student: $(STAMP)
 	$(BIN)/python tools/student_edition.py --out _build/student/notebooks

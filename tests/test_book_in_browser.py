@@ -134,9 +134,11 @@ def test_chapter_has_typeset_maths_numbered_figures_and_launch_buttons(open_page
         assert images.nth(i).get_attribute("alt"), f"figure {i + 1} has no alt text"
     repo = book_config()["repository"]["url"].removeprefix("https://github.com/")
     notebook = path.replace(".html", ".ipynb")
-    colab = f"https://colab.research.google.com/github/{repo}/blob/main/{notebook}"
+    # the buttons open the Jupyter edition, on its own branch (book/_ext/jupyter_launch.py)
+    edition = book_config()["sphinx"]["config"]["jupyter_edition_branch"]
+    colab = f"https://colab.research.google.com/github/{repo}/blob/{edition}/{notebook}"
     assert page.locator(f'a[href="{colab}"]').count() == 1, "no Colab button for this notebook"
-    binder = page.locator(f'a[href^="https://mybinder.org/v2/gh/{repo}/main"]')
+    binder = page.locator(f'a[href^="https://mybinder.org/v2/gh/{repo}/{edition}?"]')
     assert binder.count() == 1 and notebook in binder.get_attribute("href")
 
 

@@ -176,3 +176,13 @@ def test_plain_formula_in_the_memory_script_is_attention():
     formula = torch.softmax(q @ k.transpose(-2, -1) / 16**0.5, dim=-1) @ v
     torch.testing.assert_close(formula, mha.attention(q, k, v)[0])
     assert "torch.softmax(q @ k.transpose(-2, -1) / d**0.5, dim=-1) @ v" in measure._MEMORY_SCRIPT
+
+
+def test_without_fork_each_measurement_gets_a_fresh_python(monkeypatch):
+    """Windows has no os.fork: there every measurement runs in a Python process of its own.
+    That path, forced here on Linux (where the child still reads VmHWM), measures the same."""
+    monkeypatch.setattr(measure, "_FORK", False)
+    memory = measure.peak_memories(["plain", "chunked"], [2048, 4096], d=16, chunk_size=256)
+    for n, used in zip([2048, 4096], memory["plain"], strict=True):
+        assert 0.95 <= used / (2 * cost.attention_weights_bytes(n, n)) <= 1.5
+    assert memory["chunked"][-1] <= memory["plain"][-1] / 8

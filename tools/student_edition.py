@@ -12,7 +12,13 @@ For every exercise (see ``exercise_format``):
   markers, becomes a comment); their outputs are cleared;
 - check cells are kept, their outputs cleared.
 
-Everything else (prose, chapter code, figures and their outputs) is kept as it is.
+Everything else (prose, chapter code, figures and their outputs) is kept as it is. That is
+``student_edition``. What ``make student`` writes is ``student_jupyter_edition``: the same,
+plus an answer cell after every code exercise whose prompt also asks something in words (a
+question, "explain", "predict", "compare", ...), in the plain Jupyter markdown of the Jupyter
+edition (tools/jupyter_edition.py: numbered exercises and lemmas, references linked to the
+book, no MyST left). Each prompt keeps its ``:label:`` line inside an HTML comment, which
+Jupyter does not show, so that the grader (tools/grade.py) finds the exercise in a submission.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import jupyter_edition  # noqa: E402
 from exercise_format import BEGIN, END, chapter_notebooks, load, parse, source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +102,44 @@ def student_edition(nb: dict) -> dict:
     return edition
 
 
+# A prompt asks for words too when, outside its code and maths, it asks a question or says one
+# of these verbs.
+PROSE_QUESTION = re.compile(r"\?|\b(explain|predict|compare|report|describe|discuss|derive)\b",
+                            re.IGNORECASE)
+
+
+def asks_for_prose(prompt: str) -> bool:
+    """Whether an exercise's prompt asks a question to answer in words (besides any code)."""
+    text = "\n".join(ln for ln in prompt.split("\n") if not re.match(r"^(`{3,}|:{3,}|:\w+:)", ln))
+    text = re.sub(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.DOTALL)
+    return bool(PROSE_QUESTION.search(text))
+
+
+def grader_label(label: str) -> str:
+    """The exercise's label for tools/grade.py, in an HTML comment Jupyter does not show."""
+    return f"<!-- the grader finds the exercise by this line\n:label: {label}\n-->"
+
+
+def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) -> dict:
+    """What `make student` writes: the student edition with an answer cell for every question
+    in words, in the Jupyter edition's plain markdown."""
+    exercises = parse(nb)
+    edition = student_edition(nb)
+    position = {cell.get("id"): i for i, cell in enumerate(edition["cells"])}
+    inserts = []
+    for exercise in exercises:
+        prompt = nb["cells"][exercise.prompt]
+        edition["cells"][position[prompt["id"]]]["source"] = (
+            source(prompt).rstrip("\n") + "\n\n" + grader_label(exercise.label))
+        if exercise.kind == "code" and asks_for_prose(source(prompt)):
+            last = (exercise.checks or exercise.code)[-1]
+            inserts.append((position[nb["cells"][last]["id"]] + 1,
+                            answer_cell(exercise.label, exercise.name)))
+    for index, cell in sorted(inserts, key=lambda pair: pair[0], reverse=True):
+        edition["cells"].insert(index, cell)
+    return jupyter_edition.convert_notebook(edition, book, docname)
+
+
 def write(nb: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -106,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     args = parser.parse_args(argv)
     paths = args.notebooks or chapter_notebooks(ROOT)
+    book = jupyter_edition.load_book(ROOT)
     for path in paths:
         nb = load(path)
-        edition = student_edition(nb)
-        write(edition, args.out / path.name)
+        docname = f"notebooks/{path.stem}"
+        write(student_jupyter_edition(nb, book, docname), args.out / path.name)
         count = len(parse(nb))
         print(f"{path.name}: {count} exercise{'s' if count != 1 else ''}")
     print(f"student edition of {len(paths)} notebook(s) written to {args.out}")

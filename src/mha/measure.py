@@ -6,6 +6,7 @@ The results depend on the machine and on what else runs on it; compare them with
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -24,16 +25,46 @@ METHODS = ("plain", "chunked", "fused")
 # (freed memory stays resident, so a second call in the same process can look free). On Linux
 # the child resets its peak resident set size (VmHWM) just before the call (write "5" to
 # /proc/self/clear_refs); elsewhere ru_maxrss, a high-water mark over the child's life, is the
-# best there is.
+# best there is. Windows has no fork: there every measurement gets a fresh Python process of its
+# own (slower: each imports PyTorch), and the peak working set stands in for the peak RSS.
+_FORK = hasattr(os, "fork")
+
 _MEMORY_SCRIPT = """
-import ctypes, os, resource, sys
+import ctypes, os, sys
 import torch
 import mha
 
 methods, d, chunk = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
-sizes = [int(n) for n in sys.argv[4:]]
+fork = sys.argv[4] == "fork"
+sizes = [int(n) for n in sys.argv[5:]]
 torch.set_num_threads(1)
 LINUX = os.path.exists("/proc/self/clear_refs")
+WINDOWS = sys.platform == "win32"
+if WINDOWS:
+    from ctypes import wintypes
+
+    class Counters(ctypes.Structure):  # PROCESS_MEMORY_COUNTERS
+        _fields_ = [("cb", wintypes.DWORD), ("PageFaultCount", wintypes.DWORD)] + [
+            (name, ctypes.c_size_t) for name in (
+                "PeakWorkingSetSize", "WorkingSetSize", "QuotaPeakPagedPoolUsage",
+                "QuotaPagedPoolUsage", "QuotaPeakNonPagedPoolUsage", "QuotaNonPagedPoolUsage",
+                "PagefileUsage", "PeakPagefileUsage")]
+
+    kernel32 = ctypes.WinDLL("kernel32")
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    kernel32.K32GetProcessMemoryInfo.argtypes = [wintypes.HANDLE, ctypes.POINTER(Counters),
+                                                 wintypes.DWORD]
+    kernel32.K32GetProcessMemoryInfo.restype = wintypes.BOOL
+
+    def peak_working_set():
+        counters = Counters()
+        counters.cb = ctypes.sizeof(Counters)
+        if not kernel32.K32GetProcessMemoryInfo(kernel32.GetCurrentProcess(),
+                                                ctypes.byref(counters), counters.cb):
+            raise OSError("GetProcessMemoryInfo failed")
+        return counters.PeakWorkingSetSize
+elif not LINUX:
+    import resource
 
 
 def status(field):
@@ -47,11 +78,17 @@ def reset_peak():
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         return status("VmRSS")
+    if WINDOWS:
+        return peak_working_set()
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS
 
 
 def peak():
-    return status("VmHWM") if LINUX else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if LINUX:
+        return status("VmHWM")
+    if WINDOWS:
+        return peak_working_set()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def run(method, q, k, v):
@@ -68,7 +105,7 @@ def run(method, q, k, v):
 def measure(method, n):
     try:  # glibc: every block of 128 KiB or more is its own mapping, returned when freed
         ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-    except AttributeError:  # no mallopt (macOS): the allocator's own policy
+    except (AttributeError, OSError, TypeError):  # no mallopt: the allocator's own policy
         pass
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, n, d, generator=g) for _ in range(3))
@@ -81,6 +118,9 @@ def measure(method, n):
 
 for method in methods:
     for n in sizes:
+        if not fork:  # this process is the fresh one: measure, report, leave
+            print(method, measure(method, n), flush=True)
+            continue
         sys.stdout.flush()
         child = os.fork()
         if child == 0:  # a fresh process for this one call: measure, report, leave
@@ -121,7 +161,9 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
     not the call's), and reports how far its peak resident set size rose above its size just
     before the one call (Linux: ``VmHWM``, reset before the call). Elsewhere only
     ``ru_maxrss``, the peak over the child's life, exists: then the result is an upper bound.
-    Needs a POSIX system (``os.fork``).
+    Windows has no ``os.fork``: there each measurement runs in a fresh Python process of its
+    own and reports how far the peak working set rose during the call (slower, since every
+    process imports PyTorch; a lower bound when an earlier peak of that process was higher).
     """
     if isinstance(methods, str | bytes) or not isinstance(methods, Iterable):
         raise ValueError(f"methods must be a list of method names, got {type(methods).__name__}")
@@ -141,15 +183,18 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
         block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
         check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
                          "use smaller sizes (or a smaller chunk_size)")
-    done = subprocess.run(
-        [sys.executable, "-c", _MEMORY_SCRIPT, ",".join(methods), str(d), str(chunk_size),
-         *map(str, sizes)],
-        capture_output=True, text=True, check=True,
-    )
+    runs = ([(methods, sizes)] if _FORK  # one process, a forked child per measurement
+            else [([m], [n]) for m in methods for n in sizes])  # a fresh process per measurement
     results: dict[str, list[int]] = {m: [] for m in methods}
-    for line in done.stdout.splitlines():
-        method, size = line.split()
-        results[method].append(int(size))
+    for run_methods, run_sizes in runs:
+        done = subprocess.run(
+            [sys.executable, "-c", _MEMORY_SCRIPT, ",".join(run_methods), str(d),
+             str(chunk_size), "fork" if _FORK else "single", *map(str, run_sizes)],
+            capture_output=True, text=True, check=True,
+        )
+        for line in done.stdout.splitlines():
+            method, size = line.split()
+            results[method].append(int(size))
     return results
 
 

@@ -1,0 +1,299 @@
+"""The Jupyter edition (`make book`) and the student edition (`make student`): no MyST left.
+
+Colab and JupyterLab show MyST as raw text, so both editions turn it into plain Jupyter markdown
+(tools/jupyter_edition.py). Checked here: no directive, role, target or option is left in any
+markdown cell, nor in what nbconvert's HTML exporter (the markdown Jupyter renders) makes of
+them; every exercise keeps its numbered heading; code and outputs are the source's; the setup
+cell installs from the repository named in _config.yml; the student edition has an answer cell
+for every question asked in words and still grades; and, when the book is built, every number
+and link agrees with the book's own HTML.
+"""
+
+import json
+import re
+import sys
+from html import unescape
+
+import pytest
+from exercise_notebooks import fmt, student_edition
+
+from conventions import NOTEBOOKS, ROOT, setup_cell_source
+
+sys.path.insert(0, str(ROOT / "tools"))
+import jupyter_edition  # noqa: E402
+
+BOOK = jupyter_edition.load_book(ROOT)
+SOURCES = jupyter_edition.edition_notebooks(ROOT)  # the chapters and the explorer page
+HTML = ROOT / "_build" / "html"
+
+
+def docname(path):
+    return path.relative_to(ROOT).with_suffix("").as_posix()
+
+
+def jupyter(path):
+    return jupyter_edition.convert_notebook(fmt.load(path), BOOK, docname(path))
+
+
+def student(path):
+    return student_edition.student_jupyter_edition(fmt.load(path), BOOK, docname(path))
+
+
+EDITIONS = [("jupyter", p) for p in SOURCES] + [("student", p) for p in NOTEBOOKS]
+MAKE = {"jupyter": jupyter, "student": student}
+
+
+def edition_id(value):
+    return value.name if hasattr(value, "name") else str(value)
+
+
+def markdown(nb):
+    return [fmt.source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def without_comments(text):
+    return re.sub(r"<!--.*?-->", "", text, flags=re.DOTALL)
+
+
+MYST = {
+    "directive fence": re.compile(r"^\s*(`{3,}|:{3,})\s*\{[\w:-]+\}", re.MULTILINE),
+    "role": re.compile(r"\{[a-z][\w:-]*\}`"),
+    "target line": re.compile(r"^\s*\([\w:.-]+\)=\s*$", re.MULTILINE),
+    "directive option": re.compile(r"^\s*:(label|class|nonumber|name|numbered|alt|width|"
+                                   r"align|header-rows|widths):", re.MULTILINE),
+}
+
+
+@pytest.mark.parametrize("kind,path", EDITIONS, ids=edition_id)
+def test_no_myst_syntax_is_left_in_any_markdown_cell(kind, path):
+    nb = MAKE[kind](path)
+    for index, text in enumerate(markdown(nb)):
+        visible = without_comments(text)  # the student edition's grader labels are comments
+        for what, pattern in MYST.items():
+            found = pattern.search(visible)
+            assert found is None, f"{kind} {path.name}, markdown cell {index}: a {what}, " \
+                                  f"{found.group(0)!r}"
+
+
+def test_the_myst_patterns_find_what_the_sources_hold():
+    """The patterns above are not vacuous: the sources are full of what they look for."""
+    text = "\n".join(t for p in SOURCES for t in markdown(fmt.load(p)))
+    for what, pattern in MYST.items():
+        assert pattern.search(text), what
+
+
+RAW = re.compile(r"\{(exercise|solution|solution-start|solution-end|prf:\w+|note|table|figure|"
+                 r"list-table|admonition|cite:\w|ref|numref|doc|eq)\}|:label:|\)=\s*<")
+
+
+@pytest.mark.parametrize("kind,path", EDITIONS, ids=edition_id)
+def test_nbconvert_html_shows_no_raw_directive_text(kind, path):
+    from nbconvert import HTMLExporter
+    from nbformat import reads
+
+    nb = MAKE[kind](path)
+    html, _ = HTMLExporter(template_name="classic").from_notebook_node(
+        reads(json.dumps(nb), as_version=4))
+    cells = re.findall(r'<div class="text_cell_render[^"]*"[^>]*>(.*?)</div>\s*</div>', html,
+                       re.DOTALL)
+    assert len(cells) >= len([t for t in markdown(nb) if t.strip()]) // 2  # found the cells
+    for cell in cells:
+        shown = unescape(re.sub(r"<[^>]+>", "", without_comments(cell)))
+        assert not RAW.search(shown), shown[:300]
+
+
+@pytest.mark.parametrize("kind,path", EDITIONS, ids=edition_id)
+def test_every_exercise_of_the_source_has_its_numbered_heading_in_order(kind, path):
+    exercises = fmt.parse(fmt.load(path))
+    text = "\n".join(markdown(MAKE[kind](path)))
+    found = re.findall(r"^\*\*Exercise (\d+\.\d+)\*\*", text, re.MULTILINE)
+    assert found == [e.name for e in exercises]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=edition_id)
+def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
+    source, edition = fmt.load(path), jupyter(path)
+    code = [c for c in source["cells"] if c["cell_type"] == "code"]
+    kept = [c for c in edition["cells"] if c["cell_type"] == "code"]
+    assert len(kept) == len(code)
+    for original, copy in zip(code, kept, strict=True):
+        assert copy["outputs"] == original["outputs"]
+        assert copy["metadata"] == original["metadata"]
+        if fmt.source(original) != setup_cell_source():
+            assert fmt.source(copy) == fmt.source(original)
+    assert edition["metadata"] == source["metadata"]
+
+
+def test_the_setup_cell_installs_from_the_repository_of_config_yml():
+    for path in NOTEBOOKS:
+        for nb in (jupyter(path), student(path)):
+            assert fmt.source(nb["cells"][0]) == setup_cell_source()
+    fork = jupyter_edition.load_book(ROOT, repository="https://github.com/a-teacher/mha-fork",
+                                     branch="spring")
+    nb = jupyter_edition.convert_notebook(fmt.load(NOTEBOOKS[0]), fork, docname(NOTEBOOKS[0]))
+    assert '"mha[lab] @ git+https://github.com/a-teacher/mha-fork@spring"' in \
+        fmt.source(nb["cells"][0])
+
+
+def test_references_and_citations_read_as_the_book_says_them():
+    """Chapter 4's text, as a student reads it: numbers, titles and links to the book."""
+    text = "\n".join(markdown(jupyter(ROOT / "notebooks" / "04_multi_head_attention.ipynb")))
+    page = f"{BOOK.base_url}notebooks/04_multi_head_attention.html"
+    assert f"[Lemma 4.1]({page}#lem-04-two-views)" in text
+    assert f"[Fig. 4.1]({page}#fig-04-flow)" in text
+    assert f"[Twelve real heads]({page}#sec-04-real-heads)" in text
+    assert f"[Exercise 3.4]({BOOK.base_url}notebooks/03_attention_with_weights.html#ex-03-4)" \
+        in text
+    assert f"([Vaswani et al., 2017]({BOOK.base_url}book/bibliography.html))" in text
+    assert "**Lemma 4.2** (h heads serve at most h look-ups)" in text
+    assert "*Proof.* " in text and "## 4.10. Twelve real heads" in text
+    assert BOOK.base_url == "https://mha-course.github.io/multi-head-attention/"
+
+
+# -- the student edition
+
+
+def test_every_question_in_words_gets_an_answer_cell():
+    named_in_the_issue = {"4.5", "9.2", "9.3"}
+    answered = set()
+    for path in NOTEBOOKS:
+        nb = fmt.load(path)
+        edition = student(path)
+        ids = [c.get("id") for c in edition["cells"]]
+        for exercise in fmt.parse(nb):
+            prompt = fmt.source(nb["cells"][exercise.prompt]).split("\n", 2)[2]  # the text
+            asks = exercise.kind == "prose" or "?" in re.sub(r"`[^`\n]*`|\$[^$]*\$", "", prompt)
+            has = f"answer-{exercise.label}" in ids
+            assert has or not asks, f"{exercise.name} asks a question but has no answer cell"
+            if has:
+                answered.add(exercise.name)
+                answer = ids.index(f"answer-{exercise.label}")
+                after = exercise.checks or exercise.code or [exercise.prompt]
+                # the answer comes after the exercise's own cells, before the next exercise
+                assert all(ids.index(nb["cells"][i]["id"]) < answer for i in after
+                           if nb["cells"][i]["id"] in ids)
+    assert named_in_the_issue <= answered
+
+
+def test_the_student_edition_grades_like_the_myst_one():
+    """The grader finds each exercise by its label: the same plan as for the MyST edition."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import grade
+
+    for path in NOTEBOOKS:
+        assignment = grade.load_assignment(path)
+        plain = grade.read_notebook(json.dumps(student(path)).encode())
+        myst = grade.read_notebook(json.dumps(student_edition.student_edition(
+            fmt.load(path))).encode())
+        assert grade.labels(plain) == grade.labels(myst) != set()
+        assert grade.plan(plain, assignment, with_stubs=True) == \
+            grade.plan(myst, assignment, with_stubs=True)
+
+
+def test_the_publish_script_puts_the_edition_on_its_branch_with_the_environment(tmp_path):
+    """What .github/workflows/pages.yml runs: the branch Colab and Binder open."""
+    import subprocess
+
+    edition = tmp_path / "edition"
+    first = NOTEBOOKS[0]
+    jupyter_edition.write(jupyter(first), edition / "notebooks" / first.name)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["bash", str(ROOT / "tools" / "publish_edition.sh"), str(edition),
+                    str(remote), "jupyter"], cwd=ROOT, check=True, capture_output=True)
+
+    def show(path):
+        return subprocess.run(["git", "--git-dir", str(remote), "show", f"jupyter:{path}"],
+                              check=True, capture_output=True, text=True).stdout
+
+    published = json.loads(show(f"notebooks/{first.name}"))
+    assert published == jupyter(first)
+    files = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only",
+                            "jupyter"], check=True, capture_output=True, text=True).stdout
+    for needed in ["binder/requirements.txt", "pyproject.toml", "src/mha/__init__.py",
+                   *(f"notebooks/{p.name}" for p in NOTEBOOKS)]:
+        assert needed in files.split("\n"), needed
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_the_launch_buttons_open_the_jupyter_edition(path):
+    html = built(path)
+    repo = BOOK.repository.removeprefix("https://github.com/")
+    branch = jupyter_edition.read_config(ROOT)["sphinx"]["config"]["jupyter_edition_branch"]
+    notebook = f"{docname(path)}.ipynb"
+    links = set(re.findall(r'href="(https://(?:colab|mybinder)[^"]*)"', html))
+    assert links == {
+        f"https://colab.research.google.com/github/{repo}/blob/{branch}/{notebook}",
+        f"https://mybinder.org/v2/gh/{repo}/{branch}?urlpath=lab/tree/{notebook}"}
+
+
+# -- against the built book (make test builds it first)
+
+
+def built(path):
+    page = HTML / f"{docname(path)}.html"
+    if not page.exists():
+        pytest.skip("the book is not built (make book)")
+    return page.read_text(encoding="utf-8")
+
+
+def plain(html):
+    return " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())
+
+
+NUMBERED = re.compile(r"^\*\*(Exercise|Lemma|Theorem|Fig\.|Table) (\d+(?:\.\d+)*)\.?\*\*",
+                      re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=edition_id)
+def test_numbers_are_the_ones_the_built_book_shows(path):
+    html = built(path)
+    shown = [plain(m) for m in re.findall(r'<span class="caption-number">(.*?)</span>', html)]
+    shown = [s for s in shown if re.search(r"\d", s)]  # ":nonumber:" lemmas have none
+    text = "\n".join(markdown(jupyter(path)))
+    ours = [f"{kind} {number}" for kind, number in NUMBERED.findall(text)]
+    assert ours == shown
+    headings = [plain(m).split(" ")[0] for m in re.findall(
+        r'<h[1-6]><span class="section-number">(.*?)</span>', html)]
+    our_headings = re.findall(r"^#+ (\d+(?:\.\d+)*\.) ", text, re.MULTILINE)
+    assert our_headings == headings
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=edition_id)
+def test_every_link_to_the_book_names_an_anchor_the_book_has_and_the_words_it_shows(path):
+    text = "\n".join(markdown(jupyter(path)))
+    for shown, url in re.findall(r"\[([^\]]+)\]\((" + re.escape(BOOK.base_url) + r"[^)]*)\)",
+                                 text):
+        page, _, anchor = url[len(BOOK.base_url):].partition("#")
+        target = HTML / page
+        assert target.exists(), url
+        html = target.read_text(encoding="utf-8")
+        if anchor:
+            assert f'id="{anchor}"' in html, url
+            # the book's own link to that anchor, where this page has one, shows the same words
+            # (sphinx-proof's links have no class; an explicit text is the author's)
+            here = built(path)
+            for theirs in re.findall(r'href="[^"]*#' + re.escape(anchor) + r'"[^>]*>(.*?)</a>',
+                                     here, re.DOTALL):
+                numbered = re.compile(r"(Exercise|Fig\.|Table|Lemma|Theorem) [\d.]*\d")
+                ours, words = numbered.match(shown), numbered.match(plain(theirs))
+                if ours and words:
+                    assert words.group(0) == ours.group(0), (url, words.group(0), shown)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=edition_id)
+def test_citations_name_the_authors_and_years_the_book_shows(path):
+    html = built(path)
+    book_says = set()
+    for cite in re.findall(r'<span class="bibtex-citation"[^>]*>(.*?)</span>', html, re.DOTALL):
+        book_says.update(re.sub(r"[\[\]]", "", plain(a)) for a in
+                         re.findall(r"<a [^>]*>(.*?)</a>", cite, re.DOTALL))
+        textual = re.match(r"(.*?)\s*\[", plain(cite))
+        if textual and textual.group(1):
+            book_says.add(textual.group(1))
+    text = "\n".join(markdown(jupyter(path)))
+    cited = re.findall(r"\[([^\]]+)\]\(" + re.escape(BOOK.url("book/bibliography")) + r"\)",
+                       text)
+    for shown in [c for c in cited if re.search(r"\d{4}\)?$", c)]:  # not {doc} links
+        name = re.sub(r" \((\d{4})\)$", "", shown)  # "Vaswani et al. (2017)": the name alone
+        assert shown in book_says or name in book_says, (shown, sorted(book_says)[:8])

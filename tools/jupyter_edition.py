@@ -1,0 +1,542 @@
+"""Write the Jupyter edition of the chapters: the book's MyST turned into plain Jupyter markdown.
+
+    python tools/jupyter_edition.py [--out _build/jupyter] [notebook ...]
+
+The chapters are written in MyST for the book (Jupyter Book 1: sphinx-exercise, sphinx-proof,
+sphinxcontrib-bibtex). Colab and JupyterLab show that MyST as raw text, so this edition rewrites
+every markdown cell in the markdown Jupyter renders, numbered as the book numbers it:
+
+- an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a prose
+  solution a folded ``<details>`` block, a code solution's explanation a bold "Solution to" line
+  (its ``{solution-end}`` cell goes);
+- a lemma or theorem ``**Lemma 2.1** (title)``, a proof ``*Proof.*``; a note or other
+  admonition a quotation with its title in bold; a table or figure its numbered caption;
+- ``{ref}``, ``{numref}``, ``{prf:ref}``, ``{doc}`` and links to labels become the text the book
+  shows (``Exercise 3.4``, ``Fig. 4.1``, a section's title), linked to the published book's page;
+  ``{cite:p}`` becomes ``(Vaswani et al., 2017)``, ``{cite:t}`` ``Vaswani et al. (2017)``, linked
+  to the bibliography; ``(label)=`` lines and ``:label:`` options go;
+- headings get the book's section numbers (``## 4.1. h heads, side by side``), and a figure cell
+  (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it.
+
+Code cells and their outputs are kept as they are; the setup cell installs ``mha`` from the
+repository and branch named in ``_config.yml`` (an instructor's fork names its own).
+
+The numbers follow the rules the book's Sphinx extensions use, computed from the sources: the
+chapter number is the position in the numbered part of ``_toc.yml``; sections, exercises, figures
+and tables count in document order within a chapter, each proof type (lemma, theorem, ...) has
+its own counter, and ``:nonumber:`` ones are not counted. tests/test_editions.py compares them
+with the built book's HTML.
+
+Existing tools were tried first (see the note at the end of this file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.amsmath import amsmath_plugin
+from mdit_py_plugins.colon_fence import colon_fence_plugin
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from mdit_py_plugins.myst_blocks import myst_block_plugin
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "_build" / "jupyter"
+
+# the parser MyST-NB reads the cells with (the block syntax that matters here)
+PARSER = (MarkdownIt("commonmark").use(myst_block_plugin).use(colon_fence_plugin)
+          .use(dollarmath_plugin).use(amsmath_plugin).enable("table"))
+
+DIRECTIVE = re.compile(r"^\{([\w:-]+)\}\s*(.*)$")
+ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
+CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
+EXPLICIT = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.DOTALL)  # "text <target>"
+OPTION = re.compile(r"^:([\w-]+):\s*(.*)$")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger",
+               "error", "seealso", "admonition"}
+PROOF_TYPES = {"lemma", "theorem", "definition", "corollary", "proposition", "conjecture",
+               "example", "remark", "axiom", "criterion", "algorithm", "observation",
+               "property", "assumption", "notation"}
+# what {prf:ref}, {numref} and captions call each kind of numbered thing
+NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The book: its pages in order, their chapter numbers, and every label with the text it shows
+
+
+@dataclass
+class Target:
+    docname: str  # "notebooks/04_multi_head_attention"
+    kind: str  # "section", "exercise", "figure", "table", "lemma", ...
+    number: str | None  # "4.1", or None when not numbered
+    title: str  # a section's or figure's title, a lemma's name ("" if it has none)
+
+    @property
+    def numbered_name(self) -> str:
+        """What {numref} and {prf:ref} show: "Fig. 4.1", "Lemma 4.1", "Exercise 4.1"."""
+        name = NUMREF_NAMES.get(self.kind, self.kind.capitalize())
+        if self.number is None:
+            return f"{name} ({self.title})" if self.title else name
+        return f"{name} {self.number}"
+
+
+@dataclass
+class Book:
+    root: Path
+    base_url: str  # the published book, ending in "/"
+    repository: str
+    branch: str
+    pages: list[tuple[str, int | None]]  # (docname, chapter number or None), in toc order
+    targets: dict[str, Target] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)  # docname -> first heading
+    citations: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (names, year)
+
+    def url(self, docname: str, anchor: str = "") -> str:
+        return f"{self.base_url}{docname}.html" + (f"#{anchor}" if anchor else "")
+
+
+def read_config(root: Path) -> dict:
+    return yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+
+
+def published_url(config: dict) -> str:
+    """The book's address: html.baseurl if set, else the GitHub Pages site of the repository."""
+    base = (config.get("html") or {}).get("baseurl")
+    if not base:
+        match = re.match(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$",
+                         config["repository"]["url"])
+        if not match:
+            raise ValueError("set html.baseurl in _config.yml: the repository is not on GitHub")
+        owner, name = match.groups()
+        base = f"https://{owner.lower()}.github.io/{name}/"
+    return base if base.endswith("/") else base + "/"
+
+
+def toc_pages(root: Path) -> list[tuple[str, int | None]]:
+    """Every page of _toc.yml in order, with its chapter number in a ``numbered`` part."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    pages: list[tuple[str, int | None]] = [(toc["root"], None)]
+    chapter = 0
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            if part.get("numbered"):
+                chapter += 1
+                pages.append((entry["file"], chapter))
+            else:
+                pages.append((entry["file"], None))
+    return pages
+
+
+def load_book(root: Path = ROOT, repository: str | None = None,
+              branch: str | None = None) -> Book:
+    config = read_config(root)
+    book = Book(root, published_url(config), repository or config["repository"]["url"],
+                branch or config["repository"].get("branch", "main"), toc_pages(root))
+    book.citations = read_citations(root / config["bibtex_bibfiles"][0])
+    for docname, chapter in book.pages:
+        Chapter(book, docname, chapter, resolve=False).convert_cells(page_cells(root, docname))
+    return book
+
+
+def page_cells(root: Path, docname: str) -> list[dict]:
+    """A page's cells: a notebook's, or one markdown cell holding a .md page."""
+    notebook = root / f"{docname}.ipynb"
+    if notebook.exists():
+        return json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = (root / f"{docname}.md").read_text(encoding="utf-8")
+    return [{"cell_type": "markdown", "metadata": {}, "source": text}]
+
+
+def read_citations(path: Path) -> dict[str, tuple[str, str]]:
+    """key -> ("Vaswani et al.", "2017"), as sphinxcontrib-bibtex's author_year style says it."""
+    from pybtex.database import parse_file
+
+    citations = {}
+    for key, entry in parse_file(str(path)).entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        last = [latex_to_text(" ".join(p.prelast_names + p.last_names)) for p in people]
+        if len(last) == 1:
+            names = last[0]
+        elif len(last) == 2:
+            names = f"{last[0]} and {last[1]}"
+        elif last:
+            names = f"{last[0]} et al."
+        else:
+            names = latex_to_text(entry.fields.get("organization", key))
+        citations[key] = (names, entry.fields.get("year", "n.d."))
+    return citations
+
+
+def latex_to_text(text: str) -> str:
+    from pybtex.richtext import Text
+
+    return Text.from_latex(text).render_as("text")
+
+
+# ---------------------------------------------------------------------------------------------
+# One page, converted cell by cell
+
+
+def source(cell: dict) -> str:
+    text = cell.get("source", "")
+    return text if isinstance(text, str) else "".join(text)
+
+
+class Chapter:
+    """Converts the cells of one page in order, counting what the book numbers."""
+
+    def __init__(self, book: Book, docname: str, chapter: int | None, resolve: bool = True):
+        self.book, self.docname, self.chapter, self.resolve = book, docname, chapter, resolve
+        self.sections = [0] * 6  # heading counters, h1 .. h6
+        self.counters: dict[str, int] = {}
+
+    # -- numbering
+
+    def next_number(self, kind: str) -> str:
+        self.counters[kind] = self.counters.get(kind, 0) + 1
+        count = self.counters[kind]
+        return f"{self.chapter}.{count}" if self.chapter is not None else str(count)
+
+    def add_target(self, label: str, kind: str, number: str | None, title: str) -> None:
+        if not self.resolve:
+            self.book.targets[label] = Target(self.docname, kind, number, title)
+
+    def heading(self, level: int, title: str, labels: list[str]) -> str:
+        if self.docname not in self.book.titles:
+            self.book.titles[self.docname] = title
+        for label in labels:
+            self.add_target(label, "section", None, title)
+        if self.chapter is None:
+            return title
+        self.sections[level - 1] += 1
+        self.sections[level:] = [0] * (6 - level)
+        numbers = [self.chapter] + self.sections[1:level]
+        return ".".join(str(n) for n in numbers) + ". " + title
+
+    # -- cells
+
+    def convert_cells(self, cells: list[dict]) -> list[dict]:
+        out = []
+        for cell in cells:
+            cell = copy.deepcopy(cell)
+            if cell["cell_type"] == "markdown":
+                text = self.markdown(source(cell)).strip("\n")
+                if not text.strip():
+                    continue  # a cell that held only MyST markup ({solution-end})
+                cell["source"] = text
+                out.append(cell)
+            elif cell["cell_type"] == "code":
+                out.append(cell)
+                figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+                if figure is not None:
+                    number = self.next_number("figure")
+                    caption = self.inline(figure.get("caption", ""))
+                    if figure.get("name"):
+                        self.add_target(figure["name"], "figure", number, caption)
+                    if not cell.get("outputs"):
+                        continue  # a solution stubbed in the student edition draws nothing
+                    out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption",
+                                "metadata": {"tags": ["caption"]},
+                                "source": f"**Fig. {number}.** {caption}".rstrip()})
+            else:
+                out.append(cell)
+        return out
+
+    # -- block-level markdown
+
+    def markdown(self, text: str) -> str:
+        """``text`` with every directive, target and heading rewritten, then every role."""
+        lines = text.split("\n")
+        replacements: list[tuple[int, int, list[str]]] = []
+        pending_labels: list[str] = []
+        for token in PARSER.parse(text):
+            if token.map is None:
+                continue
+            start, end = token.map
+            if token.type == "myst_target":
+                pending_labels.append(token.content.strip())
+                replacements.append((start, end, []))
+                continue
+            if token.type == "myst_line_comment":
+                replacements.append((start, end, []))
+                continue
+            labels, pending_labels = pending_labels, []  # a target names the block after it
+            if token.type == "heading_open" and token.markup.startswith("#"):
+                match = HEADING.match(lines[start].strip())
+                level, title = len(match.group(1)), match.group(2)
+                numbered = self.heading(level, title, labels)
+                prefix = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+                replacements.append((start, start + 1, [f"{prefix}{'#' * level} {numbered}"]))
+            elif token.type in ("fence", "colon_fence") and DIRECTIVE.match(token.info.strip()):
+                first = lines[start]
+                pad = first[: len(first) - len(first.lstrip())]
+                name, argument = DIRECTIVE.match(token.info.strip()).groups()
+                body = [ln[len(pad):] if ln.startswith(pad) else ln.lstrip()
+                        for ln in token.content.rstrip("\n").split("\n")]
+                converted = self.directive(name, argument, body, pad)
+                replacements.append((start, end, [pad + ln if ln else ln for ln in converted]))
+        for start, end, new in sorted(replacements, reverse=True):
+            lines[start:end] = new
+        text = "\n".join(lines)
+        return self.roles_outside_code(text) if self.resolve else text
+
+    def directive(self, name: str, argument: str, body: list[str], pad: str) -> list[str]:
+        options, rest = {}, list(body)
+        while rest and (m := OPTION.match(rest[0].strip())):
+            options[m.group(1)] = m.group(2)
+            rest.pop(0)
+        content = self.markdown("\n".join(rest).strip("\n")) if rest else ""
+        title = self.inline(argument) if argument else ""
+        label = options.get("label") or options.get("name")
+        kind = name.split(":")[-1]
+        if name == "exercise":
+            number = None if "nonumber" in options else self.next_number("exercise")
+            if label:
+                self.add_target(label, "exercise", number, title)
+            head = f"**Exercise {number}**" if number else "**Exercise**"
+            return [head + (f" ({title})" if title else ""), "", *content.split("\n")]
+        if name in ("solution", "solution-start"):
+            target = self.book.targets.get(argument.strip())
+            what = f"{target.numbered_name} ({target.title})" if target and target.title else (
+                target.numbered_name if target else "the exercise")
+            if name == "solution-start":
+                return [f"**Solution to {what}.**"]
+            return [f"<details><summary>Solution to {what}</summary>", "", *content.split("\n"),
+                    "", "</details>"]
+        if name == "solution-end":
+            return []
+        if name.startswith("prf:") and kind == "proof":
+            first = content.split("\n")
+            starts_with_text = first and first[0] and not re.match(r"^(\$\$|[-*+] |\d+\. |>|#)",
+                                                                   first[0])
+            if starts_with_text:
+                return [f"*Proof.* {first[0]}", *first[1:]]
+            return ["*Proof.*", "", *first]
+        if name.startswith("prf:") and kind in PROOF_TYPES:
+            number = None if "nonumber" in options else self.next_number(kind)
+            if label:
+                self.add_target(label, kind, number, title)
+            head = f"**{kind.capitalize()}{' ' + number if number else ''}**"
+            return [head + (f" ({title})" if title else ""), "", *content.split("\n")]
+        if name in ADMONITIONS:
+            heading = title if name == "admonition" else (
+                "See also" if name == "seealso" else name.capitalize())
+            quoted = [f"> **{heading}**", ">"] + [f"> {ln}" if ln else ">"
+                                                  for ln in content.split("\n")]
+            return quoted
+        if name in ("table", "list-table"):
+            number = self.next_number("table") if title else None
+            if label:
+                self.add_target(label, "table", number, title)
+            table = content if name == "table" else self.list_table(rest, options)
+            caption = [f"**Table {number}.** {title}", ""] if number else []
+            return [*caption, *table.split("\n")]
+        if name == "figure":
+            number = self.next_number("figure")
+            if label:
+                self.add_target(label, "figure", number, content.split("\n")[0])
+            alt = options.get("alt", "")
+            return [f"![{alt}]({argument.strip()})", "", f"**Fig. {number}.** {content}".rstrip()]
+        if name == "math":
+            return ["$$", *rest, "$$"]
+        if name in ("code-block", "code", "sourcecode"):
+            return [f"```{argument.strip()}", *rest, "```"]
+        if self.resolve:
+            raise ValueError(f"{self.docname}: no plain-markdown form for the directive {{{name}}}")
+        return body
+
+    def list_table(self, rows: list[str], options: dict) -> str:
+        table, row = [], None
+        for line in rows:
+            if line.startswith("* - "):
+                row = [line[4:].strip()]
+                table.append(row)
+            elif line.strip().startswith("- ") and row is not None:
+                row.append(line.strip()[2:].strip())
+            elif line.strip() and row is not None:
+                row[-1] += " " + line.strip()
+        if not table:
+            return ""
+        cells = [[self.inline(c) for c in r] for r in table]
+        header = int(options.get("header-rows", "0") or 0)
+        head = cells[0] if header else [""] * len(cells[0])
+        body = cells[1:] if header else cells
+        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+
+    # -- inline markdown
+
+    def inline(self, text: str) -> str:
+        return self.roles_outside_code(text) if self.resolve else text
+
+    def roles_outside_code(self, text: str) -> str:
+        """Every role replaced, except inside code blocks and code spans."""
+        lines, out, chunk = text.split("\n"), [], []
+        in_code = set()
+        for token in PARSER.parse(text):
+            if token.type in ("fence", "code_block") and token.map:
+                in_code.update(range(token.map[0], token.map[1]))
+        for number, line in enumerate(lines):
+            if number in in_code:
+                out.append(self.replace_roles("\n".join(chunk))) if chunk else None
+                chunk = []
+                out.append(line)
+            else:
+                chunk.append(line)
+        if chunk:
+            out.append(self.replace_roles("\n".join(chunk)))
+        return "\n".join(out)
+
+    def replace_roles(self, text: str) -> str:
+        pattern = re.compile(ROLE.pattern + "|" + CODE_SPAN.pattern + r"|\[([^\]]*)\]\(([^)\s]+)\)")
+
+        def one(match: re.Match) -> str:
+            if match.group(1):
+                return self.role(match.group(1), match.group(2))
+            if match.group(5) is not None:  # a markdown link: to a label or a page?
+                return self.link(match.group(4), match.group(5), match.group(0))
+            return match.group(0)  # a code span stays as it is
+
+        return pattern.sub(one, text)
+
+    def link(self, text: str, target: str, original: str) -> str:
+        if re.match(r"^[a-z]+:|^#", target):
+            return original
+        label = target.lstrip("#")
+        if label in self.book.targets:
+            found = self.book.targets[label]
+            return f"[{text}]({self.book.url(found.docname, label)})"
+        page = self.page_of(target)
+        if page:
+            return f"[{text}]({self.book.url(page)})"
+        return original
+
+    def page_of(self, path: str) -> str | None:
+        """The docname of a page named by a path relative to this page (``../book/claims``)."""
+        base = Path(self.docname).parent
+        resolved = (base / path).as_posix()
+        parts: list[str] = []
+        for part in resolved.split("/"):
+            if part == "..":
+                parts = parts[:-1]
+            elif part not in (".", ""):
+                parts.append(part)
+        docname = re.sub(r"\.(md|ipynb)$", "", "/".join(parts))
+        return docname if any(docname == d for d, _ in self.book.pages) else None
+
+    def role(self, name: str, content: str) -> str:
+        explicit = EXPLICIT.match(content)
+        text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, content)
+        target = target.strip()
+        if name in ("cite:p", "cite:t", "cite", "cite:ps", "cite:ts"):
+            return self.cite(name, target)
+        if name == "doc":
+            docname = self.page_of(target)
+            if docname is None:
+                raise ValueError(f"{self.docname}: {{doc}}`{content}` names no page of the book")
+            shown = text or self.book.titles.get(docname, docname)
+            return f"[{shown}]({self.book.url(docname)})"
+        if name in ("ref", "numref", "prf:ref"):
+            found = self.book.targets.get(target)
+            if found is None:
+                raise ValueError(f"{self.docname}: {{{name}}}`{content}`: no such label")
+            if text is not None:
+                shown = text.replace("{number}", found.number or "").replace(
+                    "%s", found.number or "").replace("{name}", found.title)
+            elif name == "ref" and found.kind in ("section", "figure", "table"):
+                shown = found.title
+            else:
+                shown = found.numbered_name
+            return f"[{shown}]({self.book.url(found.docname, target)})"
+        if name == "math":
+            return f"${content}$"
+        raise ValueError(f"{self.docname}: no plain-markdown form for the role {{{name}}}")
+
+    def cite(self, name: str, keys: str) -> str:
+        parts = []
+        for key in (k.strip() for k in keys.split(",")):
+            if key not in self.book.citations:
+                raise ValueError(f"{self.docname}: citation {key!r} is not in the bibliography")
+            names, year = self.book.citations[key]
+            parts.append((names, year))
+        url = self.book.url("book/bibliography")
+        if name.startswith("cite:t"):
+            return ", ".join(f"[{n} ({y})]({url})" for n, y in parts)
+        return "(" + "; ".join(f"[{n}, {y}]({url})" for n, y in parts) + ")"
+
+
+# ---------------------------------------------------------------------------------------------
+# The notebooks
+
+SETUP_SPEC = re.compile(r'"mha\[lab\] @ git\+[^"]*"')
+
+
+def setup_cell(cell: dict, book: Book) -> dict:
+    """The setup cell, installing ``mha`` from the repository and branch of ``_config.yml``."""
+    cell = copy.deepcopy(cell)
+    text = source(cell)
+    if not SETUP_SPEC.search(text):
+        raise ValueError("the first cell is not the course's setup cell (tests/conventions.py)")
+    cell["source"] = SETUP_SPEC.sub(f'"mha[lab] @ git+{book.repository}@{book.branch}"', text)
+    return cell
+
+
+def convert_notebook(nb: dict, book: Book, docname: str) -> dict:
+    """The Jupyter edition of one notebook of the book (a new dict; ``nb`` is left as it is)."""
+    chapter = dict(book.pages).get(docname)
+    edition = copy.deepcopy({k: v for k, v in nb.items() if k != "cells"})
+    cells = list(nb["cells"])
+    first = [setup_cell(cells[0], book)] if cells and SETUP_SPEC.search(source(cells[0])) else []
+    edition["cells"] = first + Chapter(book, docname, chapter).convert_cells(cells[len(first):])
+    return edition
+
+
+def edition_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks of the book: the chapters and the notebook pages (the explorer)."""
+    return [root / f"{d}.ipynb" for d, _ in toc_pages(root) if (root / f"{d}.ipynb").exists()]
+
+
+def write(nb: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks of the book (default: every one in _toc.yml)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="output folder; a notebook keeps its path below it")
+    args = parser.parse_args(argv)
+    book = load_book(ROOT)
+    paths = [p.resolve() for p in args.notebooks] or edition_notebooks(ROOT)
+    for path in paths:
+        relative = path.relative_to(ROOT).with_suffix("")
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        write(convert_notebook(nb, book, relative.as_posix()), args.out / f"{relative}.ipynb")
+    print(f"Jupyter edition of {len(paths)} notebook(s) written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+# Tried first, on chapter 4 (November 2026):
+# - sphinx-tojupyter 0.6.0 (QuantEcon's Sphinx builder, `sphinx-build -b jupyter`) with the
+#   book's extensions: every code cell of a MyST-NB notebook came out as a markdown cell holding
+#   an ```ipython3 fence, so no code cell and no output was left; exercise headings came out as
+#   "##  (Pack separate heads)Exercise 4.1", proofs as "**Proof.**" then "Proof. ..." and
+#   references as links to neighbouring .ipynb files, not to the book.
+# - mystmd 1.8.3 (npm): no ipynb export (its formats are pdf, tex, typst, docx, xml, md, meca,
+#   cff); its md export dropped exercises and solutions ("Unsupported node type"), left
+#   {cite:p} roles raw, numbered lemmas per page ("Lemma 1") and wrote maths as {math} roles.
