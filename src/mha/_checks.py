@@ -211,6 +211,28 @@ def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) ->
         )
 
 
+def require_head_mask(head_mask: object, heads: int, batch: int,
+                      dtype: torch.dtype) -> torch.Tensor:
+    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``; returned as
+    ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape ``(B, h, n, d)``."""
+    require_tensor("head_mask", head_mask)
+    if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
+        raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
+                         f"{head_mask.dtype}")
+    if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
+        raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
+                         f"{heads} heads, got {tuple(head_mask.shape)}")
+    return head_mask.reshape(-1, heads, 1, 1)
+
+
+def require_module(name: str, value: object, kind: type = torch.nn.Module) -> object:
+    """``value`` if it is an instance of ``kind`` (by default any ``nn.Module``)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
+                         f"got {_describe(value)}")
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # Python scalars
 

@@ -21,6 +21,9 @@ def _check(weights: torch.Tensor, token_mask: torch.Tensor | None,
             f"weights must be self-attention weights of shape (batch, heads, n, n), "
             f"got {tuple(weights.shape)}"
         )
+    if not torch.isfinite(weights).all():  # a max or argmax of NaN is NaN or meaningless
+        raise ValueError("weights hold NaN or inf: attention weights are finite numbers in "
+                         "[0, 1]; check the model that produced them")
     if token_mask is None:
         return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
     require_bool_tensor(name, token_mask, (batch, n_q))
