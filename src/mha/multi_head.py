@@ -1,4 +1,20 @@
-"""Multi-head attention: h heads, each with its own projections, concatenated and projected."""
+"""Multi-head attention: h heads, each with its own projections, concatenated and projected.
+
+Compiling and vmapping. ``torch.compile(fullgraph=True)`` traces :class:`MultiHeadAttention`
+in one graph (with or without weights, causal, masks, grouped-query heads, a
+:class:`mha.KVCache` decode step), and ``torch.func.vmap`` maps it over an extra leading
+dimension (masks included); ``tests/test_compile.py`` checks both against eager outputs. The
+argument checks look at shapes and dtypes only, which Dynamo folds into constants. The one
+check that reads values, the fused path's look for NaN and inf, is skipped when compiled or
+vmapped and can be switched off in eager mode with :func:`mha.set_debug` (see there for what
+changes). What does not compile in one graph: :class:`mha.TinyDecoder` and
+:func:`mha.generate` (the token ids' range check reads the ids on the host: one graph break
+each), causal :func:`mha.chunked_attention` (it skips key blocks by their values),
+:func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading it).
+``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take the
+argument checks' Python (``isinstance`` on unions, f-strings, keyword-only options, the
+``KVCache`` object); use ``torch.compile`` or ``torch.export`` instead.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +26,8 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    get_debug,
+    may_read_values,
     require_broadcastable_mask,
     require_flag,
     require_float_tensor,
@@ -263,22 +281,24 @@ class MultiHeadAttention(nn.Module):
         float_mask = mask is not None and mask.is_floating_point()
         if float_mask:
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
-        with torch.no_grad():  # a look at the inputs, not part of what is differentiated
-            clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
-                float_mask and mask.isnan().any())
-        if not clean:
-            # The fused kernel hides some NaN and inf that mha.attention shows (a query whose
-            # scores are all NaN comes out 0; the causal kernel skips future blocks): compute
-            # such inputs in the open. Finding out costs one pass over Q, K and V (n x d).
-            return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
+        if get_debug() and may_read_values(q):
+            with torch.no_grad():  # a look at the inputs, not part of what is differentiated
+                clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
+                    float_mask and mask.isnan().any())
+            if not clean:
+                # The fused kernel hides some NaN and inf that mha.attention shows (a query
+                # whose scores are all NaN comes out 0; the causal kernel skips future blocks):
+                # compute such inputs in the open. Finding out costs one pass over Q, K and V
+                # (n x d) and a host sync: mha.set_debug(False) turns it off (see there).
+                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         if float_mask:
             # a query whose float-mask row is all -inf came out NaN before PyTorch 2.5 (2.5's
-            # _safe_softmax gives zeros); the rule is zeros, whatever the version
+            # _safe_softmax gives zeros); the rule is zeros, whatever the version. Tensor ops
+            # only (no branch on values), so compiled and vmapped code does the same.
             has_key = additive_mask(mask, out.dtype)[1]  # mask-sized, not score-sized
-            if not has_key.all():
-                out = out.masked_fill(~has_key, 0.0)
+            out = out.masked_fill(~has_key, 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
