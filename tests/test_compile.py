@@ -4,8 +4,8 @@ the KV-cache decode step, against eager outputs (issue 27).
 Compiling is slow on a shared 2-core machine (tens of seconds for the first graph): the graph
 checks use ``torch._dynamo.explain`` and the ``eager`` backend (Dynamo's tracing, which is what
 fails on a graph break), and one test goes through AOTAutograd (``aot_eager``) forward and
-backward; Inductor's C++ code generation is left out (110 s for one graph on this machine). ``make test-fast`` skips this
-module (Makefile's SLOW_TESTS).
+backward; Inductor's C++ code generation is left out (110 s for one graph on this machine).
+``make test-fast`` skips this module (Makefile's SLOW_TESTS).
 """
 
 import pytest
