@@ -206,7 +206,8 @@ class MultiHeadLatentAttention(nn.Module):
         width = self.latent_dim + r if absorb else d + r
         check_allocation("the keys of MultiHeadLatentAttention", (batch, h, past + n, width),
                          x.dtype, "use shorter sequences")
-        check_allocation("the causal mask", (n, past + n), torch.bool, "use shorter sequences")
+        check_allocation("MultiHeadLatentAttention's causal mask", (n, past + n), torch.bool,
+                         "use shorter sequences")
         positions = torch.arange(past, past + n, device=x.device)
 
         latents = self.latent_norm(self.kv_down(x))  # (B, n, d_c)
