@@ -210,6 +210,15 @@ def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) ->
         )
 
 
+def require_features(name: str, x: object, size: int, module: torch.nn.Module) -> torch.Tensor:
+    """``x`` of shape ``(batch, tokens, size)`` with ``module``'s floating dtype."""
+    require_float_tensor(name, x)
+    if x.dim() != 3 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}")
+    require_module_dtype(name, x, module)
+    return x
+
+
 def require_head_mask(head_mask: object, heads: int, batch: int,
                       dtype: torch.dtype) -> torch.Tensor:
     """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``; returned as

@@ -161,4 +161,6 @@ def self_attention(
     Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``.
     """
     require_float_tensor("x", x, min_dim=2)
+    if x.shape[-1] == 0:
+        raise ValueError(f"x needs C >= 1 features, got shape {tuple(x.shape)}")
     return attention(x, x, x, mask=mask)

@@ -12,9 +12,11 @@ from torch import nn
 from mha._checks import (
     check_allocation,
     require_callable,
+    require_features,
     require_flag,
     require_generator,
     require_int,
+    require_int_tensor,
     require_module,
     require_number,
     require_optional_int,
@@ -22,7 +24,7 @@ from mha._checks import (
     require_token_ids,
 )
 from mha.kv_cache import KVCache
-from mha.latent_attention import MultiHeadLatentAttention
+from mha.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.multi_head import MultiHeadAttention
 
 
@@ -50,6 +52,7 @@ class DecoderBlock(nn.Module):
     def forward(self, x: torch.Tensor, *, cache=None,
                 head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``."""
+        require_features("x", x, self.norm1.normalized_shape[0], self)
         attended, _ = self.attn(self.norm1(x), is_causal=True, need_weights=False, cache=cache,
                                 head_mask=head_mask)
         x = x + attended
@@ -97,6 +100,10 @@ class TinyDecoder(nn.Module):
         mlp_dim = require_optional_int("mlp_dim", mlp_dim)  # 0 is an error, not the default
         check_allocation("TinyDecoder's embeddings", (vocab_size + max_len, embed_dim),
                          torch.get_default_dtype(), "use smaller sizes")
+        width = 4 * embed_dim if mlp_dim is None else mlp_dim
+        check_allocation("TinyDecoder's blocks", (num_layers, 4 * embed_dim * embed_dim
+                                                  + 2 * embed_dim * width),
+                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
         if make_attention is None:
             def make_attention():
                 return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
@@ -154,6 +161,10 @@ class TinyDecoder(nn.Module):
                                  f"({len(self.blocks)}), as model.new_caches() makes, got "
                                  f"{type(caches).__name__} of length "
                                  f"{len(caches) if hasattr(caches, '__len__') else '?'}")
+            for cache in caches:
+                if not isinstance(cache, KVCache | LatentCache):
+                    raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
+                                     f"model.new_caches()), got {type(cache).__name__}")
             if len({len(cache) for cache in caches}) > 1:
                 raise ValueError(f"the caches hold different numbers of tokens "
                                  f"{[len(cache) for cache in caches]}: use fresh ones")
@@ -272,11 +283,13 @@ def bits_per_byte(
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
     _require_length_fits(model, length)
-    require_tensor("data", data)
+    require_int_tensor("data", data, dim=1)
+    if hasattr(model, "vocab_size"):
+        require_token_ids("data", data, model.vocab_size)
     stride = length + 1
     if num_windows * stride > data.numel():
-        raise ValueError(f"{num_windows} windows of {stride} tokens need {num_windows * stride} "
-                         f"tokens, data has {data.numel()}")
+        raise ValueError(f"num_windows={num_windows} windows of {stride} tokens need "
+                         f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
     was_training = model.training
     model.eval()

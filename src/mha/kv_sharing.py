@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor, require_int
+from mha._checks import check_allocation, require_float_tensor, require_int
 from mha.multi_head import MultiHeadAttention
 from mha.rotary import RotaryMultiHeadAttention
 
@@ -30,6 +30,8 @@ def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
         raise ValueError(f"x must have shape (batch, kv_heads, n, head_dim), got "
                          f"{tuple(x.shape)}")
     groups = require_int("groups", groups)
+    check_allocation("repeat_kv", (x.shape[0], x.shape[1] * groups, *x.shape[2:]), x.dtype,
+                     "use fewer groups")
     return x.repeat_interleave(groups, dim=1)  # (B, h_kv * groups, n, d)
 
 

@@ -7,6 +7,7 @@ import torch
 from mha._checks import (
     check_allocation,
     require_base,
+    require_features,
     require_float_tensor,
     require_same_device,
     require_tensor,
@@ -110,7 +111,7 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         (``num_kv_heads``) and dropout (in training) as there too. Returns
         ``(output (B, n, embed_dim), weights (B, h, n, n))``.
         """
-        self._check_inputs(x, x, x)
+        require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape
         if positions is not None:
             require_tensor("positions", positions)

@@ -40,8 +40,10 @@ KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder at
 
 def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
     """The fixed random dictionary ``T``: a permutation of ``0..vocab_size-1``."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
-        raise ValueError(f"vocab_size must be an int >= 2, got {vocab_size!r}")
+    vocab_size = require_int("vocab_size", vocab_size, minimum=2)
+    seed = require_int("seed", seed, minimum=0)
+    check_allocation("translation_dictionary", (vocab_size,), torch.int64, "use a smaller "
+                     "vocab_size")
     return torch.randperm(vocab_size, generator=torch.Generator().manual_seed(seed))
 
 
@@ -162,6 +164,9 @@ class TinyTranslator(nn.Module):
         check_allocation("TinyTranslator's embeddings", (source_vocab + target_vocab
                          + 2 * max_len + num_classes, embed_dim), torch.get_default_dtype(),
                          "use smaller sizes")
+        check_allocation("TinyTranslator's blocks", (3 * num_layers, 4 * embed_dim * embed_dim
+                                                     + 2 * embed_dim * mlp_dim),
+                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
         self.num_layers, self.num_heads, self.max_len = num_layers, num_heads, max_len
         self.source_embedding = nn.Embedding(source_vocab, embed_dim)
         self.target_embedding = nn.Embedding(target_vocab, embed_dim)
