@@ -113,12 +113,6 @@ class TinyDecoder(nn.Module):
                              f"got the module {type(make_attention).__name__} itself")
         else:
             require_callable("make_attention", make_attention)
-        layers = [make_attention() for _ in range(num_layers)]
-        for layer in layers:
-            require_module("make_attention()", layer)
-        if len({id(layer) for layer in layers}) < num_layers:
-            raise ValueError("make_attention must build a new layer at each call, not return "
-                             "the same one (its blocks would share weights and caches)")
         self.vocab_size, self.max_len = vocab_size, max_len
         # small embeddings (GPT-2 draws them with standard deviation 0.02): the tied read-out
         # then starts with logits near zero, a near-uniform prediction, instead of confidently
@@ -126,10 +120,14 @@ class TinyDecoder(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
-        self.blocks = nn.ModuleList(
-            DecoderBlock(layer, embed_dim, 4 * embed_dim if mlp_dim is None else mlp_dim)
-            for layer in layers
-        )
+        blocks = []
+        for _ in range(num_layers):  # attention, then its block: the order of the random draws
+            layer = require_module("make_attention()", make_attention())
+            if any(block.attn is layer for block in blocks):
+                raise ValueError("make_attention must build a new layer at each call, not "
+                                 "return the same one (blocks would share weights and caches)")
+            blocks.append(DecoderBlock(layer, embed_dim, width))
+        self.blocks = nn.ModuleList(blocks)
         self.norm = nn.LayerNorm(embed_dim)
 
     def new_caches(self) -> list:
