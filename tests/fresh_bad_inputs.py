@@ -8,6 +8,11 @@ against the code before the issue's fixes (commit c5d46d2) and after:
 Same row format as ``tests/bad_inputs.py`` (:class:`Bad`); ``tests/test_bad_inputs.py`` runs
 these rows too. Every row expecting an error wants ``ValueError`` (or its subclass
 ``MemoryBudgetError``) with the argument's name in the message.
+
+Tally (142 rows; clear error / documented result / cryptic / silent NaN / silently wrong /
+huge allocation): before, at c5d46d2: 69 / 9 / 31 / 3 / 27 / 3; after: 123 / 19 / 0 / 0 / 0 / 0
+(first run after the fixes: 121 / 19 / 2 / 0 / 0 / 0, one row calling HardConcreteGates
+wrongly, corrected, and MLA's mask budget message not naming the layer, fixed).
 """
 
 from __future__ import annotations
