@@ -14,8 +14,8 @@ give
 
 and never another exception from inside torch, never a call that runs past ``TIME_LIMIT``
 seconds or allocates past a 64 MiB budget (``MemoryBudgetError``, raised before allocating, is
-a clear error: its message names the tensor, its shape and its size). 56 callables, up to
-40 wrong values each (about 2,000 calls): 15 s on one thread of this shared machine.
+a clear error: its message names the tensor, its shape and its size). 55 callables, 2,001
+wrong values in all, up to 40 drawn per callable: 15 s on one thread of this shared machine.
 """
 
 from __future__ import annotations
