@@ -9,6 +9,7 @@ asserts the documented result.
 import pytest
 import torch
 from bad_inputs import CASES, LAPTOP, Bad
+from fresh_bad_inputs import CASES as FRESH_CASES
 
 import mha
 
@@ -19,7 +20,14 @@ def test_the_table_is_large_and_its_ids_unique():
     assert len(CASES) >= 146
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_the_fresh_table_of_issue_27_is_large_and_its_ids_new():
+    ids = [case.id for case in FRESH_CASES]
+    assert len(ids) == len(set(ids)) and len(ids) >= 100
+    assert not set(ids) & {case.id for case in CASES}
+
+
+@pytest.mark.parametrize("case", CASES + FRESH_CASES,
+                         ids=[case.id for case in CASES + FRESH_CASES])
 def test_bad_input(case: Bad):
     if case.error is None:
         assert case.check(case.call()), f"{case.id}: not the documented result"

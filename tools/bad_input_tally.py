@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/bad_input_tally.py                  # this checkout's src/
     .venv/bin/python tools/bad_input_tally.py --src OTHER/src  # e.g. an old commit's src/
+    .venv/bin/python tools/bad_input_tally.py --table fresh_bad_inputs  # another table
     git archive main src | tar -x -C /tmp/old && \\
         .venv/bin/python tools/bad_input_tally.py --src /tmp/old/src
 
@@ -35,13 +36,14 @@ OUTCOMES = ("clear error", "documented result", "cryptic error", "silent NaN",
 
 _CHILD = r"""
 import json, resource, signal, sys
-cap, timeout = int(sys.argv[1]), int(sys.argv[2])
+cap, timeout, table = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 import torch
 torch.set_num_threads(1)
 import mha
-from bad_inputs import CASES
+import importlib
+CASES = importlib.import_module(table).CASES
 
 
 class Timeout(Exception):
@@ -104,10 +106,10 @@ for case in CASES:
 """
 
 
-def run(src: Path, memory_gib: float, timeout: int) -> list[dict]:
+def run(src: Path, memory_gib: float, timeout: int, table: str = "bad_inputs") -> list[dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(ROOT / "tests")]))
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(int(memory_gib * 2**30)), str(timeout)],
+        [sys.executable, "-c", _CHILD, str(int(memory_gib * 2**30)), str(timeout), table],
         capture_output=True, text=True, env=env, cwd=ROOT,
     )
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -121,10 +123,12 @@ def main() -> None:
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="folder holding mha/")
     parser.add_argument("--memory", type=float, default=6.0, help="address-space cap, GiB")
     parser.add_argument("--timeout", type=int, default=30, help="seconds per row")
+    parser.add_argument("--table", default="bad_inputs",
+                        help="module in tests/ whose CASES to run (e.g. fresh_bad_inputs)")
     parser.add_argument("--json", type=Path, help="also write every row's outcome here")
     parser.add_argument("--show", nargs="*", default=[], help="list the rows of these outcomes")
     args = parser.parse_args()
-    rows = run(args.src.resolve(), args.memory, args.timeout)
+    rows = run(args.src.resolve(), args.memory, args.timeout, args.table)
     counts = Counter(row["outcome"] for row in rows)
     for outcome in OUTCOMES:
         print(f"{outcome:18s} {counts[outcome]:4d}")

@@ -71,13 +71,22 @@ from mha.diagrams import Diagram, Notation
 from mha.explorer import attention_explorer
 
 # Argument checks: the memory budget every allocation of mha is checked against
-from mha._checks import MemoryBudgetError, get_memory_budget, memory_budget, set_memory_budget
+from mha._checks import (
+    MemoryBudgetError,
+    get_debug,
+    get_memory_budget,
+    memory_budget,
+    set_debug,
+    set_memory_budget,
+)
 
 __all__ = [
     "MemoryBudgetError",
     "memory_budget",
     "set_memory_budget",
     "get_memory_budget",
+    "set_debug",
+    "get_debug",
     "attention",
     "additive_scores",
     "AdditiveScore",

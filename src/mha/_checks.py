@@ -15,7 +15,6 @@ Change the budget with :func:`memory_budget` (a context manager) or :func:`set_m
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import numbers
 import os
@@ -211,6 +210,37 @@ def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) ->
         )
 
 
+def require_features(name: str, x: object, size: int, module: torch.nn.Module) -> torch.Tensor:
+    """``x`` of shape ``(batch, tokens, size)`` with ``module``'s floating dtype."""
+    require_float_tensor(name, x)
+    if x.dim() != 3 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}")
+    require_module_dtype(name, x, module)
+    return x
+
+
+def require_head_mask(head_mask: object, heads: int, batch: int,
+                      dtype: torch.dtype) -> torch.Tensor:
+    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``; returned as
+    ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape ``(B, h, n, d)``."""
+    require_tensor("head_mask", head_mask)
+    if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
+        raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
+                         f"{head_mask.dtype}")
+    if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
+        raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
+                         f"{heads} heads, got {tuple(head_mask.shape)}")
+    return head_mask.reshape(-1, heads, 1, 1)
+
+
+def require_module(name: str, value: object, kind: type = torch.nn.Module) -> object:
+    """``value`` if it is an instance of ``kind`` (by default any ``nn.Module``)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
+                         f"got {_describe(value)}")
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # Python scalars
 
@@ -362,6 +392,46 @@ def require_indices(name: str, indices: object, size: int, what: str = "head") -
 
 
 # ---------------------------------------------------------------------------------------------
+# checks that read values: the debug switch
+
+_debug = os.environ.get("MHA_DEBUG", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def set_debug(flag: bool) -> bool:
+    """Turn on or off the checks that read tensor values on the host; returns the previous
+    setting. On by default (``MHA_DEBUG=0`` in the environment starts with them off).
+
+    Only one such check sits on a main path: the fused path of :class:`mha.MultiHeadAttention`
+    looks at ``isfinite(Q.sum() + K.sum() + V.sum())`` and, for NaN or inf inputs, computes in
+    the open so that nothing non-finite is hidden (the rule of :func:`mha.attention`). That
+    look is a host synchronisation per call on a GPU and a data-dependent branch that
+    ``torch.compile(fullgraph=True)`` and ``torch.func.vmap`` cannot trace. With the switch
+    off, and always inside ``torch.compile`` or a ``torch.func`` transform, it is skipped:
+    finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
+    kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
+    kernel never reads a future key, so a NaN there does not reach earlier queries).
+    """
+    global _debug
+    previous = _debug
+    _debug = require_flag("flag", flag)
+    return previous
+
+
+def get_debug() -> bool:
+    """Whether the value-reading checks of :func:`set_debug` are on."""
+    return _debug
+
+
+def may_read_values(x: torch.Tensor) -> bool:
+    """Whether code may branch on ``x``'s values on the host: in eager mode, outside
+    ``torch.compile`` and ``torch.func`` transforms (vmap, grad) that cannot trace such a
+    branch. Code that says no takes the branch-free route (same results for finite inputs)."""
+    if torch.compiler.is_compiling():
+        return False
+    return not torch._C._functorch.is_functorch_wrapped_tensor(x)
+
+
+# ---------------------------------------------------------------------------------------------
 # the memory guard
 
 
@@ -375,13 +445,20 @@ _FALLBACK_RAM = 8 * 2**30  # when the OS does not say (a laptop-sized guess)
 _budget: int | None = None
 
 
-@functools.cache
-def machine_memory() -> int:
-    """Bytes of physical memory of this machine (8 GiB where the OS does not tell)."""
+def _read_machine_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return _FALLBACK_RAM
+
+
+# read once at import: a constant that torch.compile can trace (os.sysconf it cannot)
+_MACHINE_MEMORY = _read_machine_memory()
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory of this machine (8 GiB where the OS does not tell)."""
+    return _MACHINE_MEMORY
 
 
 def get_memory_budget() -> int:

@@ -47,8 +47,10 @@ def alibi_bias(
     the symmetric variant ``-m_h |i - j|`` (it cannot tell a key before the query from one
     after it). The bias depends on ``i`` and ``j`` only through ``i - j``: it is the same for
     every sequence length, which is what lets a model trained on short inputs run on long ones.
-    Pass it as ``mask`` to :func:`mha.attention` or :class:`mha.MultiHeadAttention` (it
-    broadcasts to ``(batch, heads, n, n)``).
+    Pass it as ``mask`` to :func:`mha.attention` with per-head queries ``(B, heads, n, d)``
+    (it broadcasts to ``(B, heads, n, n)``). :class:`mha.MultiHeadAttention` refuses 3-D masks
+    (``(B, n, n)`` and ``(heads, n, n)`` cannot be told apart), so give it the 4-D
+    ``alibi_bias(h, n)[None]`` of shape ``(1, heads, n, n)``, in the module's dtype.
     """
     num_heads = require_int("num_heads", num_heads)
     num_positions = require_int("num_positions", num_positions, minimum=0)

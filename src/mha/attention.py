@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from mha._checks import (
     check_allocation,
     check_attention_inputs,
+    may_read_values,
     require_broadcastable_mask,
     require_flag,
     require_float_tensor,
@@ -101,8 +102,12 @@ def attend(
     scores = (query * scale) @ key.transpose(-2, -1)  # (..., n_q, n_k)
     if mask is not None:
         additive, has_key = additive_mask(mask, scores.dtype)
-        scores.add_(additive)  # in place: the product itself is not kept for backward
-        if not has_key.all():
+        if may_read_values(additive):
+            scores.add_(additive)  # in place: the product itself is not kept for backward
+        else:  # under vmap a batched mask cannot be added in place to unbatched scores
+            scores = scores + additive
+        # compiled or vmapped code cannot branch on values: it always takes the safe route
+        if not may_read_values(scores) or not has_key.all():
             # softmax(-inf, ..., -inf) is NaN: give those rows finite scores (so no NaN
             # reaches the backward pass either) and zero weights afterwards
             scores = scores.masked_fill(~has_key, 0.0)
@@ -142,7 +147,8 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor,
     """
     if mask.dtype == torch.bool:
         additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-        return additive.masked_fill_(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
+        # out of place: under vmap the mask may be batched where the zeros are not
+        return additive.masked_fill(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
     return mask.to(dtype), (mask != float("-inf")).any(dim=-1, keepdim=True)
 
 
@@ -155,4 +161,6 @@ def self_attention(
     Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``.
     """
     require_float_tensor("x", x, min_dim=2)
+    if x.shape[-1] == 0:
+        raise ValueError(f"x needs C >= 1 features, got shape {tuple(x.shape)}")
     return attention(x, x, x, mask=mask)

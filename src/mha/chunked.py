@@ -59,8 +59,8 @@ def chunked_attention(
         # Masking is not cleaning (see mha.attention): a NaN key or value reaches even the
         # queries that mask it. A block wholly in the future may be skipped only when it
         # holds nothing non-finite; one pass over key and value, O(n_k d), tells.
-        bad = (~torch.isfinite(key)).any(-1).flatten(end_dim=-2).any(0) \
-            | (~torch.isfinite(value)).any(-1).flatten(end_dim=-2).any(0)  # (n_k,)
+        bad = (~torch.isfinite(key)).any(-1).reshape(-1, n_k).any(0) \
+            | (~torch.isfinite(value)).any(-1).reshape(-1, n_k).any(0)  # (n_k,), any batch
         last_bad = int(bad.nonzero()[-1]) if bad.any() else -1
     blocks = []
     for q_start in range(0, n_q, chunk_size):

@@ -18,8 +18,8 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     neighbour holds the same symbol.
     """
     require_float_tensor("weights", weights, min_dim=4)
-    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(f"weights must have shape (batch, heads, n, n), got "
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[0] == 0:
+        raise ValueError(f"weights must have shape (batch, heads, n, n) with batch >= 1, got "
                          f"{tuple(weights.shape)}")
     batch, _, n, _ = weights.shape
     require_int_tensor("tokens", tokens)

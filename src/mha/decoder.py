@@ -9,9 +9,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import require_flag, require_token_ids
+from mha._checks import (
+    check_allocation,
+    require_callable,
+    require_features,
+    require_flag,
+    require_generator,
+    require_int,
+    require_int_tensor,
+    require_module,
+    require_number,
+    require_optional_int,
+    require_tensor,
+    require_token_ids,
+)
 from mha.kv_cache import KVCache
-from mha.latent_attention import MultiHeadLatentAttention
+from mha.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.multi_head import MultiHeadAttention
 
 
@@ -26,6 +39,10 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
         super().__init__()
+        require_module("attn", attn)
+        embed_dim, mlp_dim = require_int("embed_dim", embed_dim), require_int("mlp_dim", mlp_dim)
+        check_allocation("DecoderBlock's MLP", (embed_dim, mlp_dim), torch.get_default_dtype(),
+                         "use smaller sizes")
         self.norm1 = nn.LayerNorm(embed_dim)
         self.attn = attn
         self.norm2 = nn.LayerNorm(embed_dim)
@@ -35,6 +52,7 @@ class DecoderBlock(nn.Module):
     def forward(self, x: torch.Tensor, *, cache=None,
                 head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``."""
+        require_features("x", x, self.norm1.normalized_shape[0], self)
         attended, _ = self.attn(self.norm1(x), is_causal=True, need_weights=False, cache=cache,
                                 head_mask=head_mask)
         x = x + attended
@@ -75,13 +93,26 @@ class TinyDecoder(nn.Module):
         make_attention: Callable[[], nn.Module] | None = None,
     ) -> None:
         super().__init__()
-        for name, size in [("vocab_size", vocab_size), ("max_len", max_len),
-                           ("embed_dim", embed_dim), ("num_layers", num_layers)]:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        vocab_size, max_len = require_int("vocab_size", vocab_size), require_int("max_len",
+                                                                                 max_len)
+        embed_dim, num_layers = require_int("embed_dim", embed_dim), require_int("num_layers",
+                                                                                 num_layers)
+        mlp_dim = require_optional_int("mlp_dim", mlp_dim)  # 0 is an error, not the default
+        check_allocation("TinyDecoder's embeddings", (vocab_size + max_len, embed_dim),
+                         torch.get_default_dtype(), "use smaller sizes")
+        width = 4 * embed_dim if mlp_dim is None else mlp_dim
+        check_allocation("TinyDecoder's blocks", (num_layers, 4 * embed_dim * embed_dim
+                                                  + 2 * embed_dim * width),
+                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
         if make_attention is None:
             def make_attention():
                 return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
+        elif isinstance(make_attention, nn.Module):
+            raise ValueError(f"make_attention must be a function that builds a new layer for "
+                             f"each block (e.g. lambda: {type(make_attention).__name__}(...)), "
+                             f"got the module {type(make_attention).__name__} itself")
+        else:
+            require_callable("make_attention", make_attention)
         self.vocab_size, self.max_len = vocab_size, max_len
         # small embeddings (GPT-2 draws them with standard deviation 0.02): the tied read-out
         # then starts with logits near zero, a near-uniform prediction, instead of confidently
@@ -89,10 +120,14 @@ class TinyDecoder(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         nn.init.normal_(self.token_embedding.weight, std=0.02)
         self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
-        self.blocks = nn.ModuleList(
-            DecoderBlock(make_attention(), embed_dim, mlp_dim or 4 * embed_dim)
-            for _ in range(num_layers)
-        )
+        blocks = []
+        for _ in range(num_layers):  # attention, then its block: the order of the random draws
+            layer = require_module("make_attention()", make_attention())
+            if any(block.attn is layer for block in blocks):
+                raise ValueError("make_attention must build a new layer at each call, not "
+                                 "return the same one (blocks would share weights and caches)")
+            blocks.append(DecoderBlock(layer, embed_dim, width))
+        self.blocks = nn.ModuleList(blocks)
         self.norm = nn.LayerNorm(embed_dim)
 
     def new_caches(self) -> list:
@@ -118,12 +153,23 @@ class TinyDecoder(nn.Module):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
                              f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
         require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
+        if caches is not None:
+            if not isinstance(caches, list | tuple) or len(caches) != len(self.blocks):
+                raise ValueError(f"caches must be a list of one cache per layer "
+                                 f"({len(self.blocks)}), as model.new_caches() makes, got "
+                                 f"{type(caches).__name__} of length "
+                                 f"{len(caches) if hasattr(caches, '__len__') else '?'}")
+            for cache in caches:
+                if not isinstance(cache, KVCache | LatentCache):
+                    raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
+                                     f"model.new_caches()), got {type(cache).__name__}")
+            if len({len(cache) for cache in caches}) > 1:
+                raise ValueError(f"the caches hold different numbers of tokens "
+                                 f"{[len(cache) for cache in caches]}: use fresh ones")
         past = 0 if caches is None else len(caches[0])
         if tokens.dim() != 2 or tokens.shape[1] < 1 or past + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= {past} + n <= "
                              f"max_len = {self.max_len}, got {tuple(tokens.shape)}")
-        if caches is not None and len(caches) != len(self.blocks):
-            raise ValueError(f"need one cache per layer ({len(self.blocks)}), got {len(caches)}")
         if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
                                       or head_mask.dim() != 2
                                       or head_mask.shape[0] != len(self.blocks)):
@@ -161,14 +207,17 @@ def generate(
     earlier keys and values from the caches; without it every step recomputes the whole
     sequence. Both give the same tokens.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    require_module("model", model, TinyDecoder)
+    steps = require_int("steps", steps, minimum=0)
     require_flag("use_cache", use_cache)
-    if not isinstance(temperature, (int, float)) or temperature < 0 or math.isnan(temperature):
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
+    # inf would sample uniformly, whatever the model says: a finite temperature or 0 (greedy)
+    temperature = require_number("temperature", temperature, at_least=0.0)
+    require_generator("generator", generator)
+    require_tensor("prompt", prompt)
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
-                         f"{tuple(getattr(prompt, 'shape', ()))}")
+                         f"{tuple(prompt.shape)}")
+    require_token_ids("prompt", prompt, model.vocab_size)
     if prompt.shape[1] + steps > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
@@ -210,6 +259,9 @@ def train_decoder(
     from mha.neighbour_task import train
     from mha.text_corpus import windows
 
+    require_module("model", model)
+    steps, length = require_int("steps", steps), require_int("length", length)
+    _require_length_fits(model, length)
     generator = torch.Generator().manual_seed(seed)
     return train(model, lambda step: windows(data, batch_size, length, generator), steps,
                  lr=lr, forward=model, stop_after=stop_after)
@@ -226,10 +278,16 @@ def bits_per_byte(
     tokens, so every model is scored on the same text. A model that knows nothing (uniform over
     256 bytes) scores 8.
     """
+    require_module("model", model)
+    length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
+    _require_length_fits(model, length)
+    require_int_tensor("data", data, dim=1)
+    if hasattr(model, "vocab_size"):
+        require_token_ids("data", data, model.vocab_size)
     stride = length + 1
     if num_windows * stride > data.numel():
-        raise ValueError(f"{num_windows} windows of {stride} tokens need {num_windows * stride} "
-                         f"tokens, data has {data.numel()}")
+        raise ValueError(f"num_windows={num_windows} windows of {stride} tokens need "
+                         f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
     was_training = model.training
     model.eval()
@@ -237,3 +295,11 @@ def bits_per_byte(
                                                                    head_mask=head_mask)
     model.train(was_training)
     return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)
+
+
+def _require_length_fits(model: nn.Module, length: int) -> None:
+    """Windows of ``length`` tokens must fit the model's learned positions."""
+    max_len = getattr(model, "max_len", None)
+    if isinstance(max_len, int) and length > max_len:
+        raise ValueError(f"length={length} exceeds the model's max_len={max_len}: windows must "
+                         f"fit its learned positions")

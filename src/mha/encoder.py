@@ -10,11 +10,10 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    require_features,
     require_flag,
-    require_float_tensor,
     require_int,
     require_int_tensor,
-    require_module_dtype,
     require_optional_int,
     require_token_ids,
 )
@@ -44,8 +43,7 @@ class EncoderBlock(nn.Module):
         self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``."""
-        require_float_tensor("x", x, dim=3)
-        require_module_dtype("x", x, self)
+        require_features("x", x, self.attn.embed_dim, self)
         attended, weights = self.attn(self.norm1(x), head_mask=head_mask,
                                       need_weights=need_weights)
         x = x + attended

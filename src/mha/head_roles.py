@@ -15,12 +15,18 @@ from mha._checks import (
 def _check(weights: torch.Tensor, token_mask: torch.Tensor | None,
            name: str = "token_mask") -> torch.Tensor:
     require_float_tensor("weights", weights, min_dim=4)
+    if weights.dim() != 4 or weights.shape[0] == 0 or weights.shape[2] == 0:
+        raise ValueError(f"weights must be self-attention weights of shape (batch, heads, n, n) "
+                         f"with batch, n >= 1, got {tuple(weights.shape)}")
     batch, _, n_q, n_k = weights.shape
-    if weights.dim() != 4 or n_q != n_k:
+    if n_q != n_k:
         raise ValueError(
             f"weights must be self-attention weights of shape (batch, heads, n, n), "
             f"got {tuple(weights.shape)}"
         )
+    if not torch.isfinite(weights).all():  # a max or argmax of NaN is NaN or meaningless
+        raise ValueError("weights hold NaN or inf: attention weights are finite numbers in "
+                         "[0, 1]; check the model that produced them")
     if token_mask is None:
         return torch.ones(batch, n_q, dtype=torch.bool, device=weights.device)
     require_bool_tensor(name, token_mask, (batch, n_q))

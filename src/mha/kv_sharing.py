@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import check_allocation, require_float_tensor, require_int
 from mha.multi_head import MultiHeadAttention
+from mha.rotary import RotaryMultiHeadAttention
 
 
 def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -28,8 +29,9 @@ def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     if x.dim() != 4:
         raise ValueError(f"x must have shape (batch, kv_heads, n, head_dim), got "
                          f"{tuple(x.shape)}")
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    groups = require_int("groups", groups)
+    check_allocation("repeat_kv", (x.shape[0], x.shape[1] * groups, *x.shape[2:]), x.dtype,
+                     "use fewer groups")
     return x.repeat_interleave(groups, dim=1)  # (B, h_kv * groups, n, d)
 
 
@@ -38,19 +40,31 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
 
     Key/value head ``g`` of the copy is the mean of the ``h / h_kv`` heads ``g (h/h_kv) ...``
     of ``module``: ``W_K^{(g)} = mean_{i in group g} W_K^{(i)}`` and likewise for ``W_V`` and
-    the biases (Ainslie et al.'s conversion). Queries and ``W_O`` are copied unchanged. When
+    the biases (Ainslie et al.'s conversion). Queries and ``W_O`` are copied unchanged, and so
+    are the dropout probability, the train/eval mode and, for a
+    :class:`mha.RotaryMultiHeadAttention`, the rotation (the copy is rotary too). When
     ``module``'s heads of a group are equal, the copy computes exactly what ``module`` does.
+    Other subclasses raise ``ValueError``.
     """
     if not isinstance(module, MultiHeadAttention):
         raise ValueError(f"module must be an mha.MultiHeadAttention, got {type(module).__name__}")
+    if type(module) not in (MultiHeadAttention, RotaryMultiHeadAttention):
+        raise ValueError(f"pool_kv_heads rebuilds a MultiHeadAttention or a "
+                         f"RotaryMultiHeadAttention; module is a {type(module).__name__}, "
+                         f"whose additions would be lost")
     h, h_kv_old, d = module.num_heads, module.num_kv_heads, module.head_dim
-    if (isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, int)
-            or num_kv_heads < 1 or h_kv_old % num_kv_heads):
+    num_kv_heads = require_int("num_kv_heads", num_kv_heads)
+    if h_kv_old % num_kv_heads:
         raise ValueError(f"num_kv_heads must be a positive int dividing the module's "
                          f"{h_kv_old} key/value heads, got {num_kv_heads!r}")
     bias = module.q_proj.bias is not None
-    pooled = MultiHeadAttention(module.embed_dim, h, kdim=module.kdim, vdim=module.vdim,
-                                bias=bias, head_dim=d, num_kv_heads=num_kv_heads)
+    options = dict(bias=bias, head_dim=d, num_kv_heads=num_kv_heads, dropout=module.dropout)
+    if isinstance(module, RotaryMultiHeadAttention):  # keep the rotation of queries and keys
+        pooled = RotaryMultiHeadAttention(module.embed_dim, h, base=module.base, **options)
+    else:
+        pooled = MultiHeadAttention(module.embed_dim, h, kdim=module.kdim, vdim=module.vdim,
+                                    **options)
+    pooled.train(module.training)
     weight = module.out_proj.weight
     pooled.to(device=weight.device, dtype=weight.dtype)
     per_group = h_kv_old // num_kv_heads

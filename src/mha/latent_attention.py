@@ -16,7 +16,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import require_flag, require_float_tensor
+from mha._checks import (
+    check_allocation,
+    require_base,
+    require_flag,
+    require_float_tensor,
+    require_head_mask,
+    require_int,
+    require_module_dtype,
+    require_optional_int,
+    require_same_device,
+    require_same_dtype,
+)
 from mha.rotary import apply_rotary
 
 
@@ -39,11 +50,34 @@ class LatentCache:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, n_new, latent_dim)`` latents and ``(B, 1, n_new, rope_dim)`` rotary keys;
         return everything cached so far."""
+        require_float_tensor("latents", latents, dim=3)
+        require_float_tensor("rope_keys", rope_keys, dim=4)
+        require_same_dtype(("latents", latents), ("rope_keys", rope_keys),
+                           *([("the cached latents", self.latents)] if self.latents is not None
+                             else []))
+        require_same_device(("latents", latents), ("rope_keys", rope_keys))
+        batch, n_new = latents.shape[:2]
+        if rope_keys.shape[:3] != (batch, 1, n_new):
+            raise ValueError(f"rope_keys must have shape (B, 1, n_new, rope_dim) = ({batch}, 1, "
+                             f"{n_new}, ·) to match latents {tuple(latents.shape)}, got "
+                             f"{tuple(rope_keys.shape)}")
+        if self.latents is not None:
+            cached = (self.latents.shape[0], self.latents.shape[2], self.rope_keys.shape[3])
+            if (batch, latents.shape[2], rope_keys.shape[3]) != cached:
+                raise ValueError(
+                    f"new latents {tuple(latents.shape)} and rope_keys "
+                    f"{tuple(rope_keys.shape)} do not fit this cache (batch {cached[0]}, "
+                    f"latent_dim {cached[1]}, rope_dim {cached[2]}): use one cache per "
+                    f"layer and per batch (model.new_caches())")
+            require_same_device(("latents", latents), ("the cached latents", self.latents))
+        check_allocation("the latent cache", (batch, len(self) + n_new,
+                         latents.shape[2] + rope_keys.shape[3]), latents.dtype,
+                         "use shorter sequences")
         if self.latents is None:
             self.latents, self.rope_keys = latents, rope_keys
         else:
-            self.latents = torch.cat([self.latents, latents], dim=1)
-            self.rope_keys = torch.cat([self.rope_keys, rope_keys], dim=2)
+            self.latents = torch.cat([self.latents, latents], dim=1)  # (B, n + n_new, d_c)
+            self.rope_keys = torch.cat([self.rope_keys, rope_keys], dim=2)  # (B, 1, n + n_new, r)
         return self.latents, self.rope_keys
 
     @property
@@ -93,12 +127,12 @@ class MultiHeadLatentAttention(nn.Module):
         base: float = 10000.0,
     ) -> None:
         super().__init__()
-        for name, size in [("embed_dim", embed_dim), ("num_heads", num_heads),
-                           ("latent_dim", latent_dim), ("rope_dim", rope_dim),
-                           ("head_dim", head_dim)]:
-            if size is not None and (isinstance(size, bool) or not isinstance(size, int)
-                                     or size < 1):
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
+        embed_dim, num_heads = require_int("embed_dim", embed_dim), require_int("num_heads",
+                                                                                num_heads)
+        latent_dim, rope_dim = require_int("latent_dim", latent_dim), require_int("rope_dim",
+                                                                                 rope_dim)
+        head_dim = require_optional_int("head_dim", head_dim)
+        base = require_base(base)  # at construction, not at the first forward
         if rope_dim % 2:
             raise ValueError(f"rope_dim must be even (RoPE rotates pairs), got {rope_dim}")
         if head_dim is None:
@@ -106,9 +140,13 @@ class MultiHeadLatentAttention(nn.Module):
                 raise ValueError(f"embed_dim={embed_dim} is not divisible by "
                                  f"num_heads={num_heads}; pass head_dim")
             head_dim = embed_dim // num_heads
+        inner = num_heads * head_dim
+        numel = (embed_dim * latent_dim + latent_dim + 2 * latent_dim * inner
+                 + embed_dim * (inner + num_heads * rope_dim + rope_dim) + inner * embed_dim)
+        check_allocation("MultiHeadLatentAttention's weights", (numel,),
+                         torch.get_default_dtype(), "use smaller sizes")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.latent_dim, self.rope_dim, self.base = latent_dim, rope_dim, base
-        inner = num_heads * head_dim
         self.kv_down = nn.Linear(embed_dim, latent_dim, bias=False)  # W_DKV
         self.latent_norm = nn.RMSNorm(latent_dim, eps=1e-6)
         self.k_up = nn.Linear(latent_dim, inner, bias=False)  # W_UK, all heads side by side
@@ -149,7 +187,8 @@ class MultiHeadLatentAttention(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (batch, tokens, {self.embed_dim}), "
                              f"got {tuple(x.shape)}")
-        require_flag("absorb", absorb)
+        require_module_dtype("x", x, self)
+        absorb = require_flag("absorb", absorb)
         if not require_flag("is_causal", is_causal) or require_flag("need_weights", need_weights):
             raise ValueError("MultiHeadLatentAttention is causal self-attention without "
                              "weights: is_causal must be True and need_weights False")
@@ -158,6 +197,17 @@ class MultiHeadLatentAttention(nn.Module):
         batch, n, _ = x.shape
         h, d, r = self.num_heads, self.head_dim, self.rope_dim
         past = 0 if cache is None else len(cache)
+        if cache is not None and past and cache.latents.shape[0] != batch:
+            raise ValueError(f"cache holds a batch of {cache.latents.shape[0]} sequences, x has "
+                             f"{batch}: use one cache per batch (model.new_caches())")
+        gates = None if head_mask is None else require_head_mask(
+            head_mask, h, batch, self.out_proj.weight.dtype)  # (1 or B, h, 1, 1)
+        # the keys (or latents) every head reads, and the mask: the largest tensors made here
+        width = self.latent_dim + r if absorb else d + r
+        check_allocation("the keys of MultiHeadLatentAttention", (batch, h, past + n, width),
+                         x.dtype, "use shorter sequences")
+        check_allocation("MultiHeadLatentAttention's causal mask", (n, past + n), torch.bool,
+                         "use shorter sequences")
         positions = torch.arange(past, past + n, device=x.device)
 
         latents = self.latent_norm(self.kv_down(x))  # (B, n, d_c)
@@ -191,11 +241,8 @@ class MultiHeadLatentAttention(nn.Module):
             heads = F.scaled_dot_product_attention(queries, keys, v, attn_mask=mask,
                                                    scale=scale)  # (B, h, n, d_h)
 
-        if head_mask is not None:
-            if tuple(head_mask.shape) not in [(h,), (batch, h)]:
-                raise ValueError(f"head_mask must have shape ({h},) or ({batch}, {h}), got "
-                                 f"{tuple(head_mask.shape)}")
-            heads = heads * head_mask.reshape(-1, h, 1, 1)
+        if gates is not None:
+            heads = heads * gates
         merged = heads.transpose(1, 2).reshape(batch, n, h * d)  # (B, n, h d_h)
         return self.out_proj(merged), None
 

@@ -1,4 +1,20 @@
-"""Multi-head attention: h heads, each with its own projections, concatenated and projected."""
+"""Multi-head attention: h heads, each with its own projections, concatenated and projected.
+
+Compiling and vmapping. ``torch.compile(fullgraph=True)`` traces :class:`MultiHeadAttention`
+in one graph (with or without weights, causal, masks, grouped-query heads, a
+:class:`mha.KVCache` decode step), and ``torch.func.vmap`` maps it over an extra leading
+dimension (masks included); ``tests/test_compile.py`` checks both against eager outputs. The
+argument checks look at shapes and dtypes only, which Dynamo folds into constants. The one
+check that reads values, the fused path's look for NaN and inf, is skipped when compiled or
+vmapped and can be switched off in eager mode with :func:`mha.set_debug` (see there for what
+changes). What does not compile in one graph: :class:`mha.TinyDecoder` and
+:func:`mha.generate` (the token ids' range check reads the ids on the host: one graph break
+each), causal :func:`mha.chunked_attention` (it skips key blocks by their values),
+:func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading it).
+``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take the
+argument checks' Python (``isinstance`` on unions, f-strings, keyword-only options, the
+``KVCache`` object); use ``torch.compile`` or ``torch.export`` instead.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +26,12 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    get_debug,
+    may_read_values,
     require_broadcastable_mask,
     require_flag,
     require_float_tensor,
+    require_head_mask,
     require_int,
     require_module_dtype,
     require_optional_int,
@@ -114,6 +133,7 @@ class MultiHeadAttention(nn.Module):
         head_mask: torch.Tensor | None = None,
         need_weights: bool = True,
         cache: KVCache | None = None,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         r"""Attend from ``query`` to ``key``/``value`` (self-attention when they are omitted).
 
@@ -122,8 +142,15 @@ class MultiHeadAttention(nn.Module):
 
         - ``mask``: bool (**True = may attend**) or float (added to the scores), broadcastable
           to ``(B, h, n_q, n_k)``; e.g. ``(n_q, n_k)`` for all sequences or ``(B, 1, 1, n_k)``
-          for padding. A 3-D mask is refused: ``(B, n_q, n_k)`` would line ``B`` up with the
-          heads.
+          for padding. A 2-D mask is always ``(n_q, n_k)``, never ``(B, n_k)``: when
+          ``B == n_q`` the two shapes are the same and cannot be told apart, so pass padding
+          as ``key_padding_mask`` (or as ``(B, 1, 1, n_k)``). A 3-D mask is refused:
+          ``(B, n_q, n_k)`` would line ``B`` up with the heads.
+        - ``key_padding_mask``: ``(B, n_k)`` with ``nn.MultiheadAttention``'s meaning, so
+          that code written for torch carries over: bool **True = ignore this key** (padding;
+          the opposite of ``mask``), or float, added to every query's scores of that key. It
+          combines with ``mask`` (a key must be allowed by both). With a ``cache``, ``n_k``
+          counts the cached keys too.
         - ``is_causal``: each query sees only keys at or before its position, the queries being
           the last ``n_q`` of the ``n_k`` positions (so new tokens after a cache see the whole
           cache); with ``need_weights=False`` and ``n_q = n_k`` PyTorch's fused causal kernel
@@ -156,6 +183,8 @@ class MultiHeadAttention(nn.Module):
                              "smaller n")
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
+        if key_padding_mask is not None:
+            mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
 
         q, k, v = self._project(query, key, value)
         if cache is not None:
@@ -200,7 +229,14 @@ class MultiHeadAttention(nn.Module):
 
     def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
-        require_broadcastable_mask(mask, target)
+        try:
+            require_broadcastable_mask(mask, target)
+        except ValueError as error:
+            if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[0] == batch:
+                raise ValueError(f"{error}; a 2-D mask is (n_q, n_k): for a padding mask of "
+                                 f"shape (B, n_k) pass key_padding_mask=~mask (torch's "
+                                 f"meaning, True = ignore)") from None
+            raise
         require_same_device(("the module", self.q_proj.weight), ("mask", mask))
         if mask.dim() == 3:
             # (B, n_q, n_k) would broadcast batch against heads: when B == h > 1 silently
@@ -210,6 +246,29 @@ class MultiHeadAttention(nn.Module):
                 f"use (n_q, n_k) = ({n_q}, {n_k}) for all, or (B, 1, n_q, n_k) = "
                 f"({batch}, 1, {n_q}, {n_k}) per sequence"
             )
+
+    def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int,
+                      dtype: torch.dtype) -> torch.Tensor:
+        """``mask`` combined with torch's ``key_padding_mask`` (True = ignore), ``(B, 1, 1, n_k)``
+        or broadcastable to ``(B, h, n_q, n_k)``."""
+        require_tensor("key_padding_mask", key_padding_mask)
+        if key_padding_mask.dtype != torch.bool and not key_padding_mask.is_floating_point():
+            raise ValueError(f"key_padding_mask must be bool (True = ignore the key, as in "
+                             f"nn.MultiheadAttention) or floating (added to the scores), got "
+                             f"{key_padding_mask.dtype}")
+        if tuple(key_padding_mask.shape) != (batch, n_k):
+            raise ValueError(f"key_padding_mask must have shape (B, n_k) = ({batch}, {n_k}), "
+                             f"got {tuple(key_padding_mask.shape)}")
+        require_same_device(("the module", self.q_proj.weight),
+                            ("key_padding_mask", key_padding_mask))
+        padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, n_k)
+        if padding.dtype == torch.bool:
+            padding = ~padding  # the course's convention: True = may attend
+        if mask is None:
+            return padding
+        if mask.dtype == torch.bool and padding.dtype == torch.bool:
+            return mask & padding
+        return additive_mask(mask, dtype)[0] + additive_mask(padding, dtype)[0]
 
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]
@@ -222,37 +281,28 @@ class MultiHeadAttention(nn.Module):
         float_mask = mask is not None and mask.is_floating_point()
         if float_mask:
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
-        with torch.no_grad():  # a look at the inputs, not part of what is differentiated
-            clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
-                float_mask and mask.isnan().any())
-        if not clean:
-            # The fused kernel hides some NaN and inf that mha.attention shows (a query whose
-            # scores are all NaN comes out 0; the causal kernel skips future blocks): compute
-            # such inputs in the open. Finding out costs one pass over Q, K and V (n x d).
-            return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
+        if get_debug() and may_read_values(q):
+            with torch.no_grad():  # a look at the inputs, not part of what is differentiated
+                clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
+                    float_mask and mask.isnan().any())
+            if not clean:
+                # The fused kernel hides some NaN and inf that mha.attention shows (a query
+                # whose scores are all NaN comes out 0; the causal kernel skips future blocks):
+                # compute such inputs in the open. Finding out costs one pass over Q, K and V
+                # (n x d) and a host sync: mha.set_debug(False) turns it off (see there).
+                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         if float_mask:
             # a query whose float-mask row is all -inf came out NaN before PyTorch 2.5 (2.5's
-            # _safe_softmax gives zeros); the rule is zeros, whatever the version
+            # _safe_softmax gives zeros); the rule is zeros, whatever the version. Tensor ops
+            # only (no branch on values), so compiled and vmapped code does the same.
             has_key = additive_mask(mask, out.dtype)[1]  # mask-sized, not score-sized
-            if not has_key.all():
-                out = out.masked_fill(~has_key, 0.0)
+            out = out.masked_fill(~has_key, 0.0)
         return out
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
-        h = self.num_heads
-        require_tensor("head_mask", head_mask)
-        if head_mask.is_floating_point() and head_mask.dtype != self.out_proj.weight.dtype \
-                or head_mask.is_complex():
-            raise ValueError(f"head_mask must be bool or have the module's dtype "
-                             f"{self.out_proj.weight.dtype}, got {head_mask.dtype}")
-        if tuple(head_mask.shape) not in [(h,), (batch, h)]:
-            raise ValueError(
-                f"head_mask must have shape ({h},) or ({batch}, {h}) for {h} heads, "
-                f"got {tuple(head_mask.shape)}"
-            )
-        return head_mask.reshape(-1, h, 1, 1)
+        return require_head_mask(head_mask, self.num_heads, batch, self.out_proj.weight.dtype)
 
     def _check_inputs(self, query, key, value) -> None:
         for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),
@@ -284,7 +334,9 @@ class MultiHeadAttention(nn.Module):
         differ: this module is always batch first (transpose the inputs of a module built with
         ``batch_first=False``), and its bool masks mean True = may attend, where
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
-        not attend (pass ``~mask``). Its dropout probability is copied too.
+        not attend (pass ``~mask``; or pass torch's padding mask as ``key_padding_mask``,
+        which keeps torch's meaning). Its dropout probability and its train/eval mode are
+        copied too. :meth:`to_torch` goes back.
         """
         if type(module) is not nn.MultiheadAttention:
             raise ValueError(f"module must be a plain nn.MultiheadAttention, got "
@@ -296,7 +348,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("add_bias_kv and add_zero_attn are not supported")
         bias = module.in_proj_bias is not None
         ours = cls(module.embed_dim, module.num_heads, kdim=module.kdim, vdim=module.vdim,
-                   bias=bias, dropout=module.dropout)
+                   bias=bias, dropout=module.dropout).train(module.training)
         ours.to(device=module.out_proj.weight.device, dtype=module.out_proj.weight.dtype)
         if module._qkv_same_embed_dim:
             w_q, w_k, w_v = module.in_proj_weight.chunk(3)
@@ -312,3 +364,44 @@ class MultiHeadAttention(nn.Module):
                     proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(module.out_proj.bias)
         return ours
+
+    def to_torch(self) -> nn.MultiheadAttention:
+        """A copy of this module as an ``nn.MultiheadAttention(..., batch_first=True)``.
+
+        The inverse of :meth:`from_torch`: same weights (bit for bit), dropout probability,
+        train/eval mode, dtype and device, so ``MultiHeadAttention.from_torch(m.to_torch())``
+        equals ``m``. torch's module has no grouped-query heads and ties ``head_dim`` to
+        ``embed_dim // num_heads``; anything else (or a subclass such as the rotary one) raises
+        ``ValueError``. Remember torch's masks mean True = do not attend.
+        """
+        if type(self) is not MultiHeadAttention:
+            raise ValueError(f"to_torch converts a plain MultiHeadAttention, not "
+                             f"{type(self).__name__}: nn.MultiheadAttention has no "
+                             f"equivalent of what the subclass adds")
+        if self.num_kv_heads != self.num_heads:
+            raise ValueError(f"nn.MultiheadAttention has no grouped-query heads: num_kv_heads="
+                             f"{self.num_kv_heads} must equal num_heads={self.num_heads}")
+        if self.head_dim * self.num_heads != self.embed_dim:
+            raise ValueError(f"nn.MultiheadAttention needs head_dim * num_heads == embed_dim, "
+                             f"got head_dim={self.head_dim}, num_heads={self.num_heads}, "
+                             f"embed_dim={self.embed_dim}")
+        weight = self.out_proj.weight
+        bias = self.q_proj.bias is not None
+        theirs = nn.MultiheadAttention(self.embed_dim, self.num_heads, dropout=self.dropout,
+                                       bias=bias, kdim=self.kdim, vdim=self.vdim,
+                                       batch_first=True, device=weight.device,
+                                       dtype=weight.dtype).train(self.training)
+        with torch.no_grad():
+            projections = [self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]
+            if theirs._qkv_same_embed_dim:
+                theirs.in_proj_weight.copy_(torch.cat(projections))  # (3 embed_dim, embed_dim)
+            else:
+                for name, w in zip(["q_proj_weight", "k_proj_weight", "v_proj_weight"],
+                                   projections, strict=True):
+                    getattr(theirs, name).copy_(w)
+            theirs.out_proj.weight.copy_(self.out_proj.weight)
+            if bias:
+                theirs.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias,
+                                                     self.v_proj.bias]))
+                theirs.out_proj.bias.copy_(self.out_proj.bias)
+        return theirs

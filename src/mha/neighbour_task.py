@@ -78,6 +78,8 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
     """
     require_float_tensor("logits", logits, dim=3)
+    if logits.shape[-1] == 0:
+        raise ValueError(f"logits need C >= 1 classes, got shape {tuple(logits.shape)}")
     require_int_tensor("targets", targets, dim=2)
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match targets "

@@ -102,7 +102,8 @@ def head_importance(
     ``loss_fn(batch, gates)`` must run the model with ``gates`` (``(layers, heads)``, all ones)
     as its per-layer ``head_mask`` and return the batch's mean loss. With ``normalize_layers``
     each layer's scores are divided by their l2 norm, the paper's normalisation that makes
-    scores comparable across layers.
+    scores comparable across layers. A loss (or gradient) that is NaN or inf raises
+    ``ValueError`` rather than giving NaN importances.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)
@@ -120,10 +121,17 @@ def head_importance(
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
             raise ValueError(f"loss_fn must return a scalar tensor that depends on gates, got "
                              f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
+        if not torch.isfinite(loss.detach()).all():
+            raise ValueError(f"loss_fn returned a non-finite loss ({loss.item()}) for batch "
+                             f"{count}: head importance would be NaN; check the model and the "
+                             f"batch")
         (grad,) = torch.autograd.grad(loss, gates, allow_unused=True)
         if grad is None:
             raise ValueError("loss_fn's loss does not depend on gates: pass gates to the model "
                              "as its head_mask")
+        if not torch.isfinite(grad).all():
+            raise ValueError(f"the gradient of loss_fn's loss with respect to gates is not "
+                             f"finite for batch {count}: head importance would be NaN")
         total += grad.abs()
         count += 1
     if count == 0:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from mha._checks import require_callable, require_shape, require_tensor
+from mha._checks import check_allocation, require_callable, require_shape, require_tensor
 
 
 def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
@@ -23,7 +23,8 @@ def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
 
 
 def _check_order(order: object, shape: tuple[int, int]) -> list[tuple[int, int]]:
-    if isinstance(order, str | bytes) or not isinstance(order, Iterable):
+    if isinstance(order, str | bytes) or not isinstance(order, Iterable) or (
+            isinstance(order, torch.Tensor) and order.dim() != 2):
         raise ValueError(f"order must be a list of (layer, head) pairs, got "
                          f"{type(order).__name__}")
     order = list(order)
@@ -59,6 +60,7 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int]) -> tor
     zeros at the first k heads of the order.
     """
     shape = require_shape("shape", shape, 2)
+    check_allocation("masks_along", shape, torch.float32, "use a smaller shape")
     order = _check_order(order, shape)
     layers, heads = shape
     masks = torch.ones(len(order) + 1, layers, heads)
@@ -101,6 +103,7 @@ def iterative_pruning_order(
     """
     require_callable("importance", importance)
     shape = require_shape("shape", shape, 2)
+    check_allocation("iterative_pruning_order", shape, torch.float32, "use a smaller shape")
     mask = torch.ones(shape)
     order = []
     for _ in range(shape[0] * shape[1]):

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor, require_same_device, require_tensor
-from mha.attention import attention
+from mha._checks import (
+    check_allocation,
+    require_base,
+    require_features,
+    require_float_tensor,
+    require_same_device,
+    require_tensor,
+)
 from mha.multi_head import MultiHeadAttention
 from mha.positional import encoding_frequencies
 
@@ -82,12 +88,14 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         bias: bool = True,
         head_dim: int | None = None,
         base: float = 10000.0,
+        num_kv_heads: int | None = None,
+        dropout: float = 0.0,
     ) -> None:
-        super().__init__(embed_dim, num_heads, bias=bias, head_dim=head_dim)
+        super().__init__(embed_dim, num_heads, bias=bias, head_dim=head_dim,
+                         num_kv_heads=num_kv_heads, dropout=dropout)
         if self.head_dim % 2:
             raise ValueError(f"RoPE needs an even head_dim, got {self.head_dim}")
-        encoding_frequencies(self.head_dim, base)  # validates base
-        self.base = base
+        self.base = require_base(base)
 
     def forward(  # type: ignore[override]
         self,
@@ -99,10 +107,11 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         """Self-attention on ``x`` ``(B, n, embed_dim)`` with tokens at ``positions`` ``(n,)``
         (or ``(B, n)``, one row per sequence).
 
-        ``mask`` as in :class:`mha.MultiHeadAttention`. Returns ``(output (B, n, embed_dim),
-        weights (B, h, n, n))``.
+        ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
+        (``num_kv_heads``) and dropout (in training) as there too. Returns
+        ``(output (B, n, embed_dim), weights (B, h, n, n))``.
         """
-        self._check_inputs(x, x, x)
+        require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape
         if positions is not None:
             require_tensor("positions", positions)
@@ -110,11 +119,15 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
                                  f"{tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
+        check_allocation("the attention weights", (batch, self.num_heads, n, n), x.dtype,
+                         "use a smaller n")
         if mask is not None:
             self._check_mask(mask, batch, n, n)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
-        k = apply_rotary(self._split_heads(self.k_proj(x)), positions, self.base)
-        v = self._split_heads(self.v_proj(x))
-        heads, weights = attention(q, k, v, mask=mask)
+        k = apply_rotary(self._split_heads(self.k_proj(x), self.num_kv_heads), positions,
+                         self.base)  # (B, h_kv, n, d)
+        v = self._split_heads(self.v_proj(x), self.num_kv_heads)  # (B, h_kv, n, d)
+        dropout = self.dropout if self.training else 0.0
+        heads, weights = self._explicit_attention(q, k, v, mask, False, dropout)
         merged = heads.transpose(1, 2).reshape(batch, n, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights

@@ -23,6 +23,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mha._checks import (
+    check_allocation,
+    require_generator,
+    require_int,
+    require_int_tensor,
+    require_optional_int,
+    require_tensor,
+    require_token_ids,
+)
 from mha.encoder import EncoderBlock
 from mha.multi_head import MultiHeadAttention
 
@@ -32,8 +41,10 @@ KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder at
 
 def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
     """The fixed random dictionary ``T``: a permutation of ``0..vocab_size-1``."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
-        raise ValueError(f"vocab_size must be an int >= 2, got {vocab_size!r}")
+    vocab_size = require_int("vocab_size", vocab_size, minimum=2)
+    seed = require_int("seed", seed, minimum=0)
+    check_allocation("translation_dictionary", (vocab_size,), torch.int64, "use a smaller "
+                     "vocab_size")
     return torch.randperm(vocab_size, generator=torch.Generator().manual_seed(seed))
 
 
@@ -43,6 +54,8 @@ def translate(source: torch.Tensor, dictionary: torch.Tensor) -> torch.Tensor:
             or source.is_floating_point()):
         raise ValueError(f"source must be an integer tensor of shape (batch, n), got "
                          f"{tuple(getattr(source, 'shape', ()))}")
+    _require_permutation(dictionary)
+    require_token_ids("source", source, dictionary.numel())
     words = source.flip(1)  # w_i = x_{n-1-i}: (B, n)
     # the left neighbour of w_i in the source, x_{n-2-i}, is the next entry of the flipped row
     neighbours = torch.cat([words[:, 1:], torch.zeros_like(words[:, :1])], dim=1)
@@ -67,11 +80,29 @@ def translation_batch(
     for name, value in [("batch_size", batch_size), ("seq_len", seq_len)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
             raise ValueError(f"{name} must be an int >= 2, got {value!r}")
+    _require_permutation(dictionary)
+    if generator is None:
+        raise ValueError("generator must be a torch.Generator, e.g. "
+                         "torch.Generator().manual_seed(0), got None")
+    require_generator("generator", generator)
+    check_allocation("translation_batch", (3, batch_size, seq_len), torch.int64,
+                     "use smaller batches")
     vocab = dictionary.numel()
     source = torch.randint(vocab, (batch_size, seq_len), generator=generator)
     target = translate(source, dictionary)
     start = torch.full((batch_size, 1), 2 * vocab)
     return source, torch.cat([start, target[:, :-1]], dim=1), target
+
+
+def _require_permutation(dictionary: object) -> None:
+    """The dictionary ``T`` must be a permutation of ``0..V-1`` (one target word per word)."""
+    require_int_tensor("dictionary", dictionary, dim=1)
+    if dictionary.numel() < 2:
+        raise ValueError(f"dictionary must hold a permutation of 0..V-1 with V >= 2, got "
+                         f"{dictionary.numel()} entries")
+    if not torch.equal(dictionary.sort().values.cpu(), torch.arange(dictionary.numel())):
+        raise ValueError("dictionary must be a permutation of 0..V-1 (each word once), as "
+                         "translation_dictionary(V) makes; it repeats or skips a value")
 
 
 class CrossDecoderBlock(nn.Module):
@@ -122,12 +153,21 @@ class TinyTranslator(nn.Module):
         mlp_dim: int | None = None,
     ) -> None:
         super().__init__()
-        for name, size in [("source_vocab", source_vocab), ("target_vocab", target_vocab),
-                           ("num_classes", num_classes), ("max_len", max_len),
-                           ("num_layers", num_layers)]:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be a positive int, got {size!r}")
-        mlp_dim = mlp_dim or 2 * embed_dim
+        source_vocab = require_int("source_vocab", source_vocab)
+        target_vocab = require_int("target_vocab", target_vocab)
+        num_classes, max_len = require_int("num_classes", num_classes), require_int("max_len",
+                                                                                   max_len)
+        num_layers = require_int("num_layers", num_layers)
+        embed_dim, num_heads = require_int("embed_dim", embed_dim), require_int("num_heads",
+                                                                                num_heads)
+        mlp_dim = require_optional_int("mlp_dim", mlp_dim)  # 0 is an error, not the default
+        mlp_dim = 2 * embed_dim if mlp_dim is None else mlp_dim
+        check_allocation("TinyTranslator's embeddings", (source_vocab + target_vocab
+                         + 2 * max_len + num_classes, embed_dim), torch.get_default_dtype(),
+                         "use smaller sizes")
+        check_allocation("TinyTranslator's blocks", (3 * num_layers, 4 * embed_dim * embed_dim
+                                                     + 2 * embed_dim * mlp_dim),
+                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
         self.num_layers, self.num_heads, self.max_len = num_layers, num_heads, max_len
         self.source_embedding = nn.Embedding(source_vocab, embed_dim)
         self.target_embedding = nn.Embedding(target_vocab, embed_dim)
@@ -149,12 +189,19 @@ class TinyTranslator(nn.Module):
     ) -> torch.Tensor:
         """Scores ``(B, n_y, num_classes)`` for ``source`` ``(B, n_x)`` and ``target_in``
         ``(B, n_y)``; ``head_mask`` ``(3, layers, heads)`` as in the class docstring."""
-        for name, tokens in [("source", source), ("target_in", target_in)]:
-            if (not isinstance(tokens, torch.Tensor) or tokens.is_floating_point()
-                    or tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len):
+        for name, tokens, vocab in [
+                ("source", source, self.source_embedding.num_embeddings),
+                ("target_in", target_in, self.target_embedding.num_embeddings)]:
+            require_tensor(name, tokens)
+            if tokens.is_floating_point() or tokens.dim() != 2 \
+                    or not 1 <= tokens.shape[1] <= self.max_len:
                 raise ValueError(f"{name} must be an integer tensor of shape (batch, n) with "
-                                 f"n <= {self.max_len}, got "
-                                 f"{tuple(getattr(tokens, 'shape', ()))}")
+                                 f"1 <= n <= {self.max_len}, got {tokens.dtype} of shape "
+                                 f"{tuple(tokens.shape)}")
+            require_token_ids(name, tokens, vocab)  # ids out of range: say so, not torch
+        if source.shape[0] != target_in.shape[0]:
+            raise ValueError(f"source and target_in need the same batch size, got "
+                             f"{tuple(source.shape)} and {tuple(target_in.shape)}")
         shape = (len(KINDS), self.num_layers, self.num_heads)
         if head_mask is None:
             weight = self.readout.weight  # all gates open, in the model's dtype and device
