@@ -261,6 +261,7 @@ def test_numbers_are_the_ones_the_built_book_shows(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=edition_id)
 def test_every_link_to_the_book_names_an_anchor_the_book_has_and_the_words_it_shows(path):
+    here = built(path)
     text = "\n".join(markdown(jupyter(path)))
     for shown, url in re.findall(r"\[([^\]]+)\]\((" + re.escape(BOOK.base_url) + r"[^)]*)\)",
                                  text):
@@ -272,7 +273,6 @@ def test_every_link_to_the_book_names_an_anchor_the_book_has_and_the_words_it_sh
             assert f'id="{anchor}"' in html, url
             # the book's own link to that anchor, where this page has one, shows the same words
             # (sphinx-proof's links have no class; an explicit text is the author's)
-            here = built(path)
             for theirs in re.findall(r'href="[^"]*#' + re.escape(anchor) + r'"[^>]*>(.*?)</a>',
                                      here, re.DOTALL):
                 numbered = re.compile(r"(Exercise|Fig\.|Table|Lemma|Theorem) [\d.]*\d")
