@@ -72,6 +72,12 @@ def michel_importance(encoder, tokenizer):
     return mha.head_importance(loss, GROUPS[0::2], 6, 12)
 
 
+@pytest.fixture(scope="module")
+def importance(minilm):
+    """Michel et al.'s importance of the 72 heads (6 layers, 12 heads), computed once here."""
+    return michel_importance(*minilm)
+
+
 def cosines_on_evaluation(encoder, tokenizer):
     """The cosine of each of the 72 evaluation pairs, in similarity_pairs' order (6 per group)."""
     pairs = similarity_pairs("evaluation")
@@ -82,12 +88,11 @@ def cosines_on_evaluation(encoder, tokenizer):
 
 
 @pytest.mark.claim("L.2")
-def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(minilm):
+def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(minilm, importance):
     """The lab's paired bootstrap over the 12 evaluation groups (1000 draws, seed 0): the drop
     in rho after the 36 least important heads has an interval containing 0, the drop after all
     72 heads an interval above 0."""
     encoder, tokenizer = minilm
-    importance = michel_importance(encoder, tokenizer)
     remove = torch.zeros(72, dtype=torch.bool)
     remove[importance.flatten().argsort()[:36]] = True
     full = cosines_on_evaluation(encoder, tokenizer)
@@ -138,23 +143,21 @@ def test_within_layer_permutation_matches_spearman_and_keeps_layer_effects():
 
 
 @pytest.mark.claim("L.3")
-def test_confident_heads_are_not_pruned_last_on_minilm(minilm, probe):
+def test_confident_heads_are_not_pruned_last_on_minilm(probe, importance):
     """With a proxy (confidence for interpretable, Michel importance for the pruning order):
     confidence and importance are negatively rank-correlated with [SEP] left out as a key (the
     analogue of Voita et al.'s end-of-sentence exclusion) and with every key, significant in the
     lab's within-layer permutation test (p 0.002 in the lab; asserted below 0.01); leaving [CLS]
     out too (the course's extension) gives a positive correlation that is not significant (p
     0.261). Computed on the HF model's own attention maps."""
-    encoder, tokenizer = minilm
     batch, maps, tok = probe
     real = batch["attention_mask"].bool()
     ids = batch["input_ids"]
     is_cls, is_sep = ids == tok.cls_token_id, ids == tok.sep_token_id
-    importance = michel_importance(encoder, tokenizer).numpy()
 
     def correlation(key_mask):
         confidence = torch.stack([mha.head_confidence(w, real, key_mask) for w in maps])
-        return within_layer_permutation(confidence.numpy(), importance)
+        return within_layer_permutation(confidence.numpy(), importance.numpy())
 
     voita, p_voita = correlation(real & ~is_sep)
     every, p_every = correlation(None)
