@@ -19,7 +19,7 @@ def reachable(url: str, seconds: float) -> bool:
         try:  # urllib honours https_proxy, as pip does; the body is not read
             with urllib.request.urlopen(url, timeout=seconds):
                 answered.append(True)
-        except (OSError, ValueError):
+        except Exception:  # refused, unknown host, timed out, an HTTP error: not reached
             pass
         finally:
             done.set()
