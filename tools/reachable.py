@@ -36,4 +36,4 @@ if __name__ == "__main__":
     if reachable(url, seconds):
         print(url)
     else:
-        print(f"{url} not reached in {seconds:g} s: installing without it", file=sys.stderr)
+        print(f"{url} not reached within {seconds:g} s: installing without it", file=sys.stderr)
