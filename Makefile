@@ -11,12 +11,23 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipyn
 
 setup: $(STAMP)
 
-# --no-compile: byte-compiling every installed module (torch, transformers, sympy: some 17 000
-# files) took a minute; Python compiles the few hundred it imports when it first needs them.
+# torch from PyTorch's CPU index, as binder/requirements.txt does (on PyPI, torch for Linux is the
+# CUDA build: GBs never used), but only when the index answers within 3 s (tools/reachable.py):
+# pip retries an unreachable index for every package, minutes in all. `TORCH_INDEX=` skips it.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# Byte-compiled once, here, on every core (pip's own compiling is serial): where
+# PYTHONDONTWRITEBYTECODE=1 is set (this machine, CI, many Docker images) Python never writes a
+# .pyc, so every notebook kernel, sandboxed grading run and test subprocess would compile torch
+# again (import torch: 3.5-4.6 s of CPU instead of 1.7 s). Errors are ignored, as pip does: a few
+# files are tests in a newer Python's syntax (torch's py312_intrinsics.py).
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
+	index=$$($(if $(TORCH_INDEX),$(BIN)/python tools/reachable.py $(TORCH_INDEX))) && \
+		$(BIN)/python -m pip install --quiet --no-compile $${index:+--extra-index-url $$index} \
+		-r requirements.txt
+	$(BIN)/python -m compileall -qq -j 0 src \
+		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
 	touch $(STAMP)
 
 # The book, then its Jupyter edition (no MyST left: what Colab and Binder open; tools/jupyter_edition.py).

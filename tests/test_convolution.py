@@ -528,9 +528,11 @@ def test_no_affine_map_reads_the_marker():
     features = np.concatenate([scenes.flatten(1).numpy(), np.ones((2000, 1))], axis=1)
     solution, *_ = np.linalg.lstsq(features, target.numpy(), rcond=None)
     best_affine = np.sqrt(np.mean((features @ solution - target.numpy()) ** 2))
+    # the head on 200 of them: its error is bounded scene by scene (99 e^-30, the test above),
+    # and the layer costs some 10 ms a scene where the least squares fit costs nothing
     with torch.no_grad():
-        out = marker_reader(30.0)(scenes).flatten(1)
-    by_attention = (out - target[:, None]).pow(2).mean().sqrt().item()
+        out = marker_reader(30.0)(scenes[:200]).flatten(1)
+    by_attention = (out - target[:200, None]).pow(2).mean().sqrt().item()
     spread = target.std().item()
     assert best_affine > 0.5 * spread
     assert by_attention < 1e-9 * spread

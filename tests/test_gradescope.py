@@ -14,15 +14,21 @@ from gradescope_root import CHAPTER
 from conventions import ROOT
 
 
-def autograder(tmp_path, submitted):
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """The zip, built once by `tools/gradescope.py build` for this file's tests."""
+    bundle = tmp_path_factory.mktemp("gradescope") / "gradescope.zip"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build", str(bundle)],
+                   check=True, capture_output=True)
+    return bundle
+
+
+def autograder(bundle, tmp_path, submitted):
     """Unpack the zip where Gradescope would and run run_autograder on `submitted` files, as
     root in a throwaway root (it makes a user and runs the notebook as that user)."""
     why = gradescope_root.unavailable()
     if why:
         pytest.skip(why)
-    bundle = tmp_path / "gradescope.zip"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build", str(bundle)],
-                   check=True, capture_output=True)
     with zipfile.ZipFile(bundle) as z:
         assert {"setup.sh", "run_autograder"} <= set(z.namelist())
         assert all(z.getinfo(n).external_attr >> 16 & 0o111 for n in ("setup.sh", "run_autograder"))
@@ -34,18 +40,18 @@ def autograder(tmp_path, submitted):
     return json.loads((root / "results" / "results.json").read_text())
 
 
-def test_the_instructors_notebook_scores_full_marks_in_gradescopes_layout(tmp_path):
-    report = autograder(tmp_path, [CHAPTER])
+def test_the_instructors_notebook_scores_full_marks_in_gradescopes_layout(bundle, tmp_path):
+    report = autograder(bundle, tmp_path, [CHAPTER])
     scored = [t for t in report["tests"] if "max_score" in t]
     assert scored and all(t["score"] == t["max_score"] > 0 for t in scored), report
     assert report["score"] == sum(t["max_score"] for t in scored)
     assert all(t["name"].startswith(CHAPTER.name) and t["output"] for t in report["tests"])
 
 
-def test_a_submission_without_a_notebook_scores_zero_with_a_reason(tmp_path):
+def test_a_submission_without_a_notebook_scores_zero_with_a_reason(bundle, tmp_path):
     stray = tmp_path / "answers.txt"
     stray.write_text("I did it all on paper")
-    report = autograder(tmp_path, [stray])
+    report = autograder(bundle, tmp_path, [stray])
     assert report["score"] == 0
     assert report["tests"] == [] and "No notebook" in report["output"]
 

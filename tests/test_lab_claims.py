@@ -74,6 +74,12 @@ def michel_importance(encoder, tokenizer):
     return mha.head_importance(loss, GROUPS[0::2], 6, 12)
 
 
+@pytest.fixture(scope="module")
+def importance(minilm):
+    """Michel et al.'s importance of the 72 heads (6 layers, 12 heads), computed once here."""
+    return michel_importance(*minilm)
+
+
 def cosines_on_evaluation(encoder, tokenizer):
     """The cosine of each of the 72 evaluation pairs, in similarity_pairs' order (6 per group)."""
     pairs = similarity_pairs("evaluation")
@@ -84,14 +90,14 @@ def cosines_on_evaluation(encoder, tokenizer):
 
 
 @pytest.mark.claim("L.2")
-def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(minilm):
+def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(minilm, importance):
     """Both readings of "without significantly impacting performance". Below a drop of 0.01 in
     rho: 12 of the 72 heads go in Michel's order (measured every 6 heads, as the lab does). Below
     a drop the test can detect: the lab's paired bootstrap over the 12 evaluation groups (1000
     draws, seed 0) puts the drop after the 36 least important heads (0.0235) in an interval
     containing 0, the drop after all 72 heads (0.0759) in an interval above 0."""
     encoder, tokenizer = minilm
-    order = michel_importance(encoder, tokenizer).flatten().argsort()  # least important first
+    order = importance.flatten().argsort()  # least important first
 
     def without(k):
         remove = torch.zeros(72, dtype=torch.bool)
@@ -150,7 +156,7 @@ def test_within_layer_permutation_matches_spearman_and_keeps_layer_effects():
 
 
 @pytest.mark.claim("L.3")
-def test_confident_heads_are_not_pruned_last_on_minilm(minilm, probe):
+def test_confident_heads_are_not_pruned_last_on_minilm(probe, importance):
     """The proxy's version of the claim (the claim itself, about Voita et al.'s gate pruning, is
     not checked): confidence for interpretable, Michel importance for the pruning order:
     confidence and importance are negatively rank-correlated with [SEP] left out as a key (the
@@ -158,16 +164,14 @@ def test_confident_heads_are_not_pruned_last_on_minilm(minilm, probe):
     lab's within-layer permutation test (p 0.002 in the lab; asserted below 0.01); leaving [CLS]
     out too (the course's extension) gives a positive correlation that is not significant (p
     0.261). Computed on the HF model's own attention maps."""
-    encoder, tokenizer = minilm
     batch, maps, tok = probe
     real = batch["attention_mask"].bool()
     ids = batch["input_ids"]
     is_cls, is_sep = ids == tok.cls_token_id, ids == tok.sep_token_id
-    importance = michel_importance(encoder, tokenizer).numpy()
 
     def correlation(key_mask):
         confidence = torch.stack([mha.head_confidence(w, real, key_mask) for w in maps])
-        return within_layer_permutation(confidence.numpy(), importance)
+        return within_layer_permutation(confidence.numpy(), importance.numpy())
 
     voita, p_voita = correlation(real & ~is_sep)
     every, p_every = correlation(None)
