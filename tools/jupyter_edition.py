@@ -7,8 +7,8 @@ sphinxcontrib-bibtex). Colab and JupyterLab show that MyST as raw text, so this 
 every markdown cell in the markdown Jupyter renders, numbered as the book numbers it:
 
 - an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a prose
-  solution a folded ``<details>`` block, a code solution's explanation a bold "Solution to" line
-  (its ``{solution-end}`` cell goes);
+  solution a bold "Solution to" line and its text in a cell JupyterLab shows folded, a code
+  solution's explanation a bold "Solution to" line (its ``{solution-end}`` cell goes);
 - a lemma or theorem ``**Lemma 2.1** (title)``, a proof ``*Proof.*``; a note or other
   admonition a quotation with its title in bold; a table or figure its numbered caption;
 - ``{ref}``, ``{numref}``, ``{prf:ref}``, ``{doc}`` and links to labels become the text the book
@@ -230,10 +230,20 @@ class Chapter:
         for cell in cells:
             cell = copy.deepcopy(cell)
             if cell["cell_type"] == "markdown":
+                prose_solution = re.search(r"^\s*```+\{solution\}", source(cell), re.MULTILINE)
                 text = self.markdown(source(cell)).strip("\n")
                 if not text.strip():
                     continue  # a cell that held only MyST markup ({solution-end})
                 cell["source"] = text
+                heading, _, answer = text.partition("\n\n")
+                if prose_solution and heading.startswith("**Solution to") and answer.strip():
+                    # a prose solution: its heading shown, its text in a cell JupyterLab shows
+                    # folded (one click opens it)
+                    out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'sol')}-head",
+                                "metadata": {}, "source": heading})
+                    cell["source"] = answer
+                    cell.setdefault("metadata", {}).setdefault("jupyter", {})["source_hidden"] = (
+                        True)
                 out.append(cell)
             elif cell["cell_type"] == "code":
                 out.append(cell)
@@ -311,8 +321,9 @@ class Chapter:
                 target.numbered_name if target else "the exercise")
             if name == "solution-start":
                 return [f"**Solution to {what}.**"]
-            return [f"<details><summary>Solution to {what}</summary>", "", *content.split("\n"),
-                    "", "</details>"]
+            # plain markdown, not <details>: Jupyter typesets no maths inside HTML; the cell is
+            # folded instead (convert_cells)
+            return [f"**Solution to {what}.**", "", *content.split("\n")]
         if name == "solution-end":
             return []
         if name.startswith("prf:") and kind == "proof":
