@@ -60,7 +60,8 @@ def marked_tests() -> dict[str, set[str]]:
 # What is checked: decimals (0.6490, 2.1e-06, with their sign), percentages, and the k of every
 # "k of n" (38 of 72 heads, 4 of 6 seeds). What is not: other integers (parameter counts, step
 # counts, sizes), integers and exponents inside formulas ($10^{-12}$, $8nd^2$), and words.
-# A plain number must be asserted as an equality: an operand of ``==`` (``round(x, 4) == 0.6490``),
+# A plain number must be asserted as an equality, in an ``assert`` statement or an ``assert_*``
+# call: an operand of ``==`` (``round(x, 4) == 0.6490``),
 # the number checked by ``pytest.approx``/``isclose``/``assert_close``, the centre of
 # ``abs(x - 0.6490) < tol``, or a string compared with ``==``/``in``. A number the verdict states
 # as a bound ("more than 0.2", "below 0.99") may be asserted by a comparison (``x > 0.2``) too.
@@ -158,11 +159,19 @@ def asserted_constants(test: str) -> tuple[set[float], set[float], set[str]]:
     for node in tree.body:
         if not (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name):
             continue
-        for sub in ast.walk(node):
+        # only what an assert statement or an assert_* call checks: a comparison that is
+        # computed and dropped (``ok = x == 0.6490``, an ``if``) asserts nothing
+        checked = [n for stmt in ast.walk(node) if isinstance(stmt, ast.Assert)
+                   for n in ast.walk(stmt.test)]
+        checked += [n for call in ast.walk(node) if isinstance(call, ast.Call)
+                    and _call_name(call).startswith("assert") for n in ast.walk(call)]
+        for sub in checked:
             if isinstance(sub, ast.Compare):
                 operands = [sub.left, *sub.comparators]
                 ordering = any(isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE)
                                for op in sub.ops)
+                if not ordering and not all(isinstance(op, ast.Eq | ast.In) for op in sub.ops):
+                    continue  # != and `is` assert no value
                 for operand in operands:
                     values = set(_numbers(operand, names))
                     (bounds if ordering else equal).update(values)
