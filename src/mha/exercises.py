@@ -514,6 +514,36 @@ def verdict_line(result: Result) -> str:
     return f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}"
 
 
+def finite_number(what: str, got: object) -> float:
+    """``got`` as a float if it is one finite real number, else ``Wrong`` saying what it is.
+
+    A number is a Python ``int`` or ``float`` or a real tensor of one element; ``True`` and
+    ``"0.5"`` are not numbers here. NaN and inf are never right where a finite number is
+    expected, and every comparison with NaN is False: a check that only asks ``abs(got -
+    expected) > tol`` would pass it. So a check reads a scalar answer through this first.
+    """
+    if isinstance(got, torch.Tensor):
+        if got.numel() != 1:
+            raise Wrong(f"{what}: expected one number, got a tensor of shape {tuple(got.shape)}")
+        if got.dtype == torch.bool or got.is_complex():
+            raise Wrong(f"{what}: expected a real number, got a tensor of dtype {got.dtype}")
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, int | float):
+        raise Wrong(f"{what}: expected a number, got {type(got).__name__}")
+    try:
+        value = float(got)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise Wrong(f"{what}: expected a finite number, got {value}")
+    return value
+
+
+def within(got: float, expected: float, tol: float) -> bool:
+    """``|got - expected| <= tol``, written so that NaN on either side is never within."""
+    return abs(got - expected) <= tol
+
+
 def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1e-5,
                  rtol: float = 1e-4,
                  mistakes: Sequence[tuple[str, torch.Tensor]] = ()) -> None:
