@@ -109,13 +109,15 @@ def _cases_for_failure_rate() -> tuple[list[tuple[tuple[int, ...], int, float]],
 
     The rates are population values of (n, C, sigma): with fixed inputs a table of them, shared
     or found by trial from feedback, would score under every seed. The second case draws n, C
-    and sigma (to two decimals), so a table would have to hold thousands of rates.
+    and sigma (to two decimals), so a table would have to hold thousands of rates, each one
+    as much work as the exercise.
     """
     g = torch.Generator().manual_seed(seed(23))
     small, large = int(torch.randint(3, 8, (), generator=g)), int(torch.randint(9, 25, (),
                                                                                generator=g))
-    width = int(torch.randint(1, 5, (), generator=g))
-    spread = round(float(torch.rand((), generator=g, dtype=torch.float64)), 2)
+    # never the question's C = 2 and sigma = 0, so that an answer ignoring them fails here
+    width = (1, 3, 4)[int(torch.randint(0, 3, (), generator=g))]
+    spread = round(0.2 + 0.8 * float(torch.rand((), generator=g, dtype=torch.float64)), 2)
     return [(EXERCISE_SIZES, 2, 0.0), ((2, small, large), width, spread)], g
 
 

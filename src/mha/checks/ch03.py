@@ -6,8 +6,15 @@ import math
 
 import torch
 
-from mha.exercises import (AnswerRaised, Wrong, exercise_check, expect_close, finite_number,
-                           is_instance, seed)
+from mha.exercises import (
+    AnswerRaised,
+    Wrong,
+    exercise_check,
+    expect_close,
+    finite_number,
+    is_instance,
+    seed,
+)
 from mha.single_head import SelfAttention
 
 

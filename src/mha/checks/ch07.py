@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha.exercises import (Wrong, call_seeing_inputs, exercise_check, finite_number, seed,
-                           within)
+from mha.exercises import Wrong, call_seeing_inputs, exercise_check, finite_number, seed, within
 from mha.hard_concrete import hard_concrete_sample
 
 
