@@ -227,3 +227,11 @@ def test_within_is_false_for_nan_on_either_side():
     assert within(1.0, 1.0 + 1e-9, 1e-6) and not within(1.0, 1.1, 1e-6)
     assert not within(math.nan, 1.0, 1e-6) and not within(1.0, math.nan, 1e-6)
     assert not within(math.inf, math.inf, 1e-6)
+
+
+@pytest.mark.parametrize("got", [torch.tensor([1 + 5j, 2 - 3j]), torch.tensor([True, True])])
+def test_expect_close_refuses_a_complex_or_bool_tensor_for_real_values(got):
+    # .double() would read the first as [1, 2] (the imaginary part dropped), the second as ones
+    expected = got.real.double() if got.is_complex() else got.double()
+    with pytest.raises(mha.exercises.Wrong, match="dtype"):
+        mha.exercises.expect_close("x", got, expected)

@@ -558,6 +558,10 @@ def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1
         raise Wrong(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
     if got.shape != expected.shape:
         raise Wrong(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
+    # .double() would drop a complex result's imaginary part, and read True as 1.0
+    if got.is_complex() != expected.is_complex() or (
+            got.dtype == torch.bool) != (expected.dtype == torch.bool):
+        raise Wrong(f"{what}: expected a tensor of dtype {expected.dtype}, got {got.dtype}")
     got64, expected64 = got.detach().double(), expected.detach().double()
     if torch.allclose(got64, expected64, atol=atol, rtol=rtol):
         return
