@@ -12,7 +12,7 @@ across a process boundary, as under grading: the answers live in a child Python 
 serves the check's requests with ``mha.exercises.serve``, the same code the sandbox runs, and
 the check runs here, in the grader's place. Honest answers go through the same child, so a
 harness that failed everything would fail these tests. Exercises whose answer only receives
-Python ints (0.3, 2.3, 2.4, 9.1) have nothing to mutate and are left out.
+Python numbers (0.3, 2.3, 2.4, 9.1) have nothing to mutate and are left out.
 """
 
 from __future__ import annotations
@@ -401,9 +401,21 @@ def padding_mask(lengths, n):
     return causal & (torch.arange(n) < lengths[:, None, None])
 
 
+def failure_rates(sizes, width, spread):
+    g = torch.Generator().manual_seed(5)
+    rates = {}
+    for n in sizes:
+        tokens = torch.randn(2000, n, width, generator=g, dtype=torch.float64)
+        z = torch.randn(2000, n, 1, generator=g, dtype=torch.float64)
+        _, w = ch02.self_attention(torch.exp(spread * z) * tokens)
+        rates[n] = ch02.diagonal_violations(w).flatten(-2).any(-1).double().mean().item()
+    return rates
+
+
 # checks whose answers take ints: the honest answer lets the check reach its seeded cases
 HONEST_FOR_INTS = {ch00.causal_mask: lambda n: torch.ones(n, n).tril().bool(),
                    ch01.causal_padding_mask: padding_mask,
+                   ch02.failure_rate_by_tokens: failure_rates,
                    ch02.previous_token_projections: previous_token,
                    ch09.cache_bytes: cache_bytes}
 

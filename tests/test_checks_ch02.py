@@ -6,6 +6,7 @@ import torch
 
 import mha
 from mha.checks import ch02
+from mha.exercises import set_grading_seed
 
 
 def prefers_other_reference(x):
@@ -85,33 +86,57 @@ def test_previous_token_projections_rejects_wrong_answers():
     assert shapes.status == "wrong" and "shape" in shapes.message
 
 
-def failure_rate_reference():
-    # the exercise's sampling with another seed than the check's
+def failure_rate_reference(sizes, width, spread, violations=mha.diagonal_violations):
+    # section 2.4's sampling with another seed than the check's
     g = torch.Generator().manual_seed(5)
     rates = {}
-    for n in (2, 3, 4, 8, 16, 32):
-        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
-        rates[n] = mha.diagonal_violations(w).flatten(-2).any(-1).double().mean().item()
+    for n in sizes:
+        tokens = torch.randn(2000, n, width, generator=g, dtype=torch.float64)
+        z = torch.randn(2000, n, 1, generator=g, dtype=torch.float64)
+        _, w = mha.self_attention(torch.exp(spread * z) * tokens)
+        rates[n] = violations(w).flatten(-2).any(-1).double().mean().item()
     return rates
+
+
+def row_max_violations(w):  # the row-wise statement (S2), not the seed's inequality (S1)
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
 
 
 def test_failure_rate_by_tokens_accepts_the_reference():
     assert ch02.failure_rate_by_tokens(failure_rate_reference).status == "correct"
+    for grading_seed in (3, 4):
+        set_grading_seed(grading_seed)
+        try:
+            assert ch02.failure_rate_by_tokens(failure_rate_reference).status == "correct"
+        finally:
+            set_grading_seed(None)
+
+
+def test_failure_rate_by_tokens_asks_the_exercises_question_first():
+    asked = []
+
+    def recorder(sizes, width, spread):
+        asked.append((sizes, width, spread))
+        return failure_rate_reference(sizes, width, spread)
+
+    ch02.failure_rate_by_tokens(recorder)
+    assert asked[0] == ((2, 3, 4, 8, 16, 32), 2, 0.0) and len(asked) == 2
 
 
 def test_failure_rate_by_tokens_rejects_wrong_answers():
-    rates = failure_rate_reference()
-    # the row-wise statement (S2) instead of the seed's inequality (S1)
-    g = torch.Generator().manual_seed(6)
-    s2 = {}
-    for n in rates:
-        _, w = mha.self_attention(torch.randn(2000, n, 2, generator=g, dtype=torch.float64))
-        s2[n] = (w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)).flatten(-2).any(-1)
-        s2[n] = s2[n].double().mean().item()
-    assert ch02.failure_rate_by_tokens(lambda: s2).status == "wrong"
-    assert ch02.failure_rate_by_tokens(lambda: {**rates, 2: 0.2}).status == "wrong"
-    assert ch02.failure_rate_by_tokens(lambda: {**rates, 8: 1.5}).status == "wrong"
-    missing = {n: r for n, r in rates.items() if n != 32}
-    assert ch02.failure_rate_by_tokens(lambda: missing).status == "wrong"
-    as_list = ch02.failure_rate_by_tokens(lambda: list(rates.values()))
+    s2 = ch02.failure_rate_by_tokens(
+        lambda *a: failure_rate_reference(*a, violations=row_max_violations))
+    assert s2.status == "wrong"
+    assert ch02.failure_rate_by_tokens(
+        lambda *a: {**failure_rate_reference(*a), 2: 0.2}).status == "wrong"
+    assert ch02.failure_rate_by_tokens(
+        lambda *a: {**failure_rate_reference(*a), 8: 1.5}).status == "wrong"
+    # C and sigma ignored: right on the exercise's question, wrong on the check's own setting
+    ignored = ch02.failure_rate_by_tokens(lambda sizes, width, spread:
+                                          failure_rate_reference(sizes, 2, 0.0))
+    assert ignored.status == "wrong" and "C=" in ignored.message
+    missing = ch02.failure_rate_by_tokens(
+        lambda *a: {n: r for n, r in failure_rate_reference(*a).items() if n != 32})
+    assert missing.status == "wrong"
+    as_list = ch02.failure_rate_by_tokens(lambda *a: list(failure_rate_reference(*a).values()))
     assert as_list.status == "wrong" and "dict" in as_list.message

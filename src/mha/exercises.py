@@ -514,6 +514,36 @@ def verdict_line(result: Result) -> str:
     return f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}"
 
 
+def finite_number(what: str, got: object) -> float:
+    """``got`` as a float if it is one finite real number, else ``Wrong`` saying what it is.
+
+    A number is a Python ``int`` or ``float`` or a real tensor of one element; ``True`` and
+    ``"0.5"`` are not numbers here. NaN and inf are never right where a finite number is
+    expected, and every comparison with NaN is False: a check that only asks ``abs(got -
+    expected) > tol`` would pass it. So a check reads a scalar answer through this first.
+    """
+    if isinstance(got, torch.Tensor):
+        if got.numel() != 1:
+            raise Wrong(f"{what}: expected one number, got a tensor of shape {tuple(got.shape)}")
+        if got.dtype == torch.bool or got.is_complex():
+            raise Wrong(f"{what}: expected a real number, got a tensor of dtype {got.dtype}")
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, int | float):
+        raise Wrong(f"{what}: expected a number, got {type(got).__name__}")
+    try:
+        value = float(got)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise Wrong(f"{what}: expected a finite number, got {value}")
+    return value
+
+
+def within(got: float, expected: float, tol: float) -> bool:
+    """``|got - expected| <= tol``, written so that NaN on either side is never within."""
+    return abs(got - expected) <= tol
+
+
 def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1e-5,
                  rtol: float = 1e-4,
                  mistakes: Sequence[tuple[str, torch.Tensor]] = ()) -> None:
@@ -528,6 +558,10 @@ def expect_close(what: str, got: object, expected: torch.Tensor, atol: float = 1
         raise Wrong(f"{what}: expected a torch.Tensor, got {type(got).__name__}")
     if got.shape != expected.shape:
         raise Wrong(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
+    # .double() would drop a complex result's imaginary part, and read True as 1.0
+    if got.is_complex() != expected.is_complex() or (
+            got.dtype == torch.bool) != (expected.dtype == torch.bool):
+        raise Wrong(f"{what}: expected a tensor of dtype {expected.dtype}, got {got.dtype}")
     got64, expected64 = got.detach().double(), expected.detach().double()
     if torch.allclose(got64, expected64, atol=atol, rtol=rtol):
         return

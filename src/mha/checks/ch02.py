@@ -6,7 +6,7 @@ import torch
 
 from mha.attention import attention, self_attention
 from mha.diagonal import diagonal_violations
-from mha.exercises import Wrong, exercise_check, seed
+from mha.exercises import Wrong, exercise_check, finite_number, seed, within
 
 
 def _cases_for_prefers_other() -> list[torch.Tensor]:
@@ -100,37 +100,61 @@ def previous_token_projections(answer) -> None:
                             f"on token {i - 1}; it needs at least 0.9")
 
 
+EXERCISE_SIZES = (2, 3, 4, 8, 16, 32)  # the exercise's question: these n, C = 2, sigma = 0
+
+
+def _cases_for_failure_rate() -> tuple[list[tuple[tuple[int, ...], int, float]],
+                                       torch.Generator]:
+    """The exercise's own question, then sizes, width and spread that the hidden seed picks.
+
+    The rates are population values of (n, C, sigma): with fixed inputs a table of them, shared
+    or found by trial from feedback, would score under every seed. The second case draws n, C
+    and sigma (to two decimals), so a table would have to hold thousands of rates, each one
+    as much work as the exercise.
+    """
+    g = torch.Generator().manual_seed(seed(23))
+    small, large = int(torch.randint(3, 8, (), generator=g)), int(torch.randint(9, 25, (),
+                                                                               generator=g))
+    # never the question's C = 2 and sigma = 0, so that an answer ignoring them fails here
+    width = (1, 3, 4)[int(torch.randint(0, 3, (), generator=g))]
+    spread = round(0.2 + 0.8 * float(torch.rand((), generator=g, dtype=torch.float64)), 2)
+    return [(EXERCISE_SIZES, 2, 0.0), ((2, small, large), width, spread)], g
+
+
 @exercise_check("2.3", reference_names=("mha.self_attention", "mha.attention.self_attention",
                                          "mha.diagonal_violations",
                                          "mha.diagonal.diagonal_violations"))
 def failure_rate_by_tokens(answer) -> None:
-    """``answer()`` must return ``{n: fraction of token sets breaking the seed's inequality}``.
+    """``answer(sizes, C, spread)`` -> ``{n: fraction of token sets breaking (S1)}``.
 
-    The sampling is the exercise's: 2000 sets of ``n`` standard normal tokens with ``C = 2``.
-    The check draws its own 2000 sets, so it allows for sampling noise.
+    The sampling is section 2.4's: 2000 sets of ``n`` tokens ``exp(spread * z) * g`` with ``g``
+    standard normal in ``C`` features and ``z`` one standard normal per token. The check draws
+    its own 2000 sets, so it allows for sampling noise.
     """
-    sizes = (2, 3, 4, 8, 16, 32)
-    g = torch.Generator().manual_seed(seed(23))
-    expected_rates = {}
-    for n in sizes:
-        x = torch.randn(2000, n, 2, generator=g, dtype=torch.float64)
-        _, weights = self_attention(x)
-        expected_rates[n] = diagonal_violations(weights).flatten(-2).any(-1).double().mean()
-    got = answer()
-    if not isinstance(got, dict) or sorted(got) != list(sizes):
-        keys = sorted(got) if isinstance(got, dict) else type(got).__name__
-        raise Wrong(f"expected a dict with keys {sizes}, got {keys}")
-    for n in sizes:
-        expected = expected_rates[n].item()
-        try:
-            value = float(got[n])
-        except (TypeError, ValueError) as error:
-            raise Wrong(f"n = {n}: expected a number, got {type(got[n]).__name__}") from error
-        if not 0.0 <= value <= 1.0:
-            raise Wrong(f"n = {n}: a fraction lies in [0, 1], got {value:.4f}")
-        # two estimates from 2000 sets each differ by about 0.016 at most rates: allow ~4 sigma
-        if abs(value - expected) > 0.06:
-            side = "higher" if value > expected else "lower"
-            raise Wrong(f"n = {n}: got {value:.4f}, far {side} than the rate in 2000 fresh "
-                        f"token sets (more than sampling noise): is the inequality the seed's, "
-                        f"with C = 2?")
+    cases, g = _cases_for_failure_rate()
+    expected_rates = []  # every reference first, from the check's own draws
+    for sizes, width, spread in cases:
+        rates = {}
+        for n in sizes:
+            tokens = torch.randn(2000, n, width, generator=g, dtype=torch.float64)
+            z = torch.randn(2000, n, 1, generator=g, dtype=torch.float64)
+            _, weights = self_attention(torch.exp(spread * z) * tokens)
+            rates[n] = diagonal_violations(weights).flatten(-2).any(-1).double().mean().item()
+        expected_rates.append(rates)
+    for (sizes, width, spread), expected_by_n in zip(cases, expected_rates, strict=True):
+        what = f"for sizes={sizes}, C={width}, spread={spread}"
+        got = answer(sizes, width, spread)
+        if not isinstance(got, dict) or sorted(got) != list(sizes):
+            keys = sorted(got) if isinstance(got, dict) else type(got).__name__
+            raise Wrong(f"{what}: expected a dict with keys {sizes}, got {keys}")
+        for n in sizes:
+            value = finite_number(f"{what}, n = {n}", got[n])
+            if not 0.0 <= value <= 1.0:
+                raise Wrong(f"{what}, n = {n}: a fraction lies in [0, 1], got {value:.4f}")
+            # two estimates from 2000 sets each differ by 0.016 at most in standard deviation:
+            # allow ~4 of them. The message says higher or lower, never the check's own rate.
+            if not within(value, expected_by_n[n], 0.06):
+                side = "higher" if value > expected_by_n[n] else "lower"
+                raise Wrong(f"{what}, n = {n}: got {value:.4f}, far {side} than the rate in 2000 "
+                            f"fresh token sets (more than sampling noise): is the inequality "
+                            f"the seed's (S1), with these C and spread?")

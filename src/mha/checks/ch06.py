@@ -88,9 +88,15 @@ def merge_partials(answer) -> None:
     # large scores: exp of the raw scores would overflow float32
     scores = (900 + 200 * torch.rand(1, 2, generator=g)).round()
     values = torch.randn(2, 1, generator=g)
-    m, ell, o = answer(*_partial(scores[:, :1], values[:1]),
-                       *_partial(scores[:, 1:], values[1:]))
-    if not all(math.isfinite(t.flatten()[0].item()) for t in (m, ell, o)):
+    got = answer(*_partial(scores[:, :1], values[:1]), *_partial(scores[:, 1:], values[1:]))
+    if not isinstance(got, tuple | list) or len(got) != 3 or not all(
+            isinstance(t, torch.Tensor) and t.numel() == 1 for t in got):
+        raise Wrong("for two blocks of one key each: expected a tuple (m, l, o) of tensors "
+                    "with one number each")
+    if not all(math.isfinite(t.flatten()[0].item()) for t in got):
         high, low = sorted(scores.flatten().tolist(), reverse=True)
         raise Wrong(f"with scores {high:.0f} and {low:.0f} the merged (m, l, o) is not finite: "
                     f"subtract the new maximum before taking exponentials")
+    m, ell, o = got
+    expect_close("o / l (the attention output) for two blocks of one key with large scores",
+                 o / ell, torch.softmax(scores, -1) @ values)

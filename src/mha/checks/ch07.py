@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha.exercises import Wrong, call_seeing_inputs, exercise_check, seed
+from mha.exercises import Wrong, call_seeing_inputs, exercise_check, finite_number, seed, within
 from mha.hard_concrete import hard_concrete_sample
 
 
@@ -32,10 +32,11 @@ def prob_gate_one(answer) -> None:
         if got.shape != ():
             raise Wrong(f"expected one number (a tensor of shape ()), got shape "
                         f"{tuple(got.shape)}")
-        if abs(got.item() - estimate.item()) > 0.004:
-            side = "larger" if got.item() > estimate.item() else "smaller"
-            raise Wrong(f"for log_alpha={log_alpha}, temperature={beta}, stretch=({low}, "
-                        f"{high}) your P(z = 1) = {got.item():.4f} is {side} than a "
+        what = f"for log_alpha={log_alpha}, temperature={beta}, stretch=({low}, {high})"
+        value = finite_number(f"{what} your P(z = 1)", got)  # NaN is never within 0.004
+        if not within(value, estimate.item(), 0.004):
+            side = "larger" if value > estimate.item() else "smaller"
+            raise Wrong(f"{what} your P(z = 1) = {value:.4f} is {side} than a "
                         f"simulation of the gate gives (z = 1 where the stretched sample "
                         f"reaches 1 or more)")
 

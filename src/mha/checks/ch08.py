@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha.exercises import Wrong, exercise_check, expect_close, seed
+from mha.exercises import Wrong, exercise_check, expect_close, finite_number, seed, within
 
 
 def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,10 +75,10 @@ def spearman(answer) -> None:
         expected = _pearson(_average_ranks(x), _average_ranks(y))
         plain_ranks = _pearson(_first_ranks(x), _first_ranks(y))
         got = answer(torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64))
-        got = float(got)
-        if abs(got - expected) > 1e-6:
-            what = f"for the case with {name} (x = {x}, y = {y})"
-            if abs(got - plain_ranks) < 1e-6 and name != "no ties":
+        what = f"for the case with {name} (x = {x}, y = {y})"
+        got = finite_number(what, got)  # NaN, "nan" or True would slip past the test below
+        if not within(got, expected, 1e-6):
+            if within(got, plain_ranks, 1e-6) and name != "no ties":
                 raise Wrong(f"{what}: your ranks break ties by position; tied values share "
                             f"the average of their ranks")
             raise Wrong(f"{what}: your function returned {got:.4f}, which is not the rank "
