@@ -107,7 +107,8 @@ os.wait()
 # (e) read Gradescope's metadata: the submitters' names, e-mails and earlier results
 READ_METADATA = """
 try:
-    open('/canary/metadata', 'w').write(open('/autograder/submission_metadata.json').read())
+    text = open('/autograder/submission_metadata.json').read()
+    open('/canary/metadata', 'w').write(text)
 except OSError as error:
     open('/canary/metadata-refused', 'w').write(str(error))
 """
