@@ -235,7 +235,10 @@ def test_a_busy_non_root_instructor_can_still_sandbox(monkeypatch):
 
         def fixed():
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-        assert nobody_runs(bwrap, fixed).returncode != 0  # the old limit, for comparison
+        try:  # the old limit, for comparison: no room even to become the user, or for bwrap
+            assert nobody_runs(bwrap, fixed).returncode != 0
+        except BlockingIOError:
+            pass
     finally:
         for sleeper in sleepers:
             sleeper.kill()
@@ -312,8 +315,9 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     (folder / "junk").mkdir()
     (folder / "junk" / NAME).write_text(json.dumps(with_cell(JUNK)))
     start = time.monotonic()
-    # a cell limit that an honest cell keeps even on a loaded machine (importing torch)
-    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "20", "--timeout", "200")
+    # a cell limit that the example's honest cells keep even on a loaded machine (torch is
+    # imported before the first cell, under the notebook's limit only)
+    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "10", "--timeout", "200")
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout + run.stderr
     assert "\x1b" not in run.stdout + run.stderr and "\u202e" not in run.stdout
@@ -328,7 +332,7 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     assert "did not let itself be interrupted" in log[f"alarm/{NAME}"]["problem"]
     assert "more than 4 MB" in log[f"flood/{NAME}"]["problem"]
     assert "lines that are not messages" in log[f"junk/{NAME}"]["problem"]
-    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 20 + 10 s in
+    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 10 + 10 s in
     # --resume after all that: every row kept, nothing graded again
     for name in ["grades.csv", "grading_log.csv"]:
         os.replace(folder / name, folder / f"{name}.part")
