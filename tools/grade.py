@@ -1190,6 +1190,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{folder} is not a folder")
     out = args.out or folder
     out.mkdir(parents=True, exist_ok=True)
+    if args.jobs > (os.cpu_count() or 1):
+        print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
+              "sandbox is bounded to one CPU (as root), but then they share them, and a "
+              "notebook that uses its whole CPU slows its neighbours", file=sys.stderr)
     if not args.no_sandbox:
         why = sandbox.unavailable()
         if why:
