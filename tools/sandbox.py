@@ -23,6 +23,7 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import resource
@@ -402,11 +403,13 @@ def processes_of_among(pids: list[int], uid: int) -> list[int]:
 
 def _handle(pid: int, uid: int) -> int | None:
     """A pidfd of ``pid`` if it is still a process of ``uid``: signals sent through it never
-    reach another process that got the number after this one ended (root may signal any)."""
+    reach another process that got the number after this one ended (root may signal any).
+    Where the kernel has no pidfd, ``-pid``, checked just before."""
     try:
         handle = os.pidfd_open(pid)
-    except OSError:
-        return None
+    except (OSError, AttributeError) as error:  # no pidfd (Linux < 5.3): the pid, rechecked
+        unsupported = isinstance(error, AttributeError) or error.errno == errno.ENOSYS
+        return -pid if unsupported and processes_of_among([pid], uid) else None
     if pid in processes_of_among([pid], uid):
         return handle
     os.close(handle)
@@ -434,10 +437,14 @@ def kill_user(user: User, rounds: int = 200) -> int:
         for sig in (signal.SIGSTOP, signal.SIGKILL):
             for handle in handles:
                 try:
-                    signal.pidfd_send_signal(handle, sig)
+                    if handle < 0:
+                        os.kill(-handle, sig)
+                    else:
+                        signal.pidfd_send_signal(handle, sig)
                 except OSError:
                     pass  # gone already
         for handle in handles:
-            os.close(handle)
+            if handle >= 0:
+                os.close(handle)
         time.sleep(0.01)
     raise RuntimeError(f"processes of {user.name} survive: {processes_of(user.uid)}")
