@@ -1,7 +1,12 @@
 """Gradescope mode against a hostile student (issue 23): run_autograder, in Gradescope's layout
-inside a throwaway root (tests/gradescope_root.py), graded as root, with each attack as the
-submission. Every attack starts from the student edition of the example chapter (0.2: 1 point,
-0.3: 2 points), so an attack that earns nothing scores 0; the honest duplicates score 3.
+inside a throwaway root (tests/gradescope_root.py), graded as root, on the example chapter
+(0.2: 1 point, 0.3: 2 points).
+
+Running run_autograder costs seconds (it imports torch and runs a notebook), so one run carries
+every attack that does not get in another's way: the graded notebook is the *solved* chapter
+with the attack cells in front of its answers (an honest 3 points; anything the attacks gained
+would show above it, and their traces are in /canary), beside three more solved copies under
+other names (handed in again, matched by name or by exercise labels), which must be ignored.
 
 Without user namespaces (bwrap hidden, as in most containers) the notebook runs as the
 unprivileged user alone, the case the attacks were found in; one run with bubblewrap shows the
@@ -10,6 +15,8 @@ detection and that the same attacks fail there too.
 
 import hashlib
 import json
+import stat
+import sys
 import time
 
 import gradescope_root
@@ -73,6 +80,44 @@ for path in found:
 """
 
 
+
+# (d) stop (SIGSTOP) whatever the grader runs to kill the user's processes, so that it hangs
+STOP_KILLER = """
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        me, parent = os.getpid(), os.getppid()
+        while True:
+            for entry in os.listdir('/proc'):
+                if not entry.isdigit() or int(entry) in (me, parent):
+                    continue
+                try:
+                    cmd = open(f'/proc/{entry}/cmdline', 'rb').read()
+                    if b'os.kill' in cmd or b'run_notebook' not in cmd:
+                        os.kill(int(entry), signal.SIGSTOP)
+                        open('/canary/stopped', 'a').write(f'{entry} {cmd[:80]!r}\\n')
+                except OSError:
+                    pass
+            time.sleep(0.005)
+    os._exit(0)
+os.wait()
+"""
+
+# (e) read Gradescope's metadata: the submitters' names, e-mails and earlier results
+READ_METADATA = """
+try:
+    text = open('/autograder/submission_metadata.json').read()
+    open('/canary/metadata', 'w').write(text)
+except OSError as error:
+    open('/canary/metadata-refused', 'w').write(str(error))
+"""
+METADATA = {"users": [{"email": "victim@uni.edu", "name": "Victim"}],
+            "previous_submissions": [{"score": 3.0}]}
+ATTACKS = [EDIT_GRADER, DAEMON, FORGE_ROWS, STOP_KILLER, READ_METADATA]
+COPIES = [f"again_{EXAMPLE.name}", "copy.ipynb", "final_answer.ipynb"]
+
+
 def with_cell(text, nb=None):
     nb = nb or student_edition.student_edition(fmt.load(EXAMPLE))
     for i, c in enumerate(nb["cells"]):
@@ -93,10 +138,13 @@ def autograde(tmp_path, submission, *, userns=False):
     root = gradescope_root.unpack(tmp_path, chapters=False)  # the example chapter alone
     for name, nb in submission.items():
         (root / "submission" / name).write_text(json.dumps(nb))
+    metadata = root / "submission_metadata.json"
+    metadata.write_text(json.dumps(METADATA))
+    metadata.chmod(0o644)  # as Gradescope leaves it
     source = digest(root / "source")
     canary = tmp_path / "canary"
     start = time.monotonic()
-    run = gradescope_root.run_autograder(root, canary, userns=userns)
+    run = gradescope_root.run_autograder(root, canary, userns=userns, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     print(f"run_autograder: {time.monotonic() - start:.1f} s")
     assert digest(root / "source") == source  # nothing of the grader changed
@@ -105,46 +153,97 @@ def autograde(tmp_path, submission, *, userns=False):
     return report, run.stdout, results, canary
 
 
-def test_a_cell_cannot_edit_the_grader(tmp_path):
-    report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: with_cell(EDIT_GRADER)})
-    assert report["score"] == 0
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    """One run without user namespaces: every attack in the graded notebook, three copies."""
+    tmp_path = tmp_path_factory.mktemp("attacked")
+    attack = SOLVED
+    for cell in ATTACKS:
+        attack = with_cell(cell, attack)
+    copies = dict.fromkeys(COPIES, SOLVED)
+    report, out, results, canary = autograde(tmp_path, {EXAMPLE.name: attack} | copies)
+    return report, results, canary, tmp_path / "autograder"
+
+
+def scored(report):
+    return [t for t in report["tests"] if t.get("max_score")]
+
+
+def test_a_cell_cannot_edit_the_grader(attacked):
+    report, _, canary, _ = attacked
     assert not (canary / "edited").exists()
     assert "Permission denied" in (canary / "refused").read_text()
     assert "without bubblewrap" in report["output"]
+    assert [t.get("score") for t in scored(report)] == [1.0, 2.0]  # its own answers, no more
 
 
-def test_a_daemon_is_killed_before_results_json_is_written(tmp_path):
-    report, out, results, canary = autograde(tmp_path, {EXAMPLE.name: with_cell(DAEMON)})
-    assert report["score"] == 0 and len(report["tests"]) == 3
+def test_a_daemon_is_killed_before_results_json_is_written(attacked):
+    report, results, canary, _ = attacked
+    assert report["score"] == 3 and len(scored(report)) == 2
     assert not (canary / "forged").exists()
     # it ran after the notebook ended, and was dead before results.json was written
     last_sign_of_life = float((canary / "alive").read_text())
     assert last_sign_of_life < results.stat().st_mtime
     assert all("process(es) it left running were killed" in t["output"]
-               for t in report["tests"])
+               for t in scored(report))
 
 
-def test_forged_rows_find_no_grades_file(tmp_path):
-    report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: with_cell(FORGE_ROWS)})
-    assert report["score"] == 0
+def test_forged_rows_find_no_grades_file(attacked):
+    report, _, canary, _ = attacked
     assert (canary / "found").read_text() == "[]" and not (canary / "forged").exists()
     assert all(t.get("score", 0) <= t.get("max_score", 0) for t in report["tests"])
 
 
-def test_one_chapter_handed_in_three_times_is_graded_once(tmp_path):
-    names = [EXAMPLE.name, f"again_{EXAMPLE.name}", f"final_{EXAMPLE.name}"]
-    report, out, _, _ = autograde(tmp_path, dict.fromkeys(names, SOLVED))
+def test_the_student_cannot_stop_the_killing(attacked):
+    # the daemon stopped every process of its own user it could see but the notebook's: the
+    # killing is root's, so run_autograder ended and wrote results.json all the same
+    report, results, canary, _ = attacked
+    assert results.exists() and report["score"] == 3
+    stopped = (canary / "stopped").read_text() if (canary / "stopped").exists() else ""
+    assert "os.kill" not in stopped
+
+
+def test_submission_metadata_is_unreadable_to_the_student(attacked):
+    _, _, canary, root = attacked
+    assert not (canary / "metadata").exists()
+    assert "Permission denied" in (canary / "metadata-refused").read_text()
+    mode = (root / "submission_metadata.json").stat()
+    assert stat.S_IMODE(mode.st_mode) == 0o600 and mode.st_uid == 0
+
+
+def test_one_chapter_handed_in_again_under_any_name_is_graded_once(attacked):
+    # again_00_example_exercises.ipynb matches by name; copy.ipynb and final_answer.ipynb only
+    # by their exercise labels: each would be graded as the chapter, so all are one chapter
+    report, _, _, _ = attacked
     assert report["score"] == 3
-    scored = [t for t in report["tests"] if t.get("max_score")]
-    assert {t["name"].split(":")[0] for t in scored} == {EXAMPLE.name}
+    assert {t["name"].split(":")[0] for t in scored(report)} == {EXAMPLE.name}
     ignored = [t for t in report["tests"] if t["name"].endswith(": ignored")]
-    assert sorted(t["name"] for t in ignored) == sorted(f"{n}: ignored" for n in names[1:])
+    assert sorted(t["name"] for t in ignored) == sorted(f"{n}: ignored" for n in COPIES)
     assert all(t["score"] == t["max_score"] == 0 and "is graded, because its name is exactly "
                "the chapter's" in t["output"] for t in ignored)
 
 
 def test_with_bubblewrap_the_same_attacks_fail_and_the_output_says_so(tmp_path):
-    attack = with_cell(EDIT_GRADER + DAEMON + FORGE_ROWS)
+    attack = with_cell(EDIT_GRADER + DAEMON + FORGE_ROWS + READ_METADATA)
     report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: attack}, userns=True)
     assert report["score"] == 0 and "inside a bubblewrap sandbox" in report["output"]
-    assert not any((canary / n).exists() for n in ("edited", "forged", "alive", "found"))
+    assert not any((canary / n).exists() for n in ("edited", "forged", "alive", "found",
+                                                   "metadata"))
+
+
+def test_results_json_is_written_when_grading_itself_fails(tmp_path, monkeypatch):
+    sys.path.insert(0, str(gradescope_root.ROOT / "tools"))
+    import gradescope
+    import sandbox
+
+    def broken(*args):
+        raise RuntimeError("processes of student survive: [1234]")
+
+    monkeypatch.setattr(gradescope, "_run", broken)
+    monkeypatch.setattr(gradescope, "prepare", lambda: sandbox.User("nobody-here", 2**31 - 7,
+                                                                    2**31 - 7))
+    report = gradescope.run(tmp_path)
+    written = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert written == report and report["score"] == 0
+    assert [t["name"] for t in report["tests"]] == ["autograder"]
+    assert "processes of student survive" in report["tests"][0]["output"]

@@ -10,6 +10,7 @@ grader's functions directly.
 import csv
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -145,6 +146,9 @@ def read(*cells):
     ("from mha.checks import ch00", "patches the grading"),
     ("!cat /etc/passwd", "shell escapes"),
     ("open('/autograder/results/results.json', 'w')", "touches the grader's files"),
+    ("import importlib\nvars(importlib.import_module('o''s'))['fo''rk']()", "obfuscation"),
+    ("getattr(m, 'spearman_difference_bootstrap')(x)", "obfuscation"),
+    ("from importlib import import_module as im\nim('mha.che''cks.ch08')", "obfuscation"),
 ])
 def test_review_flags_see_more_import_forms(code, flag):
     assignment = grade.load_assignment(EXAMPLE)
@@ -170,6 +174,127 @@ def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, fl
     found = [f for f in grade.flags(read(code), assignment) if "reference" in f]
     assert found == (["calls the reference of exercise 0.2 (mha.scaled_scores)"]
                      if flagged else [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Duplicates: one student's chapter in several notebooks, by name or by exercise labels
+
+def test_one_students_copies_of_a_chapter_are_all_reported_as_duplicates(tmp_path):
+    solved = json.dumps(fmt.load(EXAMPLE))
+    names = [NAME, "copy.ipynb", "final_answer.ipynb"]  # the last two match by labels only
+    (tmp_path / "ann").mkdir()
+    for name in names:
+        (tmp_path / "ann" / name).write_text(solved)
+    (tmp_path / "bob").mkdir()
+    (tmp_path / "bob" / "mine.ipynb").write_text(solved)  # one copy: no duplicate
+    assignments = [grade.load_assignment(EXAMPLE)]
+    found = {f.relative: f.problem for f in grade.find_submissions(tmp_path, assignments)}
+    for name in names:
+        others = sorted(f"ann/{n}" for n in names if n != name)
+        assert found[f"ann/{name}"].startswith("duplicate:"), found
+        assert sorted(found[f"ann/{name}"].split(" in ", 1)[1].split(", ")) == others
+    assert found["bob/mine.ipynb"] == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Resources: the process limit of an instructor who is not root, one CPU per sandbox (root)
+
+NOBODY = 65534
+
+
+def nobody_runs(argv, limit):
+    """Run ``argv`` as the user nobody with ``limit`` (sandbox._limit's preexec function)."""
+    def preexec():
+        limit()
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    return subprocess.run(argv, preexec_fn=preexec, capture_output=True, text=True, timeout=60)
+
+
+@needs_sandbox
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes processes of the user nobody")
+def test_a_busy_non_root_instructor_can_still_sandbox(monkeypatch):
+    # 70 tasks of the instructor's user already running: a fixed RLIMIT_NPROC of 64 (what the
+    # grader set before) leaves no room for bwrap, the limit counted from them does
+    sleepers = [subprocess.Popen(["sleep", "60"], preexec_fn=lambda: os.setuid(NOBODY))
+                for _ in range(70)]
+    try:
+        monkeypatch.setattr(sandbox.os, "geteuid", lambda: NOBODY)  # the grader as nobody
+        monkeypatch.setattr(sandbox.os, "getuid", lambda: NOBODY)
+        limits = sandbox.Limits()
+        cgroup = sandbox.PidsCgroup(limits.processes)
+        assert cgroup.path is None  # not root: no cgroup, the rlimit alone
+        limit = sandbox._limit(cgroup, limits, None, True)
+        monkeypatch.undo()
+        assert sandbox.process_limit(limits, None) == limits.processes  # root: as before
+        bwrap = ["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev",
+                 "/dev", "sh", "-c", "sleep 0 & sleep 0 & wait"]
+        ran = nobody_runs(bwrap, limit)
+        assert ran.returncode == 0, ran.stderr
+
+        def fixed():
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        try:  # the old limit, for comparison: no room even to become the user, or for bwrap
+            assert nobody_runs(bwrap, fixed).returncode != 0
+        except BlockingIOError:
+            pass
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
+
+
+HOG = """
+import os, sys, time
+end = time.monotonic() + float(sys.argv[1])
+children = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()  # a scheduler group of its own: fair shares per session do not bound it
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+t = os.times()
+print(t.children_user + t.children_system)
+"""
+
+
+def quota(cgroup):
+    """The CPUs a sandbox's cgroup may use (cgroup v2's cpu.max or v1's cfs quota)."""
+    if cgroup.cpu_path is not None:
+        return int((cgroup.cpu_path / "cpu.cfs_quota_us").read_text()) / int(
+            (cgroup.cpu_path / "cpu.cfs_period_us").read_text())
+    limit, period = (cgroup.path / "cpu.max").read_text().split()
+    return int(limit) / int(period)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are the grader's as root only")
+def test_a_sandbox_uses_at_most_its_cpu_quota_however_many_processes_it_starts():
+    every = sandbox.PidsCgroup(64)  # what every sandbox gets
+    try:
+        if not every.cpu_limited:
+            pytest.skip("no cpu cgroup controller here")
+        assert quota(every) == 1.0
+    finally:
+        every.remove()
+    # the quota holds: a quarter of a CPU, so that the bound shows on a loaded machine too
+    # (six spinners there get about one CPU uncapped)
+    cgroup = sandbox.PidsCgroup(64, cpus=0.25)
+    try:
+        start = time.monotonic()
+        hog = subprocess.run([sys.executable, "-S", "-c", HOG, "3"], preexec_fn=cgroup.enter,
+                             capture_output=True, text=True, timeout=60, check=True)
+        wall = time.monotonic() - start
+    finally:
+        cgroup.remove()
+    cpu = float(hog.stdout)
+    print(f"six spinning processes for {wall:.1f} s used {cpu:.2f} CPU-seconds")
+    assert cpu <= 0.25 * wall * 1.2 + 0.1, (cpu, wall)  # a period's slack at the end
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,8 +329,9 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     (folder / "junk").mkdir()
     (folder / "junk" / NAME).write_text(json.dumps(with_cell(JUNK)))
     start = time.monotonic()
-    # a cell limit that an honest cell keeps even on a loaded machine (importing torch)
-    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "20", "--timeout", "200")
+    # a cell limit that the example's honest cells keep even on a loaded machine (torch is
+    # imported before the first cell, under the notebook's limit only)
+    run = run_grader(folder, "--jobs", "2", "--cell-timeout", "10", "--timeout", "200")
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout + run.stderr
     assert "\x1b" not in run.stdout + run.stderr and "\u202e" not in run.stdout
@@ -220,7 +346,7 @@ def test_a_hostile_class_folder_is_graded_and_resumed(tmp_path):
     assert "did not let itself be interrupted" in log[f"alarm/{NAME}"]["problem"]
     assert "more than 4 MB" in log[f"flood/{NAME}"]["problem"]
     assert "lines that are not messages" in log[f"junk/{NAME}"]["problem"]
-    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 20 + 10 s in
+    assert seconds < 180, seconds  # the alarm-ignoring cell was stopped 10 + 10 s in
     # --resume after all that: every row kept, nothing graded again
     for name in ["grades.csv", "grading_log.csv"]:
         os.replace(folder / name, folder / f"{name}.part")

@@ -124,7 +124,9 @@ SUSPICIOUS = {
     "fake verdict": re.compile(r"Exercise \d+\.\d+ \[|✓"),
     "touches the grader's files": re.compile(r"/autograder\b|\bgrades\.csv|\bgrading_log\b|"
                                              r"\bresults\.json|\.csv\.part\b"),
-    "obfuscation": re.compile(r"\bgetattr\([^)]*\+|\bexec\(|\beval\(|__import__|\bcompile\("),
+    "obfuscation": re.compile(r"\bgetattr\([^)]*(\+|['\"])|\bexec\(|\beval\(|__import__|"
+                              r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
+                              r"\b__dict__\b|\bimport_module\b"),
 }
 
 
@@ -307,6 +309,34 @@ def by_name(relative: str, assignments: list[Assignment]) -> Assignment | None:
     stem = Path(relative).stem
     found = [a for a in assignments if a.name in stem]
     return max(found, key=lambda a: len(a.name)) if found else None
+
+
+def chapter_of(relative: str, nb: dict, assignments: list[Assignment]
+               ) -> tuple[Assignment | None, str]:
+    """The chapter a notebook is graded as: the one its name holds, unless its exercise labels
+    are all of one other chapter (or its name holds none); and a note when the two disagree."""
+    named = by_name(relative, assignments)
+    chapters = labels(nb)
+    if named is None or (chapters and named.chapter not in chapters):
+        candidates = [a for a in assignments if a.chapter in chapters]
+        if len(candidates) == 1:
+            found = candidates[0]
+            return found, "" if named is None else (
+                f"saved as chapter {named.chapter} ({named.name}) but its exercises are "
+                f"chapter {found.chapter}'s: graded as {found.name}")
+    return named, ""
+
+
+def chapter_of_file(relative: str, path: Path | None, assignments: list[Assignment]
+                    ) -> Assignment | None:
+    """``chapter_of`` for a file (read, never run): by its name alone if it cannot be read."""
+    if path is None:
+        return None
+    try:
+        nb = read_notebook(read_regular(path, MAX_NOTEBOOK_BYTES))
+    except (OSError, ValueError):
+        return by_name(relative, assignments)
+    return chapter_of(relative, nb, assignments)[0]
 
 
 def flags(nb: dict, assignment: Assignment) -> list[str]:
@@ -512,17 +542,8 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                           problem="; ".join(filter(None, [str(error), problem])))
         _not_graded(outcome, str(error))
         return outcome
-    named = by_name(relative, assignments)
-    chapters = labels(nb)
-    assignment = named
-    if named is None or (chapters and named.chapter not in chapters):
-        candidates = [a for a in assignments if a.chapter in chapters]
-        if len(candidates) == 1:
-            assignment = candidates[0]
-            if named is not None:
-                problem = "; ".join(filter(None, [problem, (
-                    f"saved as chapter {named.chapter} ({named.name}) but its exercises are "
-                    f"chapter {assignment.chapter}'s: graded as {assignment.name}")]))
+    assignment, note = chapter_of(relative, nb, assignments)
+    problem = "; ".join(filter(None, [problem, note]))
     outcome = Outcome(display(relative), assignment, problem=problem)
     if assignment is None:
         outcome.problem = "; ".join(filter(None, [
@@ -738,10 +759,11 @@ def find_submissions(folder: Path, assignments: list[Assignment],
 
 def same_chapter(found: list[Found], assignments: list[Assignment]
                  ) -> dict[tuple[str, str], list[Found]]:
-    """(student, chapter) -> the notebooks found for it (a chapter named by its file name)."""
+    """(student, chapter) -> the notebooks found for it (the chapter each is graded as: by its
+    name or its exercise labels, as ``chapter_of``)."""
     owners: dict[tuple[str, str], list[Found]] = {}
     for item in found:
-        assignment = by_name(item.relative, assignments) if item.path else None
+        assignment = chapter_of_file(item.relative, item.path, assignments)
         if assignment is not None:
             parent, _, name = item.relative.rpartition("/")
             owner = parent or name.split(assignment.name)[0].strip(" _-.")
@@ -1168,6 +1190,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{folder} is not a folder")
     out = args.out or folder
     out.mkdir(parents=True, exist_ok=True)
+    if args.jobs > (os.cpu_count() or 1):
+        print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
+              "sandbox is bounded to one CPU (as root), but then they share them, and a "
+              "notebook that uses its whole CPU slows its neighbours", file=sys.stderr)
     if not args.no_sandbox:
         why = sandbox.unavailable()
         if why:

@@ -16,12 +16,16 @@ Gradescope container needs on top (the grader runs as root there):
   bubblewrap sandbox when the container lets that user make namespaces, else without one (the
   output says which); ``/autograder``'s grader, notebooks, submission and results are root's
   alone (mode 700), so that user can neither read nor change them;
-- every process of that user is killed before anything is written, however it detached itself;
+- every process of that user is killed before anything is written, however it detached itself
+  (by root, through /proc, so nothing the user runs can stop the killing); Gradescope's
+  ``submission_metadata.json`` (names, e-mails, earlier results) is made root's alone too;
+- a ``results.json`` is always written, with a test saying what went wrong if grading failed;
 - ``results.json`` (Gradescope's documented format: one test per exercise with name, score,
   max_score, output) is built from the grader's own in-memory results, never from a file;
-- one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``) is
-  graded once: the file named exactly like the chapter, else the newest; the others get a test
-  saying they were ignored and why.
+- one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``, or
+  a ``copy.ipynb`` whose exercise labels are chapter 9's) is graded once: the file named
+  exactly like the chapter, else the newest; the others get a test saying they were ignored
+  and why.
 """
 
 from __future__ import annotations
@@ -88,6 +92,11 @@ def lock_down(root: Path) -> None:
         path.mkdir(exist_ok=True)
         os.chown(path, 0, 0)
         path.chmod(0o700)
+    # Gradescope's own file: the submitters' names, e-mails and earlier results
+    metadata = root / "submission_metadata.json"
+    if metadata.exists() and not metadata.is_symlink():
+        os.chown(metadata, 0, 0)
+        metadata.chmod(0o600)
     os.chown(root, 0, 0)
     root.chmod(0o711)
 
@@ -96,8 +105,8 @@ def one_per_chapter(found: list[grade.Found], assignments: list[grade.Assignment
                     ) -> tuple[list[grade.Found], list[tuple[grade.Found, str]]]:
     """One notebook per chapter: (the ones to grade, [(ignored, why)])."""
     chapters: dict[str, list[grade.Found]] = {}
-    for item in found:
-        assignment = grade.by_name(item.relative, assignments) if item.path else None
+    for item in found:  # the chapter each is graded as: by its name or its exercise labels
+        assignment = grade.chapter_of_file(item.relative, item.path, assignments)
         if assignment is not None:
             chapters.setdefault(assignment.name, []).append(item)
     ignored: list[tuple[grade.Found, str]] = []
@@ -159,7 +168,35 @@ def report(outcomes: list[grade.Outcome], ignored: list[tuple[grade.Found, str]]
 
 def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
         cell_timeout: float = 120.0) -> dict:
-    """Grade ``root/submission`` and write ``root/results/results.json``; returns the report."""
+    """Grade ``root/submission`` and write ``root/results/results.json``; returns the report.
+    Whatever fails, a results.json is written: with a test saying what went wrong."""
+    try:
+        return _run(root, isolation, timeout, cell_timeout)
+    except BaseException as error:
+        result = failed(error)
+        try:
+            sandbox.kill_user(prepare())
+        except BaseException as again:  # noqa: BLE001 (the row is written whatever happens)
+            result["output"] += f"\nand the student's processes may not all be killed: {again!r}"
+        (root / "results").mkdir(exist_ok=True)
+        with grade.create(root / "results" / "results.json", 0o644) as handle:
+            json.dump(result, handle, indent=1)
+        print(f"wrote results.json after an error: {error!r}", flush=True)
+        if isinstance(error, Exception):
+            return result
+        raise
+
+
+def failed(error: BaseException) -> dict:
+    """results.json for a run that could not grade: 0 points and a test saying why."""
+    why = (f"The autograder failed ({type(error).__name__}: {str(error)[:300]}); "
+           "nothing was graded. Ask your instructor to grade this submission by hand.")
+    return {"score": 0.0, "tests": [{"name": "autograder", "score": 0.0, "max_score": 0.0,
+                                     "output": why}], "output": why,
+            "visibility": "visible", "stdout_visibility": "hidden"}
+
+
+def _run(root: Path, isolation: str, timeout: float, cell_timeout: float) -> dict:
     start = time.monotonic()
     user = prepare()
     lock_down(root)

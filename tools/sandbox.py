@@ -23,6 +23,7 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import resource
@@ -173,47 +174,82 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
 
 
 class PidsCgroup:
-    """A ``pids`` cgroup (v1 or v2) capping the processes of one sandbox; root only."""
+    """The cgroups of one sandbox (root only; cgroup v1 or v2): ``pids.max`` caps its processes
+    and, where the ``cpu`` controller is available, a quota of one CPU (``cpu.max`` in v2,
+    ``cpu.cfs_quota_us`` in v1) bounds how much it can slow the sandboxes beside it."""
 
-    def __init__(self, limit: int):
-        self.path: Path | None = None
+    def __init__(self, limit: int, cpus: float = 1.0):
+        self.path: Path | None = None  # the pids cgroup (v2: pids and cpu together)
+        self.cpu_path: Path | None = None  # v1: the cpu cgroup, apart
+        self.cpu_limited = False
         if os.geteuid() != 0:
             return
+        name = f"mha-grade-{uuid.uuid4().hex[:12]}"
+        period = 100_000
+        quota = str(int(cpus * period))
         for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
             if (base / "cgroup.procs").exists() and (
                     base.name == "pids" or "pids" in _read(base / "cgroup.controllers")):
                 _remove_stale(base)
                 try:
-                    path = base / f"mha-grade-{uuid.uuid4().hex[:12]}"
+                    path = base / name
+                    if base.name != "pids":  # v2: the cpu controller where it may be enabled
+                        _write(base / "cgroup.subtree_control", "+cpu")
                     path.mkdir()
                     (path / "pids.max").write_text(str(limit))
                     self.path = path
-                    return
+                    if base.name != "pids":
+                        self.cpu_limited = _write(path / "cpu.max", f"{quota} {period}")
+                    break
                 except OSError:
                     continue
+        v1 = Path("/sys/fs/cgroup/cpu")
+        if not self.cpu_limited and (v1 / "cpu.cfs_quota_us").exists():
+            _remove_stale(v1)
+            try:
+                (v1 / name).mkdir()
+                self.cpu_path = v1 / name
+                self.cpu_limited = (_write(self.cpu_path / "cpu.cfs_period_us", str(period))
+                                    and _write(self.cpu_path / "cpu.cfs_quota_us", quota))
+            except OSError:
+                pass
 
     def enter(self) -> None:  # in the child, before it runs bwrap
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        for path in (self.path, self.cpu_path):
+            if path is not None:
+                (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def remove(self) -> None:
-        if self.path is None or not self.path.exists():
-            return
-        for _ in range(50):
-            pids = _read(self.path / "cgroup.procs").split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), 9)
-                except (OSError, ValueError):
-                    pass
-            try:
-                self.path.rmdir()
-                self.path = None
-                return
-            except OSError:
-                import time
+        self.path = _remove(self.path)
+        self.cpu_path = _remove(self.cpu_path)
 
-                time.sleep(0.1)
+
+def _remove(path: Path | None) -> Path | None:
+    """Kill what is left in the cgroup ``path`` and remove it; ``None`` once it is gone."""
+    import time
+
+    if path is None or not path.exists():
+        return None
+    for _ in range(50):
+        for pid in _read(path / "cgroup.procs").split():
+            try:
+                os.kill(int(pid), 9)
+            except (OSError, ValueError):
+                pass
+        try:
+            path.rmdir()
+            return None
+        except OSError:
+            time.sleep(0.1)
+    return path
+
+
+def _write(path: Path, text: str) -> bool:
+    try:
+        path.write_text(text)
+        return True
+    except OSError:
+        return False
 
 
 def _remove_stale(base: Path) -> None:
@@ -236,12 +272,38 @@ def _read(path: Path) -> str:
         return ""
 
 
+def tasks_of(uid: int) -> int:
+    """How many tasks (threads included) the user ``uid`` has: what ``RLIMIT_NPROC`` counts."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                continue  # gone already
+    return count
+
+
+def process_limit(limits: Limits, user: User | None) -> int:
+    """The ``RLIMIT_NPROC`` of a sandbox. The kernel counts it against *every* task of the uid,
+    so for the instructor's own uid (not root, and no user of its own) it is the tasks the
+    instructor already has plus the sandbox's allowance: a busy desktop can still sandbox. The
+    residual risk (book/instructors.md): sandboxes of one run share that uid, so one that grows
+    late still takes from the allowance of one started before it."""
+    if user is not None or os.geteuid() == 0:
+        return limits.processes  # a user of its own (or root, whom the kernel exempts)
+    return tasks_of(os.getuid()) + limits.processes
+
+
 def _limit(cgroup: PidsCgroup, limits: Limits, user: User | None, count_processes: bool):
+    processes = process_limit(limits, user)  # counted in the parent, before the fork
+
     def limit() -> None:  # in the child, before exec: inherited by everything it starts
         cgroup.enter()
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
         if count_processes:  # counts every process of the user: not the instructor's own
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -322,10 +384,12 @@ def stop(process: subprocess.Popen, cgroup: PidsCgroup) -> None:
 
 def processes_of(uid: int) -> list[int]:
     """The live processes (not zombies) whose real user is ``uid``, in this PID namespace."""
+    return processes_of_among([int(e) for e in os.listdir("/proc") if e.isdigit()], uid)
+
+
+def processes_of_among(pids: list[int], uid: int) -> list[int]:
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in pids:
         try:
             with open(f"/proc/{entry}/status", encoding="utf-8", errors="replace") as handle:
                 status = dict(line.split(":", 1) for line in handle if ":" in line)
@@ -337,12 +401,30 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def kill_user(user: User, rounds: int = 100) -> int:
+def _handle(pid: int, uid: int) -> int | None:
+    """A pidfd of ``pid`` if it is still a process of ``uid``: signals sent through it never
+    reach another process that got the number after this one ended (root may signal any).
+    Where the kernel has no pidfd, ``-pid``, checked just before."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (OSError, AttributeError) as error:  # no pidfd (Linux < 5.3): the pid, rechecked
+        unsupported = isinstance(error, AttributeError) or error.errno == errno.ENOSYS
+        return -pid if unsupported and processes_of_among([pid], uid) else None
+    if pid in processes_of_among([pid], uid):
+        return handle
+    os.close(handle)
+    return None
+
+
+def kill_user(user: User, rounds: int = 200) -> int:
     """Kill every process of ``user``, however it detached itself; the number found.
 
-    ``kill(-1, SIGKILL)`` sent *as that user* reaches every process the user owns, and the
-    kernel runs it under the task list's lock, so none forks away during it; rounds repeat it
-    until ``/proc`` shows none left. ``RuntimeError`` if some survive (never expected)."""
+    Root sends the signals itself, to every process whose real uid is the user's, round after
+    round until ``/proc`` shows none: nothing the user runs takes part, so nothing the user can
+    stop or slow down (SIGSTOP, ptrace) holds it up, and SIGKILL ends stopped processes too.
+    Each round first stops all it finds (SIGSTOP: a stopped process forks no more), then kills
+    them. ``RuntimeError`` if some survive every round (never expected)."""
+    import signal
     import time
 
     found: set[int] = set()
@@ -351,8 +433,18 @@ def kill_user(user: User, rounds: int = 100) -> int:
         if not pids:
             return len(found)
         found.update(pids)
-        subprocess.run([sys.executable, "-S", "-c", "import os; os.kill(-1, 9)"],
-                       preexec_fn=user.drop, env={}, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.02)
+        handles = [h for h in (_handle(pid, user.uid) for pid in pids) if h is not None]
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for handle in handles:
+                try:
+                    if handle < 0:
+                        os.kill(-handle, sig)
+                    else:
+                        signal.pidfd_send_signal(handle, sig)
+                except OSError:
+                    pass  # gone already
+        for handle in handles:
+            if handle >= 0:
+                os.close(handle)
+        time.sleep(0.01)
     raise RuntimeError(f"processes of {user.name} survive: {processes_of(user.uid)}")

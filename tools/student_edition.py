@@ -29,10 +29,12 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import jupyter_edition  # noqa: E402
+if TYPE_CHECKING:  # imported where used: the grader (and Gradescope's image) needs none of it
+    import jupyter_edition
 from exercise_format import BEGIN, END, chapter_notebooks, load, parse, source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +125,8 @@ def grader_label(label: str) -> str:
 def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) -> dict:
     """What `make student` writes: the student edition with an answer cell for every question
     in words, in the Jupyter edition's plain markdown."""
+    import jupyter_edition
+
     exercises = parse(nb)
     edition = student_edition(nb)
     position = {cell.get("id"): i for i, cell in enumerate(edition["cells"])}
@@ -151,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="instructor notebooks (default: every chapter in notebooks/)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
     args = parser.parse_args(argv)
+    import jupyter_edition
+
     paths = args.notebooks or chapter_notebooks(ROOT)
     book = jupyter_edition.load_book(ROOT)
     for path in paths:
