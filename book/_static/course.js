@@ -8,11 +8,20 @@ const READABLE_SCALE = 0.65;
 function keepFigureReadable(img) {
   const width = Math.round(img.naturalWidth * READABLE_SCALE);
   img.style.setProperty("--readable-width", `${width}px`);
+  markScrolling(img);
+}
+
+// A figure that scrolls sideways gets a line saying so (course.css): nothing else shows it.
+function markScrolling(img) {
+  const box = img.parentElement;
+  box.classList.toggle("figure-scrolls", box.scrollWidth > box.clientWidth + 1);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  for (const img of document.querySelectorAll("main .cell_output img")) {
+  const images = document.querySelectorAll("main .cell_output img");
+  for (const img of images) {
     if (img.complete && img.naturalWidth > 0) keepFigureReadable(img);
     else img.addEventListener("load", () => keepFigureReadable(img));
   }
+  window.addEventListener("resize", () => images.forEach(markScrolling));
 });
