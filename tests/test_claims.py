@@ -61,8 +61,8 @@ NOT_A_MEASUREMENT = {
     ("7.3", "89"): "fine-tuning with gates: notebook 7 prints it (nbval compares it) and its "
                    "check cell asserts > 0.85, as the row says",
     ("7.1", "90"): "Voita et al.'s threshold for a positional head, part of the test's definition",
-    ("7.2", "6"): "fine-tuning with gates: notebook 7 prints it (nbval compares it) and its check "
-                  "cell asserts it, as the row says",
+    ("7.2", "6"): "fine-tuning with gates: notebook 7's check cell prints it (6/16) and nbval "
+                  "compares the output, as the row says",
     ("7.5", "20"): "Michel et al.'s translation model, checked against the paper",
     ("7.5", "40"): "Michel et al.'s BERT, checked against the paper",
     ("L.2", "36"): "the number of heads removed (half of 72), an input; the test asserts what "

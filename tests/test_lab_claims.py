@@ -160,9 +160,9 @@ def test_confident_heads_are_not_pruned_last_on_minilm(probe, importance):
     not checked): confidence for interpretable, Michel importance for the pruning order:
     confidence and importance are negatively rank-correlated with [SEP] left out as a key (the
     analogue of Voita et al.'s end-of-sentence exclusion) and with every key, significant in the
-    lab's within-layer permutation test (p 0.002 in the lab; asserted below 0.01); leaving [CLS]
-    out too (the course's extension) gives a positive correlation that is not significant (p
-    0.261). Computed on the HF model's own attention maps."""
+    lab's within-layer permutation test (p 0.002 in the lab, asserted at three digits);
+    leaving [CLS] out too (the course's extension) gives a positive correlation that is not
+    significant (p 0.261). Computed on the HF model's own attention maps."""
     batch, maps, tok = probe
     real = batch["attention_mask"].bool()
     ids = batch["input_ids"]

@@ -89,9 +89,10 @@ def test_kinds_of_attention_compared_by_token_accuracy_and_by_what_each_carries(
     (word accuracy 0.255-0.484, the self-attentions 1.000), and 6 of its 8 heads removed cost
     more than 0.2, in every seed. But only it carries the words: measured against what each kind
     carries (the share above chance kept with one head left: the encoder's self-attention of its
-    bit, the encoder-decoder attention of the words), the encoder's self-attention is as
-    dependent, and 6 of its 8 heads removed also cost more than 0.2 in 4 of 6 seeds, leaving it
-    below the encoder-decoder attention in 3 of 6: the toy cannot separate the kinds."""
+    bit, the encoder-decoder attention of the words), the encoder's self-attention is at least
+    as dependent (it keeps less in every seed but seed 3), and 6 of its 8 heads removed also
+    cost more than 0.2 in 4 of 6 seeds, leaving it below the encoder-decoder attention in 3 of
+    6: the toy cannot separate the kinds, so the claim is not checked here."""
     enc, dec, cross = KINDS
     assert sorted(seed_curves) == TRANSLATOR_RECIPE["init_seeds"] and len(seed_curves) == 6
     for seed, c in seed_curves.items():
@@ -108,6 +109,8 @@ def test_kinds_of_attention_compared_by_token_accuracy_and_by_what_each_carries(
     cross_kept = [kept_with_one_head_left(c[cross]["word"], 1 / 16) for c in seed_curves.values()]
     assert f"{min(enc_kept):.2f}-{max(enc_kept):.2f}" == "0.03-0.34"
     assert f"{min(cross_kept):.2f}-{max(cross_kept):.2f}" == "0.20-0.45"
+    more = [s for s, e, x in zip(seed_curves, enc_kept, cross_kept, strict=True) if e >= x]
+    assert more == [3]  # the encoder's self-attention keeps less in every seed but seed 3
     enc_drops = sum(c[enc]["token"][6] < c[enc]["token"][0] - 0.2 for c in seed_curves.values())
     below = sum(c[enc]["token"][6] < c[cross]["token"][6] for c in seed_curves.values())
     first = sum(first_drop(c[enc]["token"]) < first_drop(c[cross]["token"])
