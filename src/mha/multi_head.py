@@ -340,7 +340,8 @@ class MultiHeadAttention(nn.Module):
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
         not attend (pass ``~mask``; or pass torch's padding mask as ``key_padding_mask``,
         which keeps torch's meaning). Its dropout probability and its train/eval mode are
-        copied too. :meth:`to_torch` goes back.
+        copied too. :meth:`to_torch` goes back. Weights are copied as they are, NaN included
+        (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is hidden).
         """
         if type(module) is not nn.MultiheadAttention:
             raise ValueError(f"module must be a plain nn.MultiheadAttention, got "
