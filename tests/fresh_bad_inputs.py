@@ -13,6 +13,9 @@ Tally (142 rows; clear error / documented result / cryptic / silent NaN / silent
 huge allocation): before, at c5d46d2: 69 / 9 / 31 / 3 / 27 / 3; after: 123 / 19 / 0 / 0 / 0 / 0
 (first run after the fixes: 121 / 19 / 2 / 0 / 0 / 0, one row calling HardConcreteGates
 wrongly, corrected, and MLA's mask budget message not naming the layer, fixed).
+
+The rows ``t-*`` at the end are the 22 cases an outsider's tally of 2026-11-27 still found
+cryptic, silently NaN or silently wrong (``reviews/library_tally.md``), with their fixes.
 """
 
 from __future__ import annotations
