@@ -13,6 +13,9 @@ Tally (142 rows; clear error / documented result / cryptic / silent NaN / silent
 huge allocation): before, at c5d46d2: 69 / 9 / 31 / 3 / 27 / 3; after: 123 / 19 / 0 / 0 / 0 / 0
 (first run after the fixes: 121 / 19 / 2 / 0 / 0 / 0, one row calling HardConcreteGates
 wrongly, corrected, and MLA's mask budget message not naming the layer, fixed).
+
+The rows ``t-*`` at the end are the 22 cases an outsider's tally of 2026-11-27 still found
+cryptic, silently NaN or silently wrong (``reviews/library_tally.md``), with their fixes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 
 import torch
-from bad_inputs import Bad, big, memory_error
+from bad_inputs import Bad, big, memory_error, with_nan
 from torch import nn
 
 import mha
@@ -148,6 +151,56 @@ def weights_with(value):
     w = torch.softmax(x(1, 2, 3, 3), dim=-1)
     w[0, 0, 0, 0] = value
     return w
+
+
+# --- the outsider's tally of 2026-11-27 (reviews/library_tally.md): the 22 cases left over
+
+
+def nan_weight_decoder() -> mha.TinyDecoder:
+    model = decoder()
+    with torch.no_grad():
+        model.token_embedding.weight[0, 0] = NAN
+    return model
+
+
+def nan_log_alpha_gates(train: bool) -> mha.HardConcreteGates:
+    gates = mha.HardConcreteGates((2, 3)).train(train)
+    with torch.no_grad():
+        gates.log_alpha[0, 0] = NAN
+    return gates
+
+
+def kv_cache_stores_nan_as_given() -> bool:
+    keys = with_nan(x(1, 2, 3, 4), (0, 0, 0, 0))
+    stored, _ = mha.KVCache().append(keys, x(1, 2, 3, 4, seed=1))
+    return stored is keys or torch.equal(stored.isnan(), keys.isnan())
+
+
+def latent_cache_stores_nan_as_given() -> bool:
+    stored, _ = mha.LatentCache().append(torch.full((1, 1, 4), NAN), x(1, 1, 1, 2))
+    return bool(stored.isnan().all())
+
+
+def cached_decoder_then(batch: int):
+    model = decoder()
+    caches = model.new_caches()
+    model(torch.tensor([[1, 2, 3], [4, 5, 6]]), caches=caches)
+    return model(torch.zeros(batch, 1, dtype=torch.long), caches=caches)
+
+
+def rotary_big_offset_keeps_scores() -> bool:
+    m = rotary().eval()
+    inp, p = x(2, 5, 8), torch.arange(5)
+    return close(m(inp, positions=p)[1], m(inp, positions=p + 2**31)[1])
+
+
+def not_distributions() -> torch.Tensor:
+    return torch.rand(1, 4, 5, 5, generator=g())
+
+
+def bootstrap(a) -> object:
+    return mha.spearman_difference_bootstrap(a, [4, 3, 2, 1], [1, 2, 3, 4], [0, 0, 1, 1],
+                                             draws=16)
 
 
 CASES: list[Bad] = [
@@ -396,7 +449,7 @@ CASES: list[Bad] = [
     Bad("f-rotary-gqa", lambda: finite(rotary(num_kv_heads=1)(x(2, 4, 8))), None, check=bool),
     Bad("f-rotary-positions-shape", lambda: rotary()(x(2, 4, 8), positions=torch.arange(5)),
         words=("positions",)),
-    Bad("f-kv-cache-other-batch", lambda: cached_kv_then(3), words=("keys",)),
+    Bad("f-kv-cache-other-batch", lambda: cached_kv_then(3), words=("cache", "key")),
     Bad("f-kv-cache-list", lambda: layer()(x(2, 3, 8), cache=[]), words=("cache",)),
     # --- hard concrete and pruning curves
     Bad("f-hc-temperature-zero", lambda: mha.HardConcreteGates((2, 2), temperature=0.0),
@@ -416,4 +469,46 @@ CASES: list[Bad] = [
         words=("targets",)),
     Bad("f-same-token-weight-float-tokens", lambda: mha.same_token_weight(
         torch.ones(1, 2, 3, 3) / 3, torch.ones(1, 3)), words=("tokens",)),
+    # --- the outsider's tally of 2026-11-27, most serious first
+    Bad("t-gen-nan-weight-greedy", lambda: mha.generate(nan_weight_decoder(),
+                                                        torch.tensor([[1, 2]]), 2),
+        words=("logits", "model")),
+    Bad("t-gen-nan-weight-sampling", lambda: mha.generate(
+        nan_weight_decoder(), torch.tensor([[1, 2]]), 2, temperature=1.0, generator=g()),
+        words=("logits", "model")),
+    Bad("t-kind-importance-empty", lambda: mha.seq2seq.kind_importance(translator(), []),
+        words=("batches",)),
+    Bad("t-confidence-not-distributions", lambda: mha.head_confidence(not_distributions()),
+        words=("weights",)),
+    Bad("t-confidence-scores-negative", lambda: mha.head_confidence(
+        x(1, 2, 3, 3).softmax(-1) - 0.5), words=("weights",)),
+    Bad("t-rotary-positions-2-62", lambda: rotary()(x(2, 5, 8),
+                                                     positions=torch.arange(5) + 2**62),
+        words=("positions",)),
+    Bad("t-apply-rotary-positions-huge", lambda: mha.apply_rotary(
+        x(1, 5, 4), torch.arange(5) - 2**40), words=("positions",)),
+    Bad("t-rotary-offset-2-31-documented", rotary_big_offset_keeps_scores, None, check=bool),
+    Bad("t-bootstrap-complex", lambda: bootstrap(torch.tensor([1, 2, 3, 4]) + 1j),
+        words=("complex", "real")),
+    Bad("t-hc-gates-eval-nan", lambda: nan_log_alpha_gates(False)(), words=("log_alpha",)),
+    Bad("t-hc-gates-train-nan", lambda: nan_log_alpha_gates(True)(generator=g()),
+        words=("log_alpha",)),
+    Bad("t-hc-sample-log-alpha-nan", lambda: mha.hard_concrete_sample(
+        torch.tensor([NAN]), torch.tensor([0.5])), words=("log_alpha",)),
+    Bad("t-prob-nonzero-nan", lambda: mha.prob_nonzero(torch.tensor([NAN])),
+        words=("log_alpha",)),
+    Bad("t-prob-nonzero-inf-documented", lambda: mha.prob_nonzero(torch.tensor([INF, -INF])),
+        None, check=lambda p: torch.equal(p, torch.tensor([1.0, 0.0]))),
+    Bad("t-mla-head-mask-nan", lambda: mla()(x(2, 5, 8), head_mask=torch.tensor([1.0, NAN])),
+        words=("head_mask",)),
+    Bad("t-mha-head-mask-nan", lambda: layer()(x(2, 5, 8), head_mask=torch.tensor([NAN, 1.0])),
+        words=("head_mask",)),
+    Bad("t-kv-append-nan-documented", kv_cache_stores_nan_as_given, None, check=bool),
+    Bad("t-latent-append-nan-documented", latent_cache_stores_nan_as_given, None, check=bool),
+    Bad("t-dec-make-attention-linear", lambda: decoder(make_attention=lambda: nn.Linear(8, 8)),
+        words=("make_attention",)),
+    Bad("t-dec-make-attention-width", lambda: decoder(
+        make_attention=lambda: mha.MultiHeadAttention(4, 2)), words=("make_attention",
+                                                                     "embed_dim")),
+    Bad("t-dec-cache-other-batch", lambda: cached_decoder_then(3), words=("cache", "batch")),
 ]

@@ -230,14 +230,19 @@ def require_head_mask(head_mask: object, heads: int, batch: int,
     if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
         raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
                          f"{heads} heads, got {tuple(head_mask.shape)}")
+    if head_mask.is_floating_point():  # a NaN gate would turn every output NaN, not one head's
+        require_no_nan("head_mask", head_mask, "gates are numbers, usually in [0, 1]")
     return head_mask.reshape(-1, heads, 1, 1)
 
 
-def require_module(name: str, value: object, kind: type = torch.nn.Module) -> object:
-    """``value`` if it is an instance of ``kind`` (by default any ``nn.Module``)."""
+def require_module(name: str, value: object,
+                   kind: type | tuple[type, ...] = torch.nn.Module) -> object:
+    """``value`` if it is an instance of ``kind`` (by default any ``nn.Module``; a tuple of
+    classes accepts any of them)."""
     if not isinstance(value, kind):
-        raise ValueError(f"{name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
-                         f"got {_describe(value)}")
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join(f"{k.__module__.split('.')[0]}.{k.__name__}" for k in kinds)
+        raise ValueError(f"{name} must be a {wanted}, got {_describe(value)}")
     return value
 
 
@@ -429,6 +434,50 @@ def may_read_values(x: torch.Tensor) -> bool:
     if torch.compiler.is_compiling():
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(x)
+
+
+
+def require_no_nan(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
+    """Return ``x`` if it holds no NaN (reads its values: skipped where
+    :func:`may_read_values` says no); ``hint`` says where the NaN probably came from."""
+    if may_read_values(x) and bool(x.isnan().any()):
+        raise ValueError(f"{name} holds NaN ({int(x.isnan().sum())} of {x.numel()} values); "
+                         f"{hint}")
+    return x
+
+
+def require_within(name: str, x: torch.Tensor, limit: float, hint: str) -> torch.Tensor:
+    """Return ``x`` if every ``|value| <= limit`` (reads the values)."""
+    if x.numel() and float(x.abs().max()) > limit:
+        raise ValueError(f"{name} must lie within +-{limit:.6g}, got values up to "
+                         f"{float(x.abs().max()):.6g}; {hint}")
+    return x
+
+
+def require_nonempty(name: str, items: object, hint: str = "") -> list:
+    """Return ``items`` as a list if it has at least one element."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise ValueError(f"{name} must be a list of items, got {_describe(items)}")
+    items = list(items)
+    if not items:
+        raise ValueError(f"{name} must hold at least one item, got none{hint}")
+    return items
+
+
+def require_distributions(name: str, weights: torch.Tensor) -> torch.Tensor:
+    """Return ``weights`` if its last dimension holds probability distributions: values in
+    [0, 1], each row summing to 1 (or to 0: a query that may attend to nothing)."""
+    tolerance = max(1e-3, 10 * torch.finfo(weights.dtype).eps)
+    sums = weights.sum(dim=-1)
+    near_one = (sums - 1).abs() <= tolerance
+    near_zero = sums.abs() <= tolerance
+    if bool((weights < 0).any()) or not bool((near_one | near_zero).all()):
+        worst = float((sums - 1).abs().max())
+        raise ValueError(f"{name} must be attention weights: values >= 0 with each row (last "
+                         f"dimension) summing to 1, got row sums up to {worst:.3g} away from "
+                         f"1 and minimum value {float(weights.min()):.3g}; pass softmax "
+                         f"outputs, not scores")
+    return weights
 
 
 # ---------------------------------------------------------------------------------------------

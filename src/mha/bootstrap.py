@@ -37,9 +37,19 @@ class BootstrapDifference:
     draws: np.ndarray       # (draws,) the difference in each bootstrap sample
 
 
+def _is_complex(values: object) -> bool:
+    try:
+        return np.iscomplexobj(np.asarray(values))
+    except (TypeError, ValueError):  # ragged or not numbers: _vector says so
+        return False
+
+
 def _vector(name: str, values: object) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         values = values.detach().cpu().numpy()
+    if _is_complex(values):  # np.asarray(..., float64) would drop the imaginary part
+        raise ValueError(f"{name} must be real numbers, got complex ones; pass their real part "
+                         f"or magnitude explicitly")
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):

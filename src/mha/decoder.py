@@ -18,6 +18,7 @@ from mha._checks import (
     require_int,
     require_int_tensor,
     require_module,
+    require_no_nan,
     require_number,
     require_optional_int,
     require_tensor,
@@ -122,7 +123,11 @@ class TinyDecoder(nn.Module):
         self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
         blocks = []
         for _ in range(num_layers):  # attention, then its block: the order of the random draws
-            layer = require_module("make_attention()", make_attention())
+            layer = require_module("make_attention()", make_attention(),
+                                   (MultiHeadAttention, MultiHeadLatentAttention))
+            if layer.embed_dim != embed_dim:  # else the first forward fails inside the layer
+                raise ValueError(f"make_attention() built a layer of width {layer.embed_dim}, "
+                                 f"but embed_dim is {embed_dim}: they must be equal")
             if any(block.attn is layer for block in blocks):
                 raise ValueError("make_attention must build a new layer at each call, not "
                                  "return the same one (blocks would share weights and caches)")
@@ -228,6 +233,9 @@ def generate(
     new_input = prompt
     for _ in range(steps):
         logits = model(new_input if use_cache else tokens, caches=caches)[:, -1]  # (B, V)
+        # argmax of NaN picks token 0 and multinomial fails deep in torch: say why here
+        require_no_nan("the logits of model", logits, "check model's parameters (a NaN weight, "
+                       "e.g. from a diverged training run, reaches every logit)")
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         else:

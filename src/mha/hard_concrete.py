@@ -27,10 +27,14 @@ from mha._checks import (
     require_float_tensor,
     require_generator,
     require_int,
+    require_no_nan,
     require_number,
     require_positive,
     require_shape,
 )
+
+# why a log_alpha holds NaN, for the error message
+NAN_LOG_ALPHA = "it usually comes from a diverged training step (lower the learning rate)"
 
 
 def _check_params(temperature: float, stretch: tuple[float, float]) -> None:
@@ -54,6 +58,7 @@ def hard_concrete_sample(
     """
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
+    require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
     require_float_tensor("u", u, min_dim=0)
     broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
     if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
@@ -71,6 +76,7 @@ def prob_nonzero(
     r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise."""
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
+    require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
     low, high = stretch
     return torch.sigmoid(log_alpha - temperature * math.log(-low / high))
 
@@ -111,6 +117,7 @@ class HardConcreteGates(nn.Module):
                 ) -> torch.Tensor:
         """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval."""
         if not self.training:
+            require_no_nan("log_alpha", self.log_alpha, NAN_LOG_ALPHA)
             low, high = self.stretch
             return (low + (high - low) * torch.sigmoid(self.log_alpha)).clamp(0.0, 1.0)
         batch = None if batch is None else require_int("batch", batch)

@@ -6,6 +6,7 @@ import torch
 
 from mha._checks import (
     require_bool_tensor,
+    require_distributions,
     require_float_tensor,
     require_number,
     require_same_device,
@@ -52,6 +53,7 @@ def head_confidence(
     spreads evenly over n keys has 1/n.
     """
     token_mask = _check(weights, token_mask)
+    require_distributions("weights", weights)  # else a "confidence" above 1 means nothing
     if key_mask is not None:
         key_mask = _check(weights, key_mask, "key_mask")
         weights = weights.masked_fill(~key_mask[:, None, None, :], 0.0)

@@ -44,7 +44,9 @@ class KVCache:
     def append(
         self, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all."""
+        """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all.
+        NaN or inf values are stored as given: like any attention input they reach the outputs
+        that read them (nothing non-finite is hidden, see :func:`mha.attention`)."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
         require_same_dtype(("keys", keys), ("values", values),

@@ -44,7 +44,8 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
     are the dropout probability, the train/eval mode and, for a
     :class:`mha.RotaryMultiHeadAttention`, the rotation (the copy is rotary too). When
     ``module``'s heads of a group are equal, the copy computes exactly what ``module`` does.
-    Other subclasses raise ``ValueError``.
+    Other subclasses raise ``ValueError``. Weights are averaged as they are: a NaN in
+    ``module`` stays NaN in the copy (and its outputs follow :func:`mha.attention`'s rule).
     """
     if not isinstance(module, MultiHeadAttention):
         raise ValueError(f"module must be an mha.MultiHeadAttention, got {type(module).__name__}")

@@ -49,7 +49,8 @@ class LatentCache:
         self, latents: torch.Tensor, rope_keys: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, n_new, latent_dim)`` latents and ``(B, 1, n_new, rope_dim)`` rotary keys;
-        return everything cached so far."""
+        return everything cached so far. NaN or inf values are stored as given: like any
+        attention input they reach the outputs that read them (see :func:`mha.attention`)."""
         require_float_tensor("latents", latents, dim=3)
         require_float_tensor("rope_keys", rope_keys, dim=4)
         require_same_dtype(("latents", latents), ("rope_keys", rope_keys),

@@ -176,6 +176,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and not isinstance(cache, KVCache):
             raise ValueError(f"cache must be an mha.KVCache (or None), got "
                              f"{type(cache).__name__}")
+        if cache is not None and cache.keys is not None and cache.keys.shape[0] != key.shape[0]:
+            raise ValueError(f"cache holds a batch of {cache.keys.shape[0]} sequences, key has "
+                             f"{key.shape[0]}: use one cache per batch (a new KVCache, or "
+                             f"model.new_caches() for a TinyDecoder)")
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
         if need_weights:
             check_allocation("the attention weights", (batch, self.num_heads, n_q, n_k),
@@ -336,7 +340,8 @@ class MultiHeadAttention(nn.Module):
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
         not attend (pass ``~mask``; or pass torch's padding mask as ``key_padding_mask``,
         which keeps torch's meaning). Its dropout probability and its train/eval mode are
-        copied too. :meth:`to_torch` goes back.
+        copied too. :meth:`to_torch` goes back. Weights are copied as they are, NaN included
+        (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is hidden).
         """
         if type(module) is not nn.MultiheadAttention:
             raise ValueError(f"module must be a plain nn.MultiheadAttention, got "

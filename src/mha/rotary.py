@@ -11,9 +11,13 @@ from mha._checks import (
     require_float_tensor,
     require_same_device,
     require_tensor,
+    require_within,
 )
 from mha.multi_head import MultiHeadAttention
 from mha.positional import encoding_frequencies
+
+#: largest |position| apply_rotary accepts (see the check there)
+MAX_POSITION = 2**32
 
 
 def apply_rotary(
@@ -36,7 +40,8 @@ def apply_rotary(
     Shapes: ``x`` ``(..., n, d)`` with ``d`` even, e.g. ``(batch, heads, n, head_dim)``;
     ``positions`` ``(n,)`` (default ``0 .. n-1``) or with ``x.dim() - 1`` dimensions that
     broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, n)`` for per-sequence positions.
-    Returns a tensor of ``x``'s shape; rotations keep every vector's norm.
+    Returns a tensor of ``x``'s shape; rotations keep every vector's norm. Positions beyond
+    ``+-2**32`` are refused (their angles would no longer resolve the offsets).
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
@@ -63,6 +68,10 @@ def apply_rotary(
                          f"tokens {tuple(x.shape[:-1])} without growing them")
     if positions.is_floating_point() and not torch.isfinite(positions).all():
         raise ValueError("positions must be finite, got NaN or inf")
+    # float64 angles p * omega carry an error near |p| * 2**-53 rad: below 2**32 it stays under
+    # float32's resolution, beyond it the scores would stop depending on offsets only
+    require_within("positions", positions, MAX_POSITION, "float64 angles lose the offsets "
+                   "beyond 2**32; subtract a common offset (only differences matter)")
     # angles in float64 so that large positions keep their precision, then x's dtype
     omega = encoding_frequencies(d, base).to(x.device)
     angles = positions.to(torch.float64)[..., None] * omega  # (..., n, d/2)

@@ -28,6 +28,7 @@ from mha._checks import (
     require_generator,
     require_int,
     require_int_tensor,
+    require_nonempty,
     require_optional_int,
     require_tensor,
     require_token_ids,
@@ -229,6 +230,7 @@ def kind_importance(
     by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
     from mha.neighbour_task import cross_entropy
 
+    batches = require_nonempty("batches", batches, " (the importance is an average over them)")
     shape = (len(KINDS), model.num_layers, model.num_heads)
     total = torch.zeros(shape)
     for source, target_in, target_out in batches:
