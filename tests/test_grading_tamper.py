@@ -11,11 +11,14 @@ import csv
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from exercise_notebooks import EXAMPLE, fmt, student_edition
@@ -404,3 +407,39 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     assert "grading 2 notebook(s)" in run.stdout
     assert {r["notebook"] for r in rows(folder / "grades.csv") if r["points"] == "2"} == {
         f"{who}/{NAME}" for who in ["a_quick", "b_slow", "c_slow"]}
+
+
+HOPPER = """\
+import os, sys, time
+os.setsid()
+end = time.monotonic() + 20
+while time.monotonic() < end:  # forks and exits: its pid changes faster than /proc is read
+    if os.fork():
+        os._exit(0)
+    with open(sys.argv[1], "w") as beat:
+        beat.write(str(time.monotonic()))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes processes of another user")
+def test_a_process_that_keeps_changing_its_pid_is_killed_too():
+    """A process that forks and exits in a loop slipped past killing by /proc listing (outside
+    attack, reviews/2026-11-27/attack_recheck.md V1); the one-pass kill(-1) ends it."""
+    user = sandbox.User("hopper", 54321, 54321)
+    tmp_path = Path(tempfile.mkdtemp())  # pytest's own is root's alone
+    tmp_path.chmod(0o777)
+    (tmp_path / "hopper.py").write_text(HOPPER)
+    beat = tmp_path / "beat"
+    subprocess.Popen(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups",
+                      sys.executable, "-S", str(tmp_path / "hopper.py"), str(beat)])
+    deadline = time.monotonic() + 10
+    while not beat.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert beat.exists(), "the hopper did not start"
+    sandbox.kill_user(user)
+    time.sleep(0.5)
+    before = beat.read_text()
+    time.sleep(1.0)
+    assert beat.read_text() == before, "the hopper is still forking"
+    assert sandbox.processes_of(user.uid) == []
+    shutil.rmtree(tmp_path)

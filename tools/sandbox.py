@@ -416,11 +416,36 @@ def _handle(pid: int, uid: int) -> int | None:
     return None
 
 
+# A real uid no process has: the one-pass killer below runs under it (see _kill_all_at_once).
+UNUSED_UID = 2**31 - 3
+
+
+def _kill_all_at_once(uid: int) -> None:
+    """``kill(-1, SIGKILL)`` with ``uid`` as the effective uid, from a forked child of root: the
+    kernel signals every process of the user in one pass, so a process that forks and exits in a
+    loop (its pid changing faster than /proc can be read) cannot slip past. The child's real uid
+    is one no process has, so the user's processes cannot signal (stop) it and no one else's
+    processes are hit; its saved uid stays root's. Only as root."""
+    import signal
+
+    if os.geteuid() != 0:
+        return
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setresuid(UNUSED_UID, uid, 0)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
 def kill_user(user: User, rounds: int = 200) -> int:
     """Kill every process of ``user``, however it detached itself; the number found.
 
-    Root sends the signals itself, to every process whose real uid is the user's, round after
-    round until ``/proc`` shows none: nothing the user runs takes part, so nothing the user can
+    Each round a child of root kills all of them in one pass (``_kill_all_at_once``); then root
+    signals, itself, every process whose real uid is the user's, round after round until
+    ``/proc`` shows none: nothing the user runs takes part, so nothing the user can
     stop or slow down (SIGSTOP, ptrace) holds it up, and SIGKILL ends stopped processes too.
     Each round first stops all it finds (SIGSTOP: a stopped process forks no more), then kills
     them. ``RuntimeError`` if some survive every round (never expected)."""
@@ -429,6 +454,8 @@ def kill_user(user: User, rounds: int = 200) -> int:
 
     found: set[int] = set()
     for _ in range(rounds):
+        found.update(processes_of(user.uid))  # counted, then killed in one pass: /proc can
+        _kill_all_at_once(user.uid)            # miss a process whose pid keeps changing
         pids = processes_of(user.uid)
         if not pids:
             return len(found)
