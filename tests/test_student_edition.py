@@ -191,7 +191,9 @@ def test_make_student_writes_every_chapter_under_its_own_name(tmp_path):
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == sorted(p.name for p in NOTEBOOKS)
-    book = student_edition.jupyter_edition.load_book(ROOT)
+    import jupyter_edition  # tools/, beside student_edition (which imports it only when used)
+
+    book = jupyter_edition.load_book(ROOT)
     for path in NOTEBOOKS:
         written = json.loads((tmp_path / path.name).read_text())
         # the student edition in the Jupyter edition's plain markdown (tests/test_editions.py)
