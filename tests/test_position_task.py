@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mha
-from mha.position_task import (
+from mha.tasks.position_task import (
     IGNORE,
     PositionToyModel,
     order_blind_accuracy,
@@ -109,7 +109,7 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for encoding in mha.position_task.ENCODINGS:
+        for encoding in mha.tasks.position_task.ENCODINGS:
             model = train_position_model(encoding, steps=200, batch=32, seed=seed)
             acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
             by_pos[encoding] = accuracy_by_position(model, 64)

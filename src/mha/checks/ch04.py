@@ -7,7 +7,7 @@ import math
 import torch
 
 from mha.exercises import AnswerRaised, Wrong, exercise_check, expect_close, is_instance, seed
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 @exercise_check("4.1")
