@@ -81,7 +81,8 @@ def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
         return (torch.cdist(points, points) + far).min().item()
 
     p = mha.sinusoidal_encoding(1024, 64, dtype=torch.float64)
-    assert 0 < closest(p[:, :2]) < 1e-3 and closest(p) > 1.4
+    first_pair = closest(p[:, :2])
+    assert f"{first_pair:.4f}" == "0.0001" and closest(p) > 1.4  # 1e-4 apart, as row 6.7 says
     # positions 0 and 44: 44 radians is 7 turns minus 0.0177 (pi is irrational: never exact)
     assert 0 < (p[44, :2] - p[0, :2]).norm() < 0.02
     bits = ((torch.arange(1024)[:, None] >> torch.arange(10)) & 1).double()
