@@ -1,0 +1,227 @@
+"""Grade submitted notebooks in a sandbox, with verdicts computed outside it.
+
+    mha-grade grade SUBMISSIONS [--jobs 2] [--timeout 300] [--cell-timeout 120]
+                          [--out FOLDER] [--seed N] [--no-sandbox]
+
+Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is matched to its
+chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
+failing that, by the exercise labels it contains. For each submission:
+
+1. its cells are read and, where the submission calls each of the chapter's checks (the cell
+   that calls ``mha.checks...``, whatever its tags or place; at the end if it no longer calls
+   it), a *capture* of the answer the check is called with takes the call's place;
+2. the cells run in a bubblewrap sandbox (mha_grade.sandbox, mha_grade.run_notebook): no network,
+   no view of this machine's files, processes or environment, limits on memory, processes, disk
+   and time;
+3. at each capture the grader runs the chapter's check **in its own process**: the check draws
+   its inputs from a seed picked for this grading run (unknown to students), sends them to the
+   sandbox as plain data, gets the student's function's results back as plain data (JSON, parsed
+   strictly) and compares them with its own reference. Nothing the submission prints or patches
+   is read as a verdict.
+
+Each submission is graded by one of ``--jobs`` grading processes (``mha_grade.workers``), so
+that one sandbox's messages are parsed beside no other's. Ctrl-C or SIGTERM stops every grading
+process and sandbox within seconds and keeps the ``.part`` files for ``--resume``.
+
+Output (in SUBMISSIONS, or ``--out``), written a notebook at a time as results come in and
+replaced atomically at the end, never through a symbolic link, with names escaped for a
+terminal and a spreadsheet: ``grades.csv`` (``notebook,exercise,points,max_points``; exercises
+graded by hand have empty points) and ``grading_log.csv`` (status, the check's message, which is
+feedback a student may read, seconds, errors, flags for code that deserves a human look, and the
+problem with the whole notebook if any: skipped files, duplicates, chapter mismatches, limits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+from mha.exercises import set_grading_seed
+from mha_grade import ROOT, sandbox
+from mha_grade.assignments import load_assignment
+from mha_grade.compare import Outcome
+from mha_grade.escape import cell, display, terminal
+from mha_grade.exercise_format import chapter_notebooks
+from mha_grade.limits import FACTOR, calibrate, chapters_of, describe
+from mha_grade.outputs import Writer, summary_line
+from mha_grade.run import CELL_GRACE, Settings
+from mha_grade.submissions import Found, find_submissions
+from mha_grade.workers import _interrupt, grade_all
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="mha-grade grade", description=__doc__.splitlines()[0])
+    parser.add_argument("submissions", type=Path, help="folder of submitted notebooks")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for grades.csv and grading_log.csv (default: SUBMISSIONS)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="submissions graded at the same time (default 2)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds one notebook may run in all (default 300)")
+    parser.add_argument("--cell-timeout", type=float, default=120.0,
+                        help="seconds one cell or call may run before it is interrupted "
+                             f"(default 120; stopped from outside {CELL_GRACE:.0f} s later)")
+    parser.add_argument("--memory-gb", type=float, default=6.0,
+                        help="address space per process in the sandbox, GB (default 6)")
+    parser.add_argument("--disk-mb", type=int, default=512,
+                        help="bytes a submission may write in all, MB (default 512)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the hidden inputs (default: a fresh random one per run)")
+    parser.add_argument("--source", type=Path, action="append", default=None,
+                        help="instructor notebook(s) to grade against "
+                             "(default: every chapter in notebooks/)")
+    parser.add_argument("--no-sandbox", "--unsafe-no-sandbox", dest="no_sandbox",
+                        action="store_true",
+                        help="run submissions without the sandbox: only for notebooks you "
+                             "trust, or inside a container that is itself the sandbox")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the notebooks graded by an interrupted run (the .part files "
+                             "in the output folder) and grade only the others")
+    parser.add_argument("--regrade", nargs="+", metavar="NAME", default=None,
+                        help="grade again only these notebooks (as named in the notebook "
+                             "column, or a folder: alice/) and replace their rows in grades.csv "
+                             "and grading_log.csv; @FILE reads names from FILE, one a line")
+    parser.add_argument("--calibrate-factor", type=float, default=FACTOR,
+                        help="each chapter's time limit is max(--timeout, this x the time its "
+                             f"instructor's notebook takes here) (default {FACTOR:g})")
+    parser.add_argument("--no-calibrate", action="store_true",
+                        help="do not time the instructor's notebooks first: --timeout for all")
+    parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.regrade and args.resume:
+        parser.error("--regrade and --resume do not go together")
+    folder = args.submissions
+    if not folder.is_dir():
+        parser.error(f"{folder} is not a folder")
+    out = args.out or folder
+    out.mkdir(parents=True, exist_ok=True)
+    if args.jobs > (os.cpu_count() or 1):
+        print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
+              "sandbox is bounded to one CPU (as root), but then they share them, and a "
+              "notebook that uses its whole CPU slows its neighbours", file=sys.stderr)
+    if not args.no_sandbox:
+        why = sandbox.unavailable()
+        if why:
+            print(f"cannot grade untrusted notebooks here: {why}.\nGrade in a Linux machine "
+                  "or container with bubblewrap, or pass --no-sandbox for notebooks you "
+                  "trust.", file=sys.stderr)
+            return 2
+    seed = args.seed if args.seed is not None else secrets.randbits(48)
+    set_grading_seed(seed)
+    sources = [p.resolve() for p in (args.source or chapter_notebooks(ROOT))]
+    assignments = [a for a in (load_assignment(p) for p in sources) if a.exercises]
+    found = find_submissions(folder, assignments, out)
+    settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
+                        sandbox.Limits(memory=int(args.memory_gb * 2**30),
+                                       disk=args.disk_mb * 2**20), args.with_stubs)
+    regrade = None
+    if args.regrade:
+        try:
+            regrade, found = chosen(args.regrade, found, out)
+        except ValueError as error:
+            parser.error(str(error))
+    writer = Writer(out, resume=args.resume, regrade=regrade)
+    for note in writer.notes:
+        print(terminal(note), file=sys.stderr)
+    if writer.done and args.resume:
+        print(f"resuming: {len(writer.done)} notebook(s) already graded", flush=True)
+        found = [f for f in found if cell(display(f.relative)) not in writer.done]
+    if regrade is not None:
+        print(f"grading again {len(found)} notebook(s); the rows of the other "
+              f"{len(writer.done)} are kept", flush=True)
+    print(f"grading {sum(1 for f in found if f.path)} notebook(s) against {len(assignments)} "
+          f"chapter(s), {args.jobs} at a time, "
+          f"{'in a sandbox' if settings.sandboxed else 'WITHOUT a sandbox'}", flush=True)
+    prefix = sandbox.Prefix()
+    hide = [str(prefix.root), str(folder.resolve()), str(out.resolve())]
+    start = time.monotonic()
+    graded = 0
+    grading = {"seed": seed, "sources": sources, "prefix": prefix, "hide": hide}
+    by_shown = {display(f.relative): f for f in found}
+    again: list = []  # stopped at the time limit beside others: graded again, alone, once
+
+    def record(outcome: Outcome) -> None:
+        nonlocal graded
+        if outcome.timed_out and outcome.notebook in by_shown and not again_alone:
+            again.append(by_shown[outcome.notebook])
+            print("  " + terminal(f"{outcome.notebook}: stopped after its time limit; "
+                                  "graded again alone at the end"), flush=True)
+            return
+        if again_alone:
+            outcome.problem = "; ".join(filter(None, [outcome.problem, (
+                "graded again alone after it reached the time limit beside other notebooks"
+                if not outcome.timed_out else "also when graded again alone")]))
+        writer.add(outcome, args.with_stubs)
+        graded += 1
+        print("  " + terminal(summary_line(outcome)), flush=True)
+
+    again_alone = False
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if not args.no_calibrate and any(f.path for f in found):
+            limits = calibrate(chapters_of([f for f in found if f.path], assignments),
+                               assignments, settings, factor=args.calibrate_factor,
+                               jobs=args.jobs, **grading)
+            settings.timeouts = {limit.chapter: limit.limit for limit in limits}
+            for line in describe(limits):
+                print(terminal(line), flush=True)
+        grade_all(found, assignments, settings, jobs=args.jobs, on_outcome=record, **grading)
+        if again:
+            print(f"grading again, one at a time, {len(again)} notebook(s) stopped after "
+                  "their time limit", flush=True)
+            again_alone = True
+            grade_all(again, assignments, settings, jobs=1, on_outcome=record, **grading)
+    except KeyboardInterrupt:
+        writer.close(finish=False)
+        print(f"interrupted after {time.monotonic() - start:.1f} s: the {graded} notebook(s) "
+              f"graded in this run are kept in grades.csv.part and grading_log.csv.part, "
+              f"{len(found) - graded} are not graded; run again with --resume to grade only "
+              "those", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        prefix.remove()
+    for warning in writer.close():
+        print(terminal(warning), file=sys.stderr)
+    print(f"wrote grades.csv and grading_log.csv in {out} "
+          f"({time.monotonic() - start:.1f} s)")
+    return 0
+
+
+def chosen(names: list[str], found: list[Found], out: Path) -> tuple[set[str], list[Found]]:
+    """``--regrade``: (the names of the notebooks to grade again, as in the notebook column;
+    those notebooks). A name is a notebook, a folder (``alice/``) or ``@FILE``, a file of
+    names; ``ValueError`` names those that match nothing."""
+    wanted: list[str] = []
+    for name in names:
+        if name.startswith("@"):
+            lines = Path(name[1:]).read_text(encoding="utf-8").splitlines()
+            wanted += [line.strip() for line in lines if line.strip()]
+        else:
+            wanted.append(name)
+    if not (out / "grading_log.csv").is_file():
+        raise ValueError(f"--regrade: no grading_log.csv in {out} to replace rows in")
+    shown = {cell(display(f.relative)): f for f in found if f.path}
+    picked: dict[str, Found] = {}
+    unknown = []
+    for name in wanted:
+        hits = {k: f for k, f in shown.items()
+                if name in (k, display(f.relative)) or (name.endswith("/") and (
+                    k.startswith(name) or display(f.relative).startswith(name)))}
+        if not hits:
+            unknown.append(name)
+        picked.update(hits)
+    if unknown:
+        raise ValueError("--regrade: no notebook to grade is named "
+                         + ", ".join(terminal(n) for n in unknown))
+    return set(picked), list(picked.values())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
