@@ -1,0 +1,464 @@
+"""`mha-grade report`: gradebook, Canvas import, feedback per student, by-hand pages and points.
+
+The class is built here from the example chapter (tests/fixtures/00_example_exercises.ipynb:
+0.1 by hand, 0.2 one point, 0.3 two points): the student edition with answers written in, and a
+grades.csv and grading_log.csv written as the grader writes them, so the expected numbers are
+the ones put in, not the report's. One test runs the real grader first (the end-to-end test).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from exercise_notebooks import EXAMPLE, fmt, student_edition
+
+from mha_grade import report
+from mha_grade._shared import cell, display
+from mha_grade.feedback import file_name
+from mha_grade.gradebook import CANVAS_HEADER, POINTS_POSSIBLE, owner_of
+
+from conventions import ROOT
+
+NAME = EXAMPLE.name
+STEM = EXAMPLE.stem
+GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
+LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
+              "problem", "first_error"]
+FAILED_FIRST = "cell 1: ModuleNotFoundError: No module named 'mha'"
+NOT_DEFINED = "NameError: name 'mha' is not defined"
+HOSTILE = "<script>alert('x')</script> $\\frac{a}{b}$ =1+1"
+
+
+def student_nb(answer_01=None, extra=None):
+    """The student edition of the example chapter, with an answer to 0.1 (and a cell the
+    student added below it)."""
+    nb = student_edition.student_edition(fmt.load(EXAMPLE))
+    cells = nb["cells"]
+    position = next(i for i, c in enumerate(cells) if c.get("id") == "answer-ex-00-1")
+    if answer_01 is not None:
+        cells[position]["source"] = answer_01
+    if extra is not None:
+        cells.insert(position + 1, {"cell_type": "code", "metadata": {}, "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "printed <b>bold</b>\n"}],
+            "execution_count": 1, "source": extra, "id": "added"})
+    return nb
+
+
+# what each student handed in and what the grader said: (0.2 points, 0.3 points, statuses...)
+CLASS = {
+    "alice": dict(answer="Adding c multiplies every exp by e^c. " + HOSTILE, extra="print(1)",
+                  points=(1, 2), status=("correct", "correct"), messages=("correct", "correct")),
+    "bob": dict(answer="I think it changes.", points=(1, 0), status=("correct", "wrong"),
+                messages=("correct", "for n = 3: <img src=x onerror=alert(1)> the transpose")),
+    "carol": dict(answer=None, points=(0, 0), status=("not done", "not done"),
+                  messages=("not done yet", "not done yet")),
+    "dave": dict(answer="My notebook fails at the top.", points=(0, 0),
+                 status=("error", "error"), messages=(NOT_DEFINED, NOT_DEFINED),
+                 first_error=FAILED_FIRST),
+    "zed": dict(answer="Not on the roster, still graded.", points=(1, 2),
+                status=("correct", "correct"), messages=("correct", "correct")),
+}
+ROSTER = [("Alice Archer", "1001", "S1", "alice", "A"), ("Bob Baker", "1002", "S2", "bob", "A"),
+          ("Carol Cole", "1003", "S3", "carol", "B"), ("Dave Dunn", "1004", "S4", "dave", "B"),
+          ("Erin Evans", "1005", "S5", "erin", "B")]
+
+
+def write_csv(path, header, rows):
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows([{k: cell(v) for k, v in row.items()} for row in rows])
+
+
+def grader_files(folder, graded):
+    """grades.csv and grading_log.csv as the grader writes them, for notebooks
+    ``{relative path: spec}``."""
+    grades, log = [], []
+    for name, spec in graded.items():
+        shown = display(name)
+        grades.append({"notebook": shown, "exercise": "0.1", "points": "", "max_points": ""})
+        log.append({"notebook": shown, "exercise": "0.1", "status": "by hand", "message": "",
+                    "seconds": "3.0", "errors": 0, "flags": "", "problem": spec.get("problem", ""),
+                    "first_error": spec.get("first_error", "")})
+        for index, (exercise, most) in enumerate((("0.2", 1), ("0.3", 2))):
+            grades.append({"notebook": shown, "exercise": exercise,
+                           "points": spec["points"][index], "max_points": most})
+            log.append({"notebook": shown, "exercise": exercise,
+                        "status": spec["status"][index], "message": spec["messages"][index],
+                        "seconds": "3.0", "errors": 0, "flags": "",
+                        "problem": spec.get("problem", ""),
+                        "first_error": spec.get("first_error", "")})
+    write_csv(folder / "grades.csv", GRADES_HEADER, grades)
+    write_csv(folder / "grading_log.csv", LOG_HEADER, log)
+
+
+def make_class(tmp_path, layout="folders"):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    graded = {}
+    for who, spec in CLASS.items():
+        relative = f"{who}/{NAME}" if layout == "folders" else f"{who}_{NAME}"
+        path = folder / relative
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(student_nb(spec["answer"], spec.get("extra"))))
+        graded[relative] = spec
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                         f"{STEM} (777)"])
+        writer.writerow([POINTS_POSSIBLE, "", "", "", "", "4"])
+        writer.writerows([[*r, ""] for r in ROSTER])
+    return folder, roster
+
+
+def run(*args):
+    return report.main([str(a) for a in args])
+
+
+def rows_of(path):
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def by_student(path):
+    rows = rows_of(path)
+    header = rows[0]
+    return header, {r[0]: dict(zip(header, r, strict=True)) for r in rows[1:]}
+
+
+@pytest.fixture
+def reported(tmp_path, capsys):
+    folder, roster = make_class(tmp_path)
+    out = tmp_path / "out"
+    code = run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return {"folder": folder, "roster": roster, "out": out, "printed": printed.out}
+
+
+# ---------------------------------------------------------------------------------------------
+# Who is who
+
+@pytest.mark.parametrize("notebook, key, name, canvas_id", [
+    (f"alice/{NAME}", "alice", "alice", ""),
+    (f"submission_123/sub/{NAME}", "submission_123", "submission_123", ""),
+    (f"alice_{NAME}", "alice", "alice", ""),
+    (f"Alice Archer - {NAME}", "Alice Archer", "Alice Archer", ""),
+    (f"archeralice_1001_5001_{NAME}", "canvas-1001", "archeralice", "1001"),
+    (f"archeralice_late_1001_5002_{STEM}-1.ipynb", "canvas-1001", "archeralice", "1001"),
+    ("alice_copy.ipynb", "alice", "alice", ""),  # renamed: graded by its labels
+])
+def test_a_notebook_belongs_to_its_folder_its_canvas_id_or_its_name_prefix(notebook, key, name,
+                                                                           canvas_id):
+    owner = owner_of(notebook, STEM)
+    assert (owner.key, owner.name, owner.canvas_id) == (key, name, canvas_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradebook
+
+def test_the_gradebook_has_a_row_per_student_with_the_graders_points_and_totals(reported):
+    header, rows = by_student(reported["out"] / "gradebook.csv")
+    assert header[:6] == ["student", "name", "id", "sis_user_id", "login", "section"]
+    assert header[6:10] == ["0.1 (by hand)", "0.2", "0.3", f"{STEM} total"]
+    top = rows["max points"]
+    assert (top["0.1 (by hand)"], top["0.2"], top["0.3"], top[f"{STEM} total"]) == \
+        ("1", "1", "2", "4")
+    # roster students by their login, the one not on it by its folder
+    assert set(rows) == {"max points", "alice", "bob", "carol", "dave", "erin", "zed"}
+    for who, spec in CLASS.items():
+        row = rows[who]
+        auto = sum(spec["points"])
+        assert (row["0.2"], row["0.3"]) == tuple(str(p) for p in spec["points"]), who
+        assert row["0.1 (by hand)"] == "", who  # handed in, not graded yet
+        assert (row["autograded"], row["by hand"], row["total"]) == (str(auto), "0", str(auto))
+        assert row[f"{STEM} total"] == str(auto)
+        assert "by hand, not graded yet: 0.1" in row["notes"]
+    erin = rows["erin"]
+    assert (erin["name"], erin["id"], erin["section"]) == ("Erin Evans", "1005", "B")
+    assert [erin[k] for k in ("0.1 (by hand)", "0.2", "0.3", "total")] == ["0", "0", "0", "0"]
+    assert "handed in nothing" in erin["notes"]
+    assert "not on the roster" in rows["zed"]["notes"] and rows["zed"]["id"] == ""
+    assert rows["alice"]["name"] == "Alice Archer" and rows["alice"]["id"] == "1001"
+    assert "handed in nothing (1): Erin Evans" in reported["printed"]
+    assert "not on the roster (1): zed" in reported["printed"]
+
+
+def test_the_canvas_file_follows_canvas_import_format(reported):
+    rows = rows_of(reported["out"] / "canvas_import.csv")
+    # the roster (a Canvas export) has the chapter's column: its assignment id is reused
+    assert rows[0] == CANVAS_HEADER + [f"{STEM} (777)"]
+    assert rows[1] == [POINTS_POSSIBLE, "", "", "", "", "4"]
+    body = {r[1]: r for r in rows[2:]}
+    assert body["1001"] == ["Alice Archer", "1001", "S1", "alice", "A", "3"]
+    assert body["1002"][5] == "1" and body["1003"][5] == "0" and body["1004"][5] == "0"
+    assert body["1005"] == ["Erin Evans", "1005", "S5", "erin", "B", "0"]
+    assert len(rows) == 2 + 5  # zed has no Canvas id: left out, and said so
+    assert "zed: no Canvas id" in reported["printed"]
+
+
+def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp_path, capsys):
+    folder = tmp_path / "canvas"
+    folder.mkdir()
+    graded = {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+              f"bakerbob_late_1002_5002_{STEM}-1.ipynb": CLASS["bob"],
+              f"Carol Cole_{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:  # a plain roster, not Canvas's export
+        csv.writer(handle).writerows([["name", "id", "login"], *[r[:2] + r[3:4] for r in ROSTER]])
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out", "--source", EXAMPLE,
+               "--canvas-column", "00=Chapter zero (42)") == 0
+    printed = capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert (rows["alice"]["0.3"], rows["bob"]["0.3"], rows["carol"]["0.2"]) == ("2", "0", "0")
+    assert "not on the roster" not in printed
+    assert "handed in nothing (2): Dave Dunn, Erin Evans" in printed
+    assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
+
+
+def test_without_a_roster_every_submitter_gets_a_row_and_gradescope_names_are_read(tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["bob"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir()
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    (folder / "submission_metadata.yml").write_text(
+        "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :sid: S1\n"
+        "    :email: alice@example.edu\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["submission_11"]["name"] == "Alice Archer"
+    assert rows["submission_11"]["login"] == "alice@example.edu"
+    assert rows["submission_12"]["name"] == "submission_12"
+    assert rows["submission_12"]["total"] == "1"
+
+
+def test_a_chapter_handed_in_twice_counts_once_and_says_which(tmp_path):
+    folder = tmp_path / "twice"
+    folder.mkdir()
+    graded = {f"alice/{NAME}": dict(CLASS["bob"], problem="duplicate: also in alice/again"),
+              f"alice/again_{NAME}": dict(CLASS["alice"], problem="duplicate")}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    # the one named as the chapter counts (as on Gradescope), though the other scores more
+    assert rows["alice"]["total"] == "1"
+    assert f"alice/{NAME} counted (named as the chapter), alice/again_{NAME} not" in \
+        rows["alice"]["notes"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Feedback
+
+def feedback_of(reported, key):
+    return (reported["out"] / "feedback" / file_name(key)).read_text()
+
+
+def test_feedback_lists_each_exercises_points_and_message(reported):
+    bob = feedback_of(reported, "bob")
+    assert "Feedback for Bob Baker" in bob and "Total: 1 / 4 points" in bob
+    assert "<td>0.3</td><td>0 / 2</td><td>wrong</td>" in bob
+    assert "&lt;img src=x onerror=alert(1)&gt; the transpose" in bob
+    assert "<img" not in bob  # the message is text, never markup
+    assert "<td>0.1</td><td>not graded yet</td><td>graded by hand</td>" in bob
+    assert "Nothing handed in" in feedback_of(reported, "erin")
+
+
+def test_feedback_names_the_first_cell_that_failed_and_why_later_checks_fail(reported):
+    dave = feedback_of(reported, "dave")
+    assert "The first cell that failed" in dave
+    assert "cell 1: ModuleNotFoundError: No module named &#x27;mha&#x27;" in dave
+    assert "fix that cell first" in dave
+    assert "The first cell that failed" not in feedback_of(reported, "alice")
+
+
+@pytest.mark.parametrize("key", ["..", "../../etc/passwd", "a/b", "CON", "", ".hidden", "<x>",
+                                 "=cmd|' /C calc'!A0", "ａｌｉｃｅ", "alice", "Alice",
+                                 "\u202egnp.exe", "x" * 300])
+def test_a_feedback_file_name_is_safe(key):
+    name = file_name(key)
+    assert re.fullmatch(r"[a-z0-9-]{1,40}-[0-9a-f]{10}\.html", name), name
+
+
+def test_feedback_file_names_are_unique():
+    keys = ["alice", "Alice", "ALICE", "al ice", "al-ice", "", "..", "a/b", "a_b", "ａｌｉｃｅ"]
+    assert len({file_name(k) for k in keys}) == len(keys)
+
+
+def test_hostile_names_stay_text_in_pages_and_csv(tmp_path):
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    names = ["=HYPERLINK(\"x\")", "<img src=x onerror=alert(1)>", "a..b", "\u202eevil"]
+    graded = {}
+    for who in names:
+        relative = f"{who}/{NAME}"
+        (folder / who).mkdir()
+        (folder / relative).write_text(json.dumps(student_nb(HOSTILE)))
+        graded[relative] = CLASS["alice"]
+    grader_files(folder, graded)
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    text = (out / "gradebook.csv").read_text()
+    keys = [r[0] for r in rows_of(out / "gradebook.csv")]
+    assert "'=HYPERLINK(\"x\")" in keys and not any(k.startswith("=") for k in keys)
+    assert "\\u202eevil" in keys and "\u202e" not in text
+    pages = sorted((out / "feedback").iterdir())
+    assert len(pages) == len(names) and all(p.parent == out / "feedback" for p in pages)
+    for page in [*pages, out / "by_hand" / "0.1.html"]:
+        html = page.read_text()
+        assert "<script>" not in html and "<img src=x" not in html and "\u202e" not in html
+
+
+# ---------------------------------------------------------------------------------------------
+# By-hand exercises
+
+def test_one_page_per_by_hand_exercise_with_every_answer_escaped(reported):
+    html = (reported["out"] / "by_hand" / "0.1.html").read_text()
+    assert "Content-Security-Policy" in html and "default-src &#x27;none&#x27;" not in html
+    assert "default-src 'none'" in html
+    assert "Softmax ignores a shift" in html  # the prompt
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; $\\frac{a}{b}$" in html
+    assert "<script>" not in html
+    assert "I think it changes." in html and "Not on the roster, still graded." in html
+    # a cell the student added below the answer, with what it printed (escaped)
+    assert "print(1)" in html and "printed &lt;b&gt;bold&lt;/b&gt;" in html
+    # carol left the answer cell as handed out; erin handed in nothing
+    carol = html.split("Carol Cole</h2>")[1].split("</section>")[0]
+    assert "No answer: the answer cells are as handed out" in carol
+    assert "No notebook of this chapter</h2><p>Erin Evans" in html
+    # the chapter's own text after the exercises and the other exercises are not answers
+    assert "After the exercises" not in html and "scaled_scores" not in html
+    assert (reported["out"] / "by_hand" / "index.html").exists()
+    assert not (reported["out"] / "by_hand" / "0.2.html").exists()
+
+
+def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):
+    rows = list(csv.DictReader((reported["out"] / "by_hand" / "points.csv").open()))
+    assert [(r["student"], r["exercise"], r["max_points"], r["points"]) for r in rows] == \
+        [(who, "0.1", "1", "") for who in ("alice", "bob", "carol", "dave", "zed")]
+
+
+def fill(reported, points, extra=()):
+    path = reported["out"] / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    for row in rows:
+        row["max_points"] = "2"
+        row["points"], row["comment"] = points.get(row["student"], ("", ""))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows([*rows, *extra])
+    return path
+
+
+def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported, capsys):
+    path = fill(reported, {"alice": ("2", "Clear."), "bob": ("0.5", "=1+1 is not a proof")})
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE, "--hand-points", path) == 0
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["max points"]["0.1 (by hand)"] == "2" and rows["max points"]["total"] == "5"
+    assert (rows["alice"]["0.1 (by hand)"], rows["alice"]["by hand"], rows["alice"]["total"]) \
+        == ("2", "2", "5")
+    assert (rows["bob"]["0.1 (by hand)"], rows["bob"]["total"]) == ("0.5", "1.5")
+    assert rows["carol"]["0.1 (by hand)"] == ""  # still to grade
+    canvas = {r[1]: r for r in rows_of(reported["out"] / "canvas_import.csv")[2:]}
+    assert canvas["1001"][5] == "5" and canvas["1002"][5] == "1.5"
+    assert rows_of(reported["out"] / "canvas_import.csv")[1][5] == "5"
+    bob = feedback_of(reported, "bob")
+    assert "<td>0.1</td><td>0.5 / 2</td><td>graded by hand</td><td>=1+1 is not a proof</td>" \
+        in bob
+    # the points file is kept as filled (its comment made safe for a spreadsheet)
+    kept = {r["student"]: r for r in csv.DictReader(path.open())}
+    assert kept["alice"]["points"] == "2" and kept["bob"]["comment"] == "'=1+1 is not a proof"
+    capsys.readouterr()
+
+
+def test_bad_points_are_named_and_not_taken(reported, capsys):
+    path = fill(reported, {"alice": ("3", ""), "bob": ("one", ""), "carol": ("1", ""),
+                           "zed": ("-1", "")}, extra=[
+        {"student": "nobody", "name": "", "exercise": "0.1", "max_points": "2", "points": "1",
+         "comment": ""},
+        {"student": "dave", "name": "", "exercise": "0.2", "max_points": "2", "points": "1",
+         "comment": ""},
+        {"student": "carol", "name": "", "exercise": "0.1", "max_points": "2", "points": "2",
+         "comment": ""}])
+    code = run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE, "--hand-points", path)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "points 3 for alice, exercise 0.1 is not between 0 and 2" in err
+    assert "points 'one' for bob, exercise 0.1 is not a number" in err
+    assert "unknown student 'nobody'" in err
+    assert "exercise '0.2' is not graded by hand" in err
+    assert "carol, exercise 0.1 again (first on line 4)" in err
+    assert "points -1 for zed, exercise 0.1 is not between 0 and 2" in err
+    assert "6 entries of" in err
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "" and rows["bob"]["0.1 (by hand)"] == ""
+    assert rows["carol"]["0.1 (by hand)"] == "1"  # the first, valid entry is taken
+
+
+def test_max_points_must_agree_within_an_exercise(reported, capsys):
+    path = reported["out"] / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    rows[0]["max_points"], rows[0]["points"] = "3", "1"
+    rows[1]["points"] = "1"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
+               "--hand-points", path) == 1
+    assert "has max_points 1 here but 3 on line 2: one value per exercise" in \
+        capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: the real grader on a small class, then the report
+
+def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
+    folder = tmp_path / "class"
+    full = fmt.load(EXAMPLE)
+    notebooks = {"ann": full, "ben": student_nb("My derivation: " + HOSTILE)}
+    broken = student_nb()
+    broken["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                               "execution_count": None, "source": "import no_such_package"})
+    notebooks["cid"] = broken
+    for who, nb in notebooks.items():
+        (folder / who).mkdir(parents=True)
+        (folder / who / NAME).write_text(json.dumps(nb))
+    graded = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), str(folder),
+                             "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "120"],
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    grades = list(csv.DictReader((folder / "grades.csv").open()))
+    expected = {}
+    for row in grades:
+        who = row["notebook"].split("/")[0]
+        expected[who] = expected.get(who, 0) + int(row["points"] or 0)
+    assert expected == {"ann": 3, "ben": 0, "cid": 0}
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    _, rows = by_student(out / "gradebook.csv")
+    assert {who: int(rows[who]["autograded"]) for who in expected} == expected
+    html = (out / "by_hand" / "0.1.html").read_text()
+    assert "My derivation: &lt;script&gt;" in html and "<script>" not in html
+    cid = (out / "feedback" / file_name("cid")).read_text()
+    if "first_error" in (folder / "grading_log.csv").read_text().splitlines()[0]:
+        assert "no_such_package" in cid
+    capsys.readouterr()
