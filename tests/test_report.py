@@ -9,15 +9,16 @@ the ones put in, not the report's. One test runs the real grader first (the end-
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import EXAMPLE, fmt, student_edition
+from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import report
+from mha_grade import by_hand, report
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
 from mha_grade.gradebook import CANVAS_HEADER, POINTS_POSSIBLE, owner_of
@@ -345,6 +346,48 @@ def test_one_page_per_by_hand_exercise_with_every_answer_escaped(reported):
     assert "After the exercises" not in html and "scaled_scores" not in html
     assert (reported["out"] / "by_hand" / "index.html").exists()
     assert not (reported["out"] / "by_hand" / "0.2.html").exists()
+
+
+@functools.cache
+def book():
+    import jupyter_edition
+
+    return jupyter_edition.load_book(ROOT)
+
+
+@functools.cache
+def handed_out(path):
+    """The notebook `make student` hands out for a chapter."""
+    docname = path.relative_to(ROOT).with_suffix("").as_posix()
+    return json.dumps(student_edition.student_jupyter_edition(fmt.load(path), book(), docname))
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["with cell ids", "saved without ids"])
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem[:2])
+def test_every_exercise_of_a_handed_out_notebook_is_found_and_blank(path, ids, tmp_path):
+    """What `make student` hands out: each exercise's answer is found below its prompt, holds
+    only the handed-out stubs (no chapter text after the exercises, no check cell), and so is
+    shown as "no answer"; also for a notebook saved without cell ids (the chapter's text is
+    then recognised by its words and its code)."""
+    nb = json.loads(handed_out(path))
+    for item in nb["cells"]:
+        if not ids:
+            item.pop("id", None)
+    (tmp_path / path.name).write_text(json.dumps(nb))
+    cells = by_hand.read_cells(tmp_path / path.name)
+    source = by_hand.read_source(path)
+    for exercise, label in source.labels.items():
+        found = by_hand.answer(cells, label, source)
+        assert found, exercise
+        assert all(c.blank for c in found), (exercise, [c.source for c in found if not c.blank])
+    # an answer written in is not blank, and a cell added below it belongs to it
+    position = next(i for i, c in enumerate(cells) if c.source.startswith("**Your answer"))
+    label = next(m.group(1) for c in reversed(cells[:position])
+                 for m in [re.search(r":label: (ex-\d\d-\d+)", c.source)] if m)
+    cells[position].source = "My answer."
+    cells.insert(position + 1, by_hand.Cell("markdown", "More of it."))
+    found = by_hand.answer(cells, label, source)
+    assert [c.source for c in found if not c.blank] == ["My answer.", "More of it."]
 
 
 def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):

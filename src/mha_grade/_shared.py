@@ -11,9 +11,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from exercise_format import LABEL, chapter_notebooks, parse, source  # noqa: E402
 from grade import FORMULA_START, cell, create, display, read_regular, terminal  # noqa: E402
+from student_edition import student_edition  # noqa: E402
 
 __all__ = ["LABEL", "ROOT", "cell", "chapter_notebooks", "create", "display", "parse",
-           "read_regular", "source", "terminal", "uncell"]
+           "read_regular", "source", "student_edition", "terminal", "uncell"]
 
 
 def uncell(value: str) -> str:

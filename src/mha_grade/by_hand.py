@@ -4,7 +4,8 @@ The student edition marks an exercise by its prompt, a markdown cell holding ``:
 (in an HTML comment Jupyter does not show); a student answers in the cells below it: the answer
 cell ("Your answer to Exercise N.K", tagged ``answer``), the experiment's code cell (``# YOUR
 CODE HERE``), and any cell they add. The answer is those cells, up to the next exercise's prompt
-or the next cell of the chapter's own text (found by its cell id), check cells left out.
+or the next cell of the chapter's own text (found by its cell id, or, in a notebook saved
+without ids, by its words), check cells left out.
 
 Everything in a submission is hostile: the pages show it as escaped text (markdown and maths as
 typed, never rendered; images only as validated PNG data), under a Content-Security-Policy that
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import difflib
 import html
 import json
 import os
@@ -25,7 +27,17 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_grade._shared import LABEL, cell, create, display, parse, read_regular, source, uncell
+from mha_grade._shared import (
+    LABEL,
+    cell,
+    create,
+    display,
+    parse,
+    read_regular,
+    source,
+    student_edition,
+    uncell,
+)
 from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, read_csv
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader
@@ -49,11 +61,12 @@ class Cell:
     id: str = ""
     text: list[str] = field(default_factory=list)  # text outputs
     images: list[bytes] = field(default_factory=list)  # PNG outputs, validated
+    handed_out: bool = False  # as the student edition has it (a stub)
 
     @property
     def blank(self) -> bool:
         text = self.source.strip()
-        return text in CODE_STUBS or bool(ANSWER_STUB.match(text))
+        return self.handed_out or text in CODE_STUBS or bool(ANSWER_STUB.match(text))
 
 
 def _text(value) -> str | None:
@@ -136,27 +149,73 @@ def submission_files(folder: Path) -> dict[str, Path]:
 # The instructor's notebook: prompts, and which cells are the chapter's own text
 
 @dataclass
+class Known:
+    """Cells of the instructor's notebook, to recognise in a submission: by cell id, or, in a
+    notebook saved without ids, code by its source and markdown by its words (the student
+    edition rewrites the book's MyST, so equality cannot be asked of markdown)."""
+
+    ids: set[str] = field(default_factory=set)
+    code: set[str] = field(default_factory=set)
+    words: list[list[str]] = field(default_factory=list)
+
+    def add(self, item: dict) -> None:
+        if item.get("id"):
+            self.ids.add(item["id"])
+        if item["cell_type"] == "code":
+            self.code.add(source(item).strip())
+        else:
+            self.words.append(words(source(item)))
+
+    def has(self, item: Cell) -> bool:
+        if item.id:
+            return item.id in self.ids
+        if item.kind == "code":
+            return item.source.strip() in self.code
+        found = words(item.source)
+        return bool(found) and any(
+            difflib.SequenceMatcher(None, found, known, autojunk=False).ratio() >= 0.8
+            for known in self.words)
+
+
+def words(text: str) -> list[str]:
+    """The words of a markdown cell, without link targets and MyST role names (which the
+    student edition rewrites)."""
+    text = re.sub(r"\]\([^)]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=|<!--.*?-->", " ", text,
+                  flags=re.DOTALL)
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+@dataclass
 class Source:
     """What the report reads from an instructor's chapter notebook."""
 
     name: str  # "03_attention_with_weights"
     prompts: dict[str, str]  # exercise name -> its prompt (the MyST source)
     labels: dict[str, str]  # exercise name -> label
-    chapter_ids: set[str]  # ids of cells that belong to no exercise
+    chapter: Known  # the cells outside every exercise: the chapter's own text and code
+    given: Known  # cells inside an exercise that are no prompt, solution or check (its data)
     check_ids: set[str]
+    stubs: set[str]  # the student edition's stubbed code cells
 
 
 def read_source(path: Path) -> Source:
     nb = json.loads(path.read_text(encoding="utf-8"))
     exercises = parse(nb)
-    inside = set()
+    chapter, given, inside, own = Known(), Known(), set(), set()
     for exercise in exercises:
-        inside |= {exercise.prompt, *exercise.solution, *exercise.checks}
-    ids = [c.get("id", "") for c in nb["cells"]]
+        parts = {exercise.prompt, *exercise.solution, *exercise.checks}
+        own |= parts
+        inside |= set(range(exercise.prompt, max(parts) + 1))
+    for index, item in enumerate(nb["cells"]):
+        if index not in inside:
+            chapter.add(item)
+        elif index not in own:
+            given.add(item)
     return Source(path.stem, {e.name: source(nb["cells"][e.prompt]) for e in exercises},
-                  {e.name: e.label for e in exercises},
-                  {ids[i] for i in range(len(ids)) if i not in inside and ids[i]},
-                  {ids[i] for e in exercises for i in e.checks if ids[i]})
+                  {e.name: e.label for e in exercises}, chapter, given,
+                  {nb["cells"][i].get("id") for e in exercises for i in e.checks} - {None},
+                  {source(c).strip() for c in student_edition(nb)["cells"]
+                   if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])})
 
 
 def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] | None:
@@ -167,16 +226,17 @@ def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] 
     if start is None:
         found = [c for c in cells if c.id == f"answer-{label}"]
         return found or None
-    chapter_ids = chapter.chapter_ids if chapter else set()
     check_ids = chapter.check_ids if chapter else set()
     region = []
     for item in cells[start + 1:]:
         if item.kind == "markdown" and LABEL.search(item.source):
             break  # the next exercise
-        if item.id and item.id in chapter_ids:
+        if chapter is not None and chapter.chapter.has(item):
             break  # the chapter's text goes on
         if "check" in item.tags or item.id in check_ids or "mha.checks." in item.source:
             continue
+        item.handed_out = chapter is not None and (item.source.strip() in chapter.stubs
+                                                   or chapter.given.has(item))
         region.append(item)
     return region
 
