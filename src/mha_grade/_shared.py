@@ -1,17 +1,14 @@
-"""What the report borrows from the grader: the CSV neutraliser, reading a file without following
-a link, writing one without writing through one, and the exercise format."""
+"""What the report borrows from the grader: the CSV neutraliser and the escapes of names, reading
+a file without following a link and writing one without writing through one, and the exercise
+format (none of them imports torch)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-from exercise_format import LABEL, chapter_notebooks, parse, source  # noqa: E402
-from grade import FORMULA_START, cell, create, display, read_regular, terminal  # noqa: E402
-from student_edition import student_edition  # noqa: E402
+from mha_grade import ROOT
+from mha_grade.escape import FORMULA_START, cell, display, terminal
+from mha_grade.exercise_format import LABEL, chapter_notebooks, parse, source
+from mha_grade.files import create, read_regular
+from mha_grade.student_edition import student_edition
 
 __all__ = ["LABEL", "ROOT", "cell", "chapter_notebooks", "create", "display", "parse",
            "read_regular", "source", "student_edition", "terminal", "uncell"]
