@@ -12,6 +12,7 @@ import csv
 import functools
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -325,6 +326,20 @@ def test_hostile_names_stay_text_in_pages_and_csv(tmp_path):
         assert "<script>" not in html and "<img src=x" not in html and "\u202e" not in html
 
 
+def test_outputs_replace_a_symbolic_link_and_never_write_through_one(reported, tmp_path):
+    out, target = reported["out"], tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    (out / "gradebook.csv").unlink()
+    (out / "gradebook.csv").symlink_to(target)
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", out, "--source",
+               EXAMPLE) == 0
+    assert target.read_text() == "keep me" and not (out / "gradebook.csv").is_symlink()
+    shutil.rmtree(out / "feedback")
+    (out / "feedback").symlink_to(tmp_path, target_is_directory=True)
+    assert run(reported["folder"], "--out", out, "--source", EXAMPLE) == 2
+    assert not list(tmp_path.glob("*.html"))
+
+
 # ---------------------------------------------------------------------------------------------
 # By-hand exercises
 
@@ -498,7 +513,10 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
         expected[who] = expected.get(who, 0) + int(row["points"] or 0)
     assert expected == {"ann": 3, "ben": 0, "cid": 0}
     out = tmp_path / "out"
-    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    reported = subprocess.run([sys.executable, "-m", "mha_grade", "report", str(folder), "--out",
+                               str(out), "--source", str(EXAMPLE)],
+                              capture_output=True, text=True, timeout=300)
+    assert reported.returncode == 0, reported.stdout + reported.stderr
     _, rows = by_student(out / "gradebook.csv")
     assert {who: int(rows[who]["autograded"]) for who in expected} == expected
     html = (out / "by_hand" / "0.1.html").read_text()
