@@ -189,6 +189,8 @@ def test_the_gradebook_has_a_row_per_student_with_the_graders_points_and_totals(
     assert "handed in nothing" in erin["notes"]
     assert "not on the roster" in rows["zed"]["notes"] and rows["zed"]["id"] == ""
     assert rows["alice"]["name"] == "Alice Archer" and rows["alice"]["id"] == "1001"
+    assert rows["alice"]["feedback"] == f"feedback/{file_name('alice')}"
+    assert (reported["out"] / rows["erin"]["feedback"]).is_file()
     assert "handed in nothing (1): Erin Evans" in reported["printed"]
     assert "not on the roster (1): zed" in reported["printed"]
 

@@ -339,9 +339,9 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
 def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
             ) -> dict[str, tuple[str, list[Answer], list[str]]]:
     """exercise -> (prompt, every student's answer, who handed in no notebook of its chapter)."""
-    cache: dict[str, list[Cell] | str] = {}
     pages = {}
     for chapter in book.chapters:
+        cache: dict[str, list[Cell] | str] = {}  # a chapter's notebooks, read once each
         chapter_source = sources.get(chapter.number)
         for exercise in chapter.by_hand:
             label = (chapter_source.labels.get(exercise) if chapter_source else None) or \

@@ -11,24 +11,15 @@ The grader's flags are for the instructor and are not shown.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 
 from mha_grade.by_hand import esc, page
-from mha_grade.gradebook import Gradebook, Student, fmt_points
+from mha_grade.gradebook import Gradebook, Student, feedback_file, fmt_points
 
 DEFINED = re.compile(r"is not defined|has no attribute|cannot import|No module named")
 
 
-def file_name(key: str) -> str:
-    """A file name for a student: ASCII letters, digits and dashes from their key, at most 40,
-    and 10 hex digits of its SHA-256, so two keys never share a file and no key reaches
-    outside the folder (no ``/``, ``..``, device names or hidden files)."""
-    ascii_ = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode()
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", ascii_).strip("-").lower()[:40] or "student"
-    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{slug}-{digest}.html"
+file_name = feedback_file  # the name of a student's page in feedback/
 
 
 def feedback_page(book: Gradebook, student: Student) -> str:

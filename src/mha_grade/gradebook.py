@@ -20,6 +20,7 @@ the grader wrote it: escaped for a terminal, and for a spreadsheet (``cell``).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
@@ -45,6 +46,16 @@ def chapter_of_exercise(name: str) -> str:
     if match is None:
         raise ValueError(f"exercise name {name!r} is not N.K")
     return f"{int(match.group(1)):02d}"
+
+
+def feedback_file(key: str) -> str:
+    """A file name for a student's feedback: ASCII letters, digits and dashes from their key, at
+    most 40, and 10 hex digits of its SHA-256, so two keys never share a file and no key reaches
+    outside the folder (no ``/``, ``..``, device names or hidden files)."""
+    ascii_ = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", ascii_).strip("-").lower()[:40] or "student"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug}-{digest}.html"
 
 
 def number(text: str) -> float | None:
@@ -438,11 +449,11 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
             top.append(fmt_points(book.hand_max[exercise] if most is None else most))
         header.append(f"{chapter.name} total")
         top.append(fmt_points(book.chapter_max(chapter)))
-    header += ["autograded", "by hand", "total", "chapters handed in", "notes"]
+    header += ["autograded", "by hand", "total", "chapters handed in", "notes", "feedback"]
     auto_max = sum(c.auto_max for c in book.chapters)
     hand_max = sum(book.hand_max.values())
     top += [fmt_points(auto_max), fmt_points(hand_max), fmt_points(auto_max + hand_max),
-            str(len(book.chapters)), ""]
+            str(len(book.chapters)), "", ""]
     rows = [top]
     for student in book.students:
         row: list[object] = [student.key, student.name, student.id, student.sis_user_id,
@@ -468,7 +479,8 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
             if nb.flags:
                 notes.append(f"{nb.name}: review: {nb.flags}")
         row += [fmt_points(auto), fmt_points(hand), fmt_points(auto + hand),
-                str(len(student.notebooks)), "; ".join(notes)]
+                str(len(student.notebooks)), "; ".join(notes),
+                f"feedback/{feedback_file(student.key)}"]
         rows.append(row)
     return header, rows
 
