@@ -8,6 +8,7 @@ the ones put in, not the report's. One test runs the real grader first (the end-
 
 from __future__ import annotations
 
+import base64
 import csv
 import functools
 import json
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
@@ -407,6 +409,82 @@ def test_every_exercise_of_a_handed_out_notebook_is_found_and_blank(path, ids, t
     assert [c.source for c in found if not c.blank] == ["My answer.", "More of it."]
 
 
+PAYLOADS = ["</pre><script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+            "</title></style><svg onload=alert(1)>", "<a href=\"javascript:alert(1)\">x</a>",
+            "<!-- <script>", "<iframe src=//evil>", "\u202e<b>reversed</b>", "&lt;escaped&gt;",
+            "<meta http-equiv=refresh content=0;url=//evil>", "\" onmouseover=\"alert(1)"]
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "pre", "code",
+           "section", "img", "table", "tr", "th", "td", "strong", "ul", "li", "a"}
+
+
+class Elements(HTMLParser):
+    """Every element and attribute of a page, and the text of its <pre> blocks."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.attributes, self.pre, self.inside = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attributes += [(tag, k, v) for k, v in attrs]
+        self.inside = tag == "pre"
+        if self.inside:
+            self.pre.append("")
+
+    def handle_endtag(self, tag):
+        self.inside = False if tag == "pre" else self.inside
+
+    def handle_data(self, data):
+        if self.inside:
+            self.pre[-1] += data
+
+
+def test_no_answer_or_output_can_add_markup_to_a_page(tmp_path):
+    """Each payload as an answer, as what a cell printed, and as HTML and SVG outputs: the page
+    holds only the report's own elements, and each payload as text (a PNG output as an image)."""
+    folder = tmp_path / "attacks"
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(32)).decode()
+    graded = {}
+    for number, payload in enumerate(PAYLOADS):
+        nb = student_nb(payload, extra="print('x')")
+        added = next(c for c in nb["cells"] if c.get("id") == "added")
+        added["outputs"] = [
+            {"output_type": "stream", "name": "stdout", "text": payload},
+            {"output_type": "display_data", "metadata": {}, "data": {
+                "text/html": payload, "image/svg+xml": "<svg onload=alert(1)/>",
+                "text/plain": "plain " + payload}},
+            {"output_type": "display_data", "metadata": {}, "data": {"image/png": png}},
+            {"output_type": "display_data", "metadata": {}, "data": {
+                "image/png": base64.b64encode(b"<script>not a png</script>").decode()}}]
+        (folder / f"s{number}").mkdir(parents=True)
+        (folder / f"s{number}" / NAME).write_text(json.dumps(nb))
+        graded[f"s{number}/{NAME}"] = dict(CLASS["bob"], messages=(payload, payload),
+                                            first_error=payload, problem=payload)
+    grader_files(folder, graded)
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    for page in [out / "by_hand" / "0.1.html", *(out / "feedback").iterdir()]:
+        found = Elements()
+        found.feed(page.read_text())
+        assert set(found.tags) <= ALLOWED, (page.name, set(found.tags) - ALLOWED)
+        for tag, name, value in found.attributes:
+            assert not name.startswith("on"), (page.name, tag, name)
+            assert tag != "meta" or name != "http-equiv" or value == "Content-Security-Policy"
+            if tag == "img":
+                assert name == "alt" or value.startswith("data:image/png;base64,")
+            if tag == "a":
+                assert re.fullmatch(r"[\d.]+\.html", value)
+    found = Elements()
+    found.feed((out / "by_hand" / "0.1.html").read_text())
+    shown = "\n".join(found.pre)
+    for payload in PAYLOADS:
+        assert payload.replace("\u202e", "\\u202e") in shown
+        assert "plain " + payload.replace("\u202e", "\\u202e") in shown
+    assert "<svg onload=alert(1)/>" not in shown and "not a png" not in shown
+    images = [v for t, k, v in found.attributes if t == "img" and k == "src"]
+    assert images == [f"data:image/png;base64,{png}"] * len(PAYLOADS)
+
+
 def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):
     rows = list(csv.DictReader((reported["out"] / "by_hand" / "points.csv").open()))
     assert [(r["student"], r["exercise"], r["max_points"], r["points"]) for r in rows] == \
@@ -445,6 +523,11 @@ def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported
     # the points file is kept as filled (its comment made safe for a spreadsheet)
     kept = {r["student"]: r for r in csv.DictReader(path.open())}
     assert kept["alice"]["points"] == "2" and kept["bob"]["comment"] == "'=1+1 is not a proof"
+    # and stays so, run after run
+    for _ in range(2):
+        assert run(reported["folder"], "--roster", reported["roster"], "--out",
+                   reported["out"], "--source", EXAMPLE) == 0
+    assert list(csv.DictReader(path.open())) == list(kept.values())
     capsys.readouterr()
 
 
@@ -471,6 +554,12 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
     _, rows = by_student(reported["out"] / "gradebook.csv")
     assert rows["alice"]["0.1 (by hand)"] == "" and rows["bob"]["0.1 (by hand)"] == ""
     assert rows["carol"]["0.1 (by hand)"] == "1"  # the first, valid entry is taken
+    # the file keeps every entry as typed, to be corrected (a negative number stays one)
+    kept = [(r["student"], r["points"]) for r in csv.DictReader(path.open())]
+    assert ("zed", "'-1") in kept and ("bob", "one") in kept and ("nobody", "1") in kept
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 0
+    assert [(r["student"], r["points"]) for r in csv.DictReader(path.open())] == kept
 
 
 def test_max_points_must_agree_within_an_exercise(reported, capsys):

@@ -397,10 +397,10 @@ def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
                 old = kept.get((student.key, exercise), {})
                 rows.append({"student": student.key, "name": student.name,
                              "exercise": exercise,
-                             "max_points": old.get("max_points",
-                                                   fmt_points(book.hand_max[exercise])),
-                             "points": old.get("points", ""),
-                             "comment": uncell(old.get("comment", "") or "")})
+                             "max_points": uncell(old.get("max_points") or "") if old
+                             else fmt_points(book.hand_max[exercise]),
+                             "points": uncell(old.get("points") or ""),
+                             "comment": uncell(old.get("comment") or "")})
                 made.add((student.key, exercise))
     rows += [{k: uncell(r.get(k) or "") for k in POINTS_HEADER}
              for key, r in kept.items() if key not in made]
