@@ -369,6 +369,7 @@ def test_one_page_per_by_hand_exercise_with_every_answer_escaped(reported):
 
 @functools.cache
 def book():
+    sys.path.insert(0, str(ROOT / "tools"))
     import jupyter_edition
 
     return jupyter_edition.load_book(ROOT)
