@@ -327,8 +327,8 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                         "nothing found to show; open the notebook.</p>")
         elif not item.cells or all(c.blank for c in item.cells):
             body.append('<p class="blank">No answer: the answer cells are as handed out.</p>')
-        else:
-            body.append(cells_html(item.cells))
+        else:  # what the student wrote; the stubs left as handed out are not repeated
+            body.append(cells_html([c for c in item.cells if not c.blank]))
         body.append("</section>")
     if nothing:
         body.append("<section><h2>No notebook of this chapter</h2><p>"

@@ -500,12 +500,16 @@ def canvas_rows(book: Gradebook, columns: dict[str, str]) -> tuple[list[list[obj
         header.append(columns.get(chapter.number) or columns.get(chapter.name) or chapter.name)
     rows: list[list[object]] = [header, [POINTS_POSSIBLE, "", "", "", ""] + [
         fmt_points(book.chapter_max(c)) for c in book.chapters]]
-    notes = []
+    left_out = []
     for student in book.students:
         if not (student.id or student.sis_user_id or student.login):
-            notes.append(f"{student.key}: no Canvas id, SIS id or login: not in the Canvas file")
+            left_out.append(student.key)
             continue
         rows.append([student.name, student.id, student.sis_user_id, student.login,
                      student.section] + [fmt_points(book.chapter_points(student, c))
                                          for c in book.chapters])
+    notes = [f"canvas_import.csv leaves out {len(left_out)} student(s) with no Canvas id, SIS "
+             f"id or login (a roster gives them: Canvas's gradebook export): "
+             f"{', '.join(left_out[:10])}{', ...' if len(left_out) > 10 else ''}"
+             ] if left_out else []
     return [[cell(v) for v in row] for row in rows], notes
