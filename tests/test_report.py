@@ -252,6 +252,53 @@ def test_without_a_roster_every_submitter_gets_a_row_and_gradescope_names_are_re
     assert rows["submission_12"]["total"] == "1"
 
 
+def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
+    """Chapter 0 and chapter 3 (its exercises and points as the grader would write them):
+    columns in chapter order, per-chapter totals, and zeros for a chapter not handed in."""
+    folder = tmp_path / "two"
+    chapter_03 = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
+    points_03 = {"3.1": (1, 1), "3.3": (0, 2)}  # (alice's points, max) of the checked ones
+    by_hand_03 = ["3.2", "3.4", "3.5"]
+    graded = {f"alice/{NAME}": CLASS["alice"], f"bob/{NAME}": CLASS["bob"]}
+    for name in graded:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb()))
+    grader_files(folder, graded)
+    (folder / "alice" / chapter_03.name).write_text(json.dumps({"cells": []}))
+    with (folder / "grades.csv").open("a", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        for exercise, (got, most) in points_03.items():
+            writer.writerow([f"alice/{chapter_03.name}", exercise, got, most])
+        for exercise in by_hand_03:
+            writer.writerow([f"alice/{chapter_03.name}", exercise, "", ""])
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        for exercise in [*points_03, *by_hand_03]:
+            writer.writerow([f"alice/{chapter_03.name}", exercise, "correct", "", "1", "0", "",
+                             "", ""])
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE, "--source", chapter_03,
+               "--hand-max", "2", "--hand-max", "3.5=4") == 0
+    header, rows = by_student(out / "gradebook.csv")
+    assert header[6:] == ["0.1 (by hand)", "0.2", "0.3", f"{STEM} total", "3.1", "3.2 (by hand)",
+                          "3.3", "3.4 (by hand)", "3.5 (by hand)", f"{chapter_03.stem} total",
+                          "autograded", "by hand", "total", "chapters handed in", "notes",
+                          "feedback"]
+    top = rows["max points"]
+    assert (top[f"{STEM} total"], top[f"{chapter_03.stem} total"], top["total"]) == \
+        ("5", str(1 + 2 + 2 + 2 + 4), str(5 + 11))
+    assert (rows["alice"][f"{chapter_03.stem} total"], rows["alice"]["autograded"]) == ("1", "4")
+    assert rows["alice"]["chapters handed in"] == "2"
+    assert rows["bob"]["3.1"] == "0" and rows["bob"]["3.2 (by hand)"] == "0"
+    assert rows["bob"]["chapters handed in"] == "1" and rows["bob"]["total"] == "1"
+    assert sorted(p.name for p in (out / "by_hand").glob("*.html")) == \
+        ["0.1.html", "3.2.html", "3.4.html", "3.5.html", "index.html"]
+    page = (out / "by_hand" / "3.2.html").read_text()
+    assert "The exercise's prompt is not in this notebook" in page
+    assert "No notebook of this chapter</h2><p>bob" in page
+    capsys.readouterr()
+
+
 def test_a_chapter_handed_in_twice_counts_once_and_says_which(tmp_path):
     folder = tmp_path / "twice"
     folder.mkdir()
