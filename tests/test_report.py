@@ -611,6 +611,22 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
     assert [(r["student"], r["points"]) for r in csv.DictReader(path.open())] == kept
 
 
+def test_points_saved_by_a_spreadsheet_with_semicolons_are_read(reported, capsys):
+    path = fill(reported, {"alice": ("1,5", "ok")})  # and a decimal comma
+    text = path.read_text().replace(",", ";")
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Excel's byte-order mark too
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
+               "--hand-points", path) == 0
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "1.5"
+    capsys.readouterr()
+
+
+def test_a_folder_not_graded_yet_is_named(tmp_path, capsys):
+    assert run(tmp_path, "--source", EXAMPLE) == 2
+    assert f"no grades.csv in {tmp_path}: grade the folder first" in capsys.readouterr().err
+
+
 def test_max_points_must_agree_within_an_exercise(reported, capsys):
     path = reported["out"] / "by_hand" / "points.csv"
     rows = list(csv.DictReader(path.open()))

@@ -462,8 +462,8 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
             continue
         maxima.setdefault(exercise, (most, line))
         raw = uncell(row.get("points") or "").strip()
-        try:
-            points = number(raw)
+        try:  # a decimal comma (1,5) is read as the decimal mark it is
+            points = number(raw.replace(",", ".") if re.fullmatch(r"\d+,\d+", raw) else raw)
         except ValueError:
             errors.append(f"{where}: points {display(raw)!r} for {display(key)}, exercise "
                           f"{exercise} is not a number")

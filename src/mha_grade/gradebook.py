@@ -74,13 +74,20 @@ def fmt_points(value: float | None) -> str:
 
 
 def read_csv(path: Path) -> list[dict]:
-    """The rows of a CSV file, read without following a symbolic link (``ValueError`` if it is
-    one, or not a regular file, or not CSV); a byte-order mark (Excel's) is dropped."""
-    text = read_regular(path, MAX_CSV_BYTES).decode("utf-8-sig", errors="replace")
+    """The rows of a CSV file, read without following a symbolic link (``ValueError`` naming
+    the file if it is one, or missing, or not a regular file, or not CSV). A byte-order mark
+    (Excel's) is dropped, and a file whose first line has more semicolons than commas (Excel
+    where the comma is the decimal mark) is read with semicolons."""
     try:
-        return list(csv.DictReader(io.StringIO(text, newline="")))
+        text = read_regular(path, MAX_CSV_BYTES).decode("utf-8-sig", errors="replace")
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    first = text.split("\n", 1)[0]
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    try:
+        return list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
     except csv.Error as error:
-        raise ValueError(f"{path.name} is not a CSV file ({error})") from None
+        raise ValueError(f"{path} is not a CSV file ({error})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +125,9 @@ class Notebook:
 def load_results(folder: Path) -> list[Notebook]:
     """The notebooks of ``grades.csv`` and ``grading_log.csv`` in ``folder`` (the grader's
     ``--out``), with their points, statuses, messages and problems."""
+    if not (folder / "grades.csv").exists():
+        raise ValueError(f"no grades.csv in {folder}: grade the folder first (mha-grade grade), "
+                         "or name the grader's --out with --grades")
     grades = read_csv(folder / "grades.csv")
     log = read_csv(folder / "grading_log.csv")
     notebooks: dict[str, Notebook] = {}
