@@ -612,9 +612,9 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
 
 
 def test_points_saved_by_a_spreadsheet_with_semicolons_are_read(reported, capsys):
-    path = fill(reported, {"alice": ("1,5", "ok")})  # and a decimal comma
-    text = path.read_text().replace(",", ";")
-    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Excel's byte-order mark too
+    path = reported["out"] / "by_hand" / "points.csv"
+    text = "student;name;exercise;max_points;points;comment\nalice;A;0.1;2;1,5;ok\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Excel's byte-order mark, a decimal comma
     assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
                "--hand-points", path) == 0
     _, rows = by_student(reported["out"] / "gradebook.csv")
