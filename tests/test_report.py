@@ -195,6 +195,7 @@ def test_the_gradebook_has_a_row_per_student_with_the_graders_points_and_totals(
     assert (reported["out"] / rows["erin"]["feedback"]).is_file()
     assert "handed in nothing (1): Erin Evans" in reported["printed"]
     assert "not on the roster (1): zed" in reported["printed"]
+    assert (reported["out"] / "summary.txt").read_text() == reported["printed"]
 
 
 def test_the_canvas_file_follows_canvas_import_format(reported):
@@ -600,6 +601,8 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
     assert "carol, exercise 0.1 again (first on line 4)" in err
     assert "points -1 for zed, exercise 0.1 is not between 0 and 2" in err
     assert "6 entries of" in err
+    assert "not taken: points.csv line 2: points 3 for alice" in \
+        (reported["out"] / "summary.txt").read_text()
     _, rows = by_student(reported["out"] / "gradebook.csv")
     assert rows["alice"]["0.1 (by hand)"] == "" and rows["bob"]["0.1 (by hand)"] == ""
     assert rows["carol"]["0.1 (by hand)"] == "1"  # the first, valid entry is taken

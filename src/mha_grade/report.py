@@ -13,7 +13,8 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
 - ``feedback/<student>.html``: each student's points and messages;
 - ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise, and
   ``by_hand/points.csv`` to fill in (a new run keeps what it holds) and read back with
-  ``--hand-points``.
+  ``--hand-points``;
+- ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
 Exit status: 0, or 1 when entries of ``--hand-points`` were not taken (each is named), 2 for
 wrong arguments or input.
@@ -150,22 +151,25 @@ def run(args: argparse.Namespace) -> int:
     unknown = book.not_on_roster()
     ungraded_hand = sum(1 for s in book.students for c in book.chapters for e in c.by_hand
                         if c.number in s.notebooks and book.points(s, c, e) is None)
-    print(f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
-          f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
-          f"{len(answers)} by-hand page(s) in {out}")
+    lines = [f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
+             f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
+             f"{len(answers)} by-hand page(s) in {out}"]
     if nothing:
-        print(f"handed in nothing ({len(nothing)}): "
-              + ", ".join(terminal(s.name) for s in nothing))
+        lines.append(f"handed in nothing ({len(nothing)}): "
+                     + ", ".join(terminal(s.name) for s in nothing))
     if unknown:
-        print(f"not on the roster ({len(unknown)}): "
-              + ", ".join(terminal(s.key) for s in unknown))
+        lines.append(f"not on the roster ({len(unknown)}): "
+                     + ", ".join(terminal(s.key) for s in unknown))
     for nb in book.ungraded:
-        print(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
+        lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
     if ungraded_hand:
-        print(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and run "
-              "again with --hand-points")
-    for note in book.notes + canvas_notes:
-        print(f"note: {terminal(note)}")
+        lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
+                     "run again with --hand-points")
+    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
+    lines += [f"not taken: {error}" for error in errors]
+    with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
+        handle.write("\n".join(lines) + "\n")
+    print("\n".join(line for line in lines if not line.startswith("not taken: ")))
     for error in errors:
         print(f"not taken: {error}", file=sys.stderr)
     if errors:
