@@ -234,23 +234,42 @@ def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp
     assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
 
 
-def test_without_a_roster_every_submitter_gets_a_row_and_gradescope_names_are_read(tmp_path):
-    folder = tmp_path / "export"
-    folder.mkdir()
-    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["bob"]}
+def test_a_gradescope_export_names_its_students_and_credits_every_group_member(tmp_path):
+    """Gradescope's export (here one folder per assignment inside SUBMISSIONS): its
+    submission_metadata.yml names each submission's students; a student is known by e-mail."""
+    folder = tmp_path / "class"
+    export = folder / "chapter00"
+    graded = {f"chapter00/submission_11/{NAME}": CLASS["alice"],
+              f"chapter00/submission_12/{NAME}": CLASS["bob"],
+              f"chapter00/submission_13/{NAME}": CLASS["carol"]}
     for name, spec in graded.items():
-        (folder / name).parent.mkdir()
+        (folder / name).parent.mkdir(parents=True)
         (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
     grader_files(folder, graded)
-    (folder / "submission_metadata.yml").write_text(
-        "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :sid: S1\n"
-        "    :email: alice@example.edu\n")
+    (export / "submission_metadata.yml").write_text(
+        "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :sid: '100'\n"
+        "    :email: alice@example.edu\n"
+        "submission_12:\n  :submitters:\n  - :name: Bob Baker\n    :sid: '200'\n"
+        "    :email: bob@example.edu\n  - :name: Dave Dunn\n    :sid: '400'\n"
+        "    :email: dave@example.edu\n")
     assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
-    assert rows["submission_11"]["name"] == "Alice Archer"
-    assert rows["submission_11"]["login"] == "alice@example.edu"
-    assert rows["submission_12"]["name"] == "submission_12"
-    assert rows["submission_12"]["total"] == "1"
+    assert set(rows) == {"max points", "alice@example.edu", "bob@example.edu",
+                         "dave@example.edu", "chapter00"}
+    assert rows["alice@example.edu"]["name"] == "Alice Archer"
+    assert rows["alice@example.edu"]["sis_user_id"] == "100"
+    assert rows["alice@example.edu"]["total"] == "3"
+    # a group's submission counts for each member
+    assert rows["bob@example.edu"]["total"] == rows["dave@example.edu"]["total"] == "1"
+    # a submission the metadata does not name: its folder, as without a roster
+    assert rows["chapter00"]["total"] == "0"
+    # with a roster, matched by e-mail or SIS id
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,sis_user_id,login\nAlice Archer,100,aa\nDave Dunn,,dave@example.edu\n")
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out2", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out2" / "gradebook.csv")
+    assert rows["aa"]["total"] == "3" and rows["dave@example.edu"]["total"] == "1"
+    assert "not on the roster" in rows["bob@example.edu"]["notes"]
 
 
 def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):

@@ -2,9 +2,10 @@
 
 Who a notebook belongs to is read from where it sits under SUBMISSIONS:
 
-- in a folder: the first folder below SUBMISSIONS is the student (``alice/03_....ipynb``;
-  Gradescope's export, ``submission_123456/...``, with its ``submission_metadata.yml`` naming
-  the student of each folder; an LMS download unzipped one folder per student);
+- in a folder: the first folder below SUBMISSIONS is the student (``alice/03_....ipynb``; an
+  LMS download unzipped one folder per student); in Gradescope's export (``submission_NNN/``,
+  as SUBMISSIONS or one folder per assignment in it), the students its
+  ``submission_metadata.yml`` names for that folder (each member of a group), by e-mail;
 - directly in SUBMISSIONS, a Canvas bulk download (``smithjohn_12345_678901_03_....ipynb``, with
   ``_late`` after the name when late): the Canvas user id (the ``ID`` column of Canvas's gradebook
   export), shown with the name part;
@@ -23,6 +24,7 @@ import csv
 import hashlib
 import io
 import math
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -254,29 +256,45 @@ def read_roster(path: Path) -> tuple[list[Student], list[str], dict[str, str]]:
     return students, notes, assignments
 
 
-def gradescope_names(folder: Path) -> dict[str, Owner]:
-    """Gradescope's export: ``submission_metadata.yml`` names the students of each
-    ``submission_NNN`` folder (the first submitter of a group)."""
-    path = folder / "submission_metadata.yml"
+def gradescope_names(folder: Path) -> dict[str, list[Owner]]:
+    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
+    ``submission_NNN`` folder (every member of a group). The export is SUBMISSIONS itself, or
+    one folder in it per assignment (``ch03/submission_NNN``). A student is then known by their
+    e-mail (or SIS id), the same in every assignment's export. Keys: ``submission_NNN`` or
+    ``ch03/submission_NNN``."""
+    found: dict[str, list[Owner]] = {}
+    places = [("", folder)]
     try:
-        text = read_regular(path, MAX_CSV_BYTES).decode("utf-8", errors="replace")
-    except (OSError, ValueError):
-        return {}
-    import yaml
+        places += [(f"{e.name}/", Path(e.path)) for e in os.scandir(folder)
+                   if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+    except OSError:
+        pass
+    for prefix, place in places:
+        try:
+            text = read_regular(place / "submission_metadata.yml", MAX_CSV_BYTES).decode(
+                "utf-8", errors="replace")
+        except ValueError:
+            continue
+        import yaml
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return {}
-    names = {}
-    for folder_name, entry in (data or {}).items() if isinstance(data, dict) else []:
-        people = entry.get(":submitters") if isinstance(entry, dict) else None
-        if isinstance(people, list) and people and isinstance(people[0], dict):
-            first = people[0]
-            names[str(folder_name)] = Owner(
-                str(folder_name), str(first.get(":name") or folder_name),
-                sis_id=str(first.get(":sid") or ""), email=str(first.get(":email") or ""))
-    return names
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        for name, entry in data.items() if isinstance(data, dict) else []:
+            people = entry.get(":submitters") if isinstance(entry, dict) else None
+            if not isinstance(people, list):
+                continue
+            owners = []
+            for person in people:
+                if isinstance(person, dict):
+                    email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
+                    owners.append(Owner(email or sid or f"{prefix}{name}",
+                                        str(person.get(":name") or email or sid or name),
+                                        sis_id=sid, email=email))
+            if owners:
+                found[f"{prefix}{name}"] = owners
+    return found
 
 
 class Matcher:
@@ -366,7 +384,8 @@ class Gradebook:
 
 
 def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
-          roster: list[Student] | None = None, gradescope: dict[str, Owner] | None = None,
+          roster: list[Student] | None = None,
+          gradescope: dict[str, list[Owner]] | None = None,
           hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0
           ) -> Gradebook:
     """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem."""
@@ -398,36 +417,43 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
         if not book.chapter:
             continue
         owner = owner_of(book.name, chapter_names.get(book.chapter, ""))
-        if gradescope and owner.key in gradescope:
-            known = gradescope[owner.key]
-            owner = Owner(owner.key, known.name, file=owner.file, sis_id=known.sis_id,
-                          email=known.email)
-        student, why = matcher.find(owner) if roster is not None else (None, "")
-        if student is None:
-            student = by_key.get(norm(owner.key) or owner.key)
-        if student is None:
-            student = Student(owner.key, owner.name, owner.canvas_id, owner.sis_id, owner.email)
-            if roster is not None:
-                student.notes.append("not on the roster" + (f" ({why})" if why else ""))
-            by_key[norm(owner.key) or owner.key] = student
-            students.append(student)
-        kept = student.notebooks.get(book.chapter)
-        if kept is None:
-            student.notebooks[book.chapter] = book
-            continue
-        chapter_stem = chapter_names.get(book.chapter, "")
-        exact = [b for b in (kept, book)
-                 if owner_of(b.name, chapter_stem).file == f"{chapter_stem}.ipynb"]
-        best = exact[0] if len(exact) == 1 else max((kept, book), key=lambda b: b.points)
-        other = book if best is kept else kept
-        student.notebooks[book.chapter] = best
-        student.others.append(other)
-        student.notes.append(f"chapter {book.chapter} handed in twice: {best.name} counted "
-                             f"({'named as the chapter' if len(exact) == 1 else 'more points'}),"
-                             f" {other.name} not")
+        parts = book.name.split("/")
+        group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
+                      if len(parts) > 1 and k in (gradescope or {})), None)
+        for member in group or [owner]:
+            _count(book, member, students, by_key, matcher if roster is not None else None,
+                   chapter_names)
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter]
     return Gradebook(ordered, students, ungraded, notes, hands, roster is not None)
+
+
+def _count(book: Notebook, owner: Owner, students: list[Student], by_key: dict[str, Student],
+           matcher: Matcher | None, chapter_names: dict[str, str]) -> None:
+    """Counts ``book`` for the student ``owner`` is: on the roster, or seen before, or new."""
+    student, why = matcher.find(owner) if matcher is not None else (None, "")
+    if student is None:
+        student = by_key.get(norm(owner.key) or owner.key)
+    if student is None:
+        student = Student(owner.key, owner.name, owner.canvas_id, owner.sis_id, owner.email)
+        if matcher is not None:
+            student.notes.append("not on the roster" + (f" ({why})" if why else ""))
+        by_key[norm(owner.key) or owner.key] = student
+        students.append(student)
+    kept = student.notebooks.get(book.chapter)
+    if kept is None:
+        student.notebooks[book.chapter] = book
+        return
+    chapter_stem = chapter_names.get(book.chapter, "")
+    exact = [b for b in (kept, book)
+             if owner_of(b.name, chapter_stem).file == f"{chapter_stem}.ipynb"]
+    best = exact[0] if len(exact) == 1 else max((kept, book), key=lambda b: b.points)
+    other = book if best is kept else kept
+    student.notebooks[book.chapter] = best
+    student.others.append(other)
+    student.notes.append(f"chapter {book.chapter} handed in twice: {best.name} counted "
+                         f"({'named as the chapter' if len(exact) == 1 else 'more points'}),"
+                         f" {other.name} not")
 
 
 def _unique_keys(students: list[Student]) -> None:
