@@ -140,13 +140,13 @@ def load_results(folder: Path) -> list[Notebook]:
         book.flags = uncell(row.get("flags") or "")
         book.first_error = uncell(row.get("first_error") or "")
         exercise = row.get("exercise") or ""
-        if exercise:
+        if EXERCISE.match(exercise):  # not "" (a notebook of no chapter), not "0.2 stub"
             book.results[exercise] = Result(exercise, None, None, uncell(row.get("status") or ""),
                                             uncell(row.get("message") or ""))
     for row in grades:
         name = uncell(row.get("notebook") or "")
         exercise = row.get("exercise") or ""
-        if not exercise:
+        if not EXERCISE.match(exercise):
             continue
         book = notebooks.setdefault(name, Notebook(name))
         result = book.results.setdefault(exercise, Result(exercise, None, None))
