@@ -644,6 +644,19 @@ def test_points_saved_by_a_spreadsheet_with_semicolons_are_read(reported, capsys
     capsys.readouterr()
 
 
+def test_a_notebook_of_no_chapter_is_listed_not_counted(tmp_path, capsys):
+    folder, _ = make_class(tmp_path)
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerow(
+            ["stray/notes.ipynb", "", "not graded", "", "0.0", "0", "",
+             "no chapter notebook matches its name or its exercise labels", ""])
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    assert "not graded as any chapter: stray/notes.ipynb: no chapter notebook matches" in \
+        capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert "stray" not in rows
+
+
 def test_a_folder_not_graded_yet_is_named(tmp_path, capsys):
     assert run(tmp_path, "--source", EXAMPLE) == 2
     assert f"no grades.csv in {tmp_path}: grade the folder first" in capsys.readouterr().err
