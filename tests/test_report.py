@@ -554,6 +554,13 @@ def test_no_answer_or_output_can_add_markup_to_a_page(tmp_path):
     assert images == [f"data:image/png;base64,{png}"] * len(PAYLOADS)
 
 
+def test_a_huge_answer_is_cut_on_the_page():
+    cells = [by_hand.Cell("markdown", "x" * 50_000) for _ in range(100)]
+    html = by_hand.cells_html(cells)
+    assert len(html) < 2 * by_hand.MAX_ANSWER
+    assert "more cell(s): open the notebook" in html
+
+
 def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):
     rows = list(csv.DictReader((reported["out"] / "by_hand" / "points.csv").open()))
     assert [(r["student"], r["exercise"], r["max_points"], r["points"]) for r in rows] == \

@@ -43,6 +43,7 @@ from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, rea
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader
 MAX_TEXT = 20_000  # characters of one cell's source or outputs shown
 MAX_PNG = 2 * 2**20
+MAX_ANSWER = 500_000  # characters (and image bytes) of one answer shown on a page
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ANSWER_STUB = re.compile(r"^\*\*Your answer to Exercise [\d.]+\.\*\* Replace this line with your "
                          r"answer\.$")
@@ -283,8 +284,13 @@ def page(title: str, body: str) -> str:
 
 
 def cells_html(cells: list[Cell]) -> str:
-    parts = []
-    for item in cells:
+    parts, size = [], 0
+    for shown_cells, item in enumerate(cells):
+        size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
+        if shown_cells and size > MAX_ANSWER:
+            parts.append(f'<p class="blank">[... {len(cells) - shown_cells} more cell(s): '
+                         "open the notebook]</p>")
+            break
         kind = "code" if item.kind == "code" else "text"
         text = item.source if len(item.source) <= MAX_TEXT else \
             item.source[:MAX_TEXT] + f"\n[... {len(item.source) - MAX_TEXT} more characters]"
