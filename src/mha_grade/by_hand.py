@@ -1,0 +1,486 @@
+"""By-hand exercises: every student's answer on one page per exercise, and points to fill in.
+
+The student edition marks an exercise by its prompt, a markdown cell holding ``:label: ex-NN-K``
+(in an HTML comment Jupyter does not show); a student answers in the cells below it: the answer
+cell ("Your answer to Exercise N.K", tagged ``answer``), the experiment's code cell (``# YOUR
+CODE HERE``), and any cell they add. The answer is those cells, up to the next exercise's prompt
+or the next cell of the chapter's own text (found by its cell id, or, in a notebook saved
+without ids, by its words), check cells left out.
+
+Everything in a submission is hostile: the pages show it as escaped text (markdown and maths as
+typed, never rendered; images only as validated PNG data), under a Content-Security-Policy that
+allows no script, no request and no form. The points file is a CSV with every field made safe
+for a spreadsheet; reading it back, every entry is checked and every bad one named.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import difflib
+import html
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mha_grade._shared import (
+    LABEL,
+    cell,
+    create,
+    display,
+    parse,
+    read_regular,
+    source,
+    student_edition,
+    uncell,
+)
+from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, read_csv
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader
+MAX_TEXT = 20_000  # characters of one cell's source or outputs shown
+MAX_PNG = 2 * 2**20
+MAX_ANSWER = 500_000  # characters (and image bytes) of one answer shown on a page
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ANSWER_STUB = re.compile(r"^\*\*Your answer to Exercise [\d.]+\.\*\* Replace this line with your "
+                         r"answer\.$")
+CODE_STUBS = {"", "# YOUR CODE HERE", "# YOUR CODE HERE\nraise NotImplementedError()"}
+POINTS_HEADER = ["student", "name", "exercise", "max_points", "points", "comment"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a submission (never run: JSON only, shape checked)
+
+@dataclass
+class Cell:
+    kind: str  # "markdown", "code", "raw"
+    source: str
+    tags: list[str] = field(default_factory=list)
+    id: str = ""
+    text: list[str] = field(default_factory=list)  # text outputs
+    images: list[bytes] = field(default_factory=list)  # PNG outputs, validated
+    handed_out: bool = False  # as the student edition has it (a stub)
+
+    @property
+    def blank(self) -> bool:
+        text = self.source.strip()
+        return self.handed_out or text in CODE_STUBS or bool(ANSWER_STUB.match(text))
+
+
+def _text(value) -> str | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = "".join(value)
+    return value if isinstance(value, str) else None
+
+
+def read_cells(path: Path) -> list[Cell]:
+    """The cells of a submitted notebook; ``ValueError`` when it is none."""
+    try:
+        nb = json.loads(read_regular(path, MAX_NOTEBOOK_BYTES).decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, json.JSONDecodeError):
+        raise ValueError("not a notebook (not JSON)") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError("not a notebook (no list of cells)")
+    cells = []
+    for raw in nb["cells"]:
+        if not isinstance(raw, dict) or raw.get("cell_type") not in ("markdown", "code", "raw"):
+            continue
+        text = _text(raw.get("source", ""))
+        if text is None:
+            continue
+        metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        tags = metadata.get("tags")
+        tags = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
+        ident = raw.get("id") if isinstance(raw.get("id"), str) else ""
+        item = Cell(raw["cell_type"], text, tags, ident)
+        outputs = raw.get("outputs") if isinstance(raw.get("outputs"), list) else []
+        for output in outputs:
+            if not isinstance(output, dict):
+                continue
+            if output.get("output_type") == "stream":
+                found = _text(output.get("text"))
+                if found:
+                    item.text.append(found)
+            elif output.get("output_type") == "error":
+                item.text.append(f"{output.get('ename', '')}: {output.get('evalue', '')}"
+                                 if isinstance(output.get("ename"), str)
+                                 and isinstance(output.get("evalue"), str) else "an error")
+            elif isinstance(output.get("data"), dict):
+                png = output["data"].get("image/png")
+                if isinstance(png, str) and len(png) <= 2 * MAX_PNG:
+                    try:
+                        data = base64.b64decode("".join(png.split()), validate=True)
+                    except (binascii.Error, ValueError):
+                        data = b""
+                    if data.startswith(PNG_MAGIC) and len(data) <= MAX_PNG:
+                        item.images.append(data)
+                        continue
+                found = _text(output["data"].get("text/plain"))
+                if found:
+                    item.text.append(found)
+        cells.append(item)
+    return cells
+
+
+def submission_files(folder: Path) -> dict[str, Path]:
+    """Every notebook under ``folder`` by the name the grader gives it (``display`` of its path
+    relative to ``folder``); symbolic links, hidden entries and special files are left alone."""
+    found: dict[str, Path] = {}
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False) and entry.name.endswith(".ipynb"):
+                found[display(Path(entry.path).relative_to(folder).as_posix())] = Path(entry.path)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The instructor's notebook: prompts, and which cells are the chapter's own text
+
+@dataclass
+class Known:
+    """Cells of the instructor's notebook, to recognise in a submission: by cell id, or, in a
+    notebook saved without ids, code by its source and markdown by its words (the student
+    edition rewrites the book's MyST, so equality cannot be asked of markdown)."""
+
+    ids: set[str] = field(default_factory=set)
+    code: set[str] = field(default_factory=set)
+    words: list[list[str]] = field(default_factory=list)
+
+    def add(self, item: dict) -> None:
+        if item.get("id"):
+            self.ids.add(item["id"])
+        if item["cell_type"] == "code":
+            self.code.add(source(item).strip())
+        else:
+            self.words.append(words(source(item)))
+
+    def has(self, item: Cell) -> bool:
+        if item.id:
+            return item.id in self.ids
+        if item.kind == "code":
+            return item.source.strip() in self.code
+        found = words(item.source)
+        return bool(found) and any(
+            difflib.SequenceMatcher(None, found, known, autojunk=False).ratio() >= 0.8
+            for known in self.words)
+
+
+def words(text: str) -> list[str]:
+    """The words of a markdown cell, without link targets and MyST role names (which the
+    student edition rewrites)."""
+    text = re.sub(r"\]\([^)]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=|<!--.*?-->", " ", text,
+                  flags=re.DOTALL)
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+@dataclass
+class Source:
+    """What the report reads from an instructor's chapter notebook."""
+
+    name: str  # "03_attention_with_weights"
+    prompts: dict[str, str]  # exercise name -> its prompt (the MyST source)
+    labels: dict[str, str]  # exercise name -> label
+    chapter: Known  # the cells outside every exercise: the chapter's own text and code
+    given: Known  # cells inside an exercise that are no prompt, solution or check (its data)
+    check_ids: set[str]
+    stubs: set[str]  # the student edition's stubbed code cells
+
+
+def read_source(path: Path) -> Source:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    exercises = parse(nb)
+    chapter, given, inside, own = Known(), Known(), set(), set()
+    for exercise in exercises:
+        parts = {exercise.prompt, *exercise.solution, *exercise.checks}
+        own |= parts
+        inside |= set(range(exercise.prompt, max(parts) + 1))
+    for index, item in enumerate(nb["cells"]):
+        if index not in inside:
+            chapter.add(item)
+        elif index not in own:
+            given.add(item)
+    return Source(path.stem, {e.name: source(nb["cells"][e.prompt]) for e in exercises},
+                  {e.name: e.label for e in exercises}, chapter, given,
+                  {nb["cells"][i].get("id") for e in exercises for i in e.checks} - {None},
+                  {source(c).strip() for c in student_edition(nb)["cells"]
+                   if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])})
+
+
+def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] | None:
+    """The cells of a student's answer to the exercise labelled ``label``; ``None`` if the
+    notebook has no such prompt (then the answer cell, by its id or tag, if it has one)."""
+    start = next((i for i, c in enumerate(cells) if c.kind == "markdown"
+                  and any(m.group(1) == label for m in LABEL.finditer(c.source))), None)
+    if start is None:
+        found = [c for c in cells if c.id == f"answer-{label}"]
+        return found or None
+    check_ids = chapter.check_ids if chapter else set()
+    region = []
+    for item in cells[start + 1:]:
+        if item.kind == "markdown" and LABEL.search(item.source):
+            break  # the next exercise
+        if chapter is not None and chapter.chapter.has(item):
+            break  # the chapter's text goes on
+        if "check" in item.tags or item.id in check_ids or "mha.checks." in item.source:
+            continue
+        item.handed_out = chapter is not None and (item.source.strip() in chapter.stubs
+                                                   or chapter.given.has(item))
+        region.append(item)
+    return region
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML, safely
+
+BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; "
+       "base-uri 'none'")
+STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;border-left:3px solid #ccc}
+pre.code{border-color:#58a}pre.out{background:#fff;border-color:#ddd}
+section{border-top:1px solid #aaa;margin-top:1.5rem}.blank{color:#a00}.note{color:#555}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
+vertical-align:top}img{max-width:100%}"""
+
+
+def visible(text: str) -> str:
+    """Text with every invisible or direction-changing character shown as ``\\uXXXX`` (lines and
+    tabs kept), so that a page shows what was typed, not what it pretends."""
+    out = []
+    for char in text:
+        if char in "\n\t":
+            out.append(char)
+        elif char in BIDI or unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl",
+                                                            "Zp"):
+            out.append(f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def esc(text: str) -> str:
+    return html.escape(visible(str(text)), quote=True)
+
+
+def page(title: str, body: str) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n"
+            "<meta name=\"referrer\" content=\"no-referrer\">\n"
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n"
+            f"{body}\n</body></html>\n")
+
+
+def cells_html(cells: list[Cell]) -> str:
+    parts, size = [], 0
+    for shown_cells, item in enumerate(cells):
+        size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
+        if shown_cells and size > MAX_ANSWER:
+            parts.append(f'<p class="blank">[... {len(cells) - shown_cells} more cell(s): '
+                         "open the notebook]</p>")
+            break
+        kind = "code" if item.kind == "code" else "text"
+        text = item.source if len(item.source) <= MAX_TEXT else \
+            item.source[:MAX_TEXT] + f"\n[... {len(item.source) - MAX_TEXT} more characters]"
+        parts.append(f'<pre class="{kind}">{esc(text)}</pre>')
+        shown = "".join(item.text)
+        if shown:
+            if len(shown) > MAX_TEXT:
+                shown = shown[:MAX_TEXT] + f"\n[... {len(shown) - MAX_TEXT} more characters]"
+            parts.append(f'<pre class="out">{esc(shown)}</pre>')
+        for image in item.images:
+            data = base64.b64encode(image).decode("ascii")
+            parts.append(f'<img alt="an image the cell printed" src="data:image/png;base64,'
+                         f'{data}">')
+    return "\n".join(parts)
+
+
+@dataclass
+class Answer:
+    student: str  # the gradebook's key
+    name: str
+    notebook: str  # as the grader names it
+    cells: list[Cell] | None  # None: the prompt is not in the notebook
+    problem: str = ""
+
+
+def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: list[str]) -> str:
+    blank = sum(1 for a in answers if a.cells is not None and all(c.blank for c in a.cells))
+    body = [f"<h1>Exercise {esc(exercise)}: every answer</h1>",
+            f"<p>{len(answers)} notebook(s), {blank} with the answer left blank. Grade in "
+            "<code>points.csv</code> (next to this page).</p>",
+            f"<h2>The exercise</h2><pre class=\"text\">{esc(prompt)}</pre>" if prompt else ""]
+    for number_, item in enumerate(answers, start=1):
+        body.append(f'<section id="a{number_}"><h2>{esc(item.name)}</h2>'
+                    f'<p class="note">student <code>{esc(item.student)}</code>, notebook '
+                    f'<code>{esc(item.notebook)}</code></p>')
+        if item.problem:
+            body.append(f'<p class="blank">{esc(item.problem)}</p>')
+        elif item.cells is None:
+            body.append('<p class="blank">The exercise\'s prompt is not in this notebook: '
+                        "nothing found to show; open the notebook.</p>")
+        elif not item.cells or all(c.blank for c in item.cells):
+            body.append('<p class="blank">No answer: the answer cells are as handed out.</p>')
+        else:  # what the student wrote; the stubs left as handed out are not repeated
+            body.append(cells_html([c for c in item.cells if not c.blank]))
+        body.append("</section>")
+    if nothing:
+        body.append("<section><h2>No notebook of this chapter</h2><p>"
+                    + ", ".join(esc(n) for n in nothing) + "</p></section>")
+    return page(f"Exercise {exercise}: answers", "\n".join(body))
+
+
+def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
+            ) -> dict[str, tuple[str, list[Answer], list[str]]]:
+    """exercise -> (prompt, every student's answer, who handed in no notebook of its chapter)."""
+    pages = {}
+    for chapter in book.chapters:
+        cache: dict[str, list[Cell] | str] = {}  # a chapter's notebooks, read once each
+        chapter_source = sources.get(chapter.number)
+        for exercise in chapter.by_hand:
+            label = (chapter_source.labels.get(exercise) if chapter_source else None) or \
+                f"ex-{chapter.number}-{exercise.split('.')[1]}"
+            answers, nothing = [], []
+            for student in book.students:
+                nb = student.notebooks.get(chapter.number)
+                if nb is None:
+                    nothing.append(student.name)
+                    continue
+                if nb.name not in cache:
+                    path = files.get(nb.name)
+                    try:
+                        cache[nb.name] = read_cells(path) if path else \
+                            "the notebook was not found under SUBMISSIONS"
+                    except (OSError, ValueError) as error:
+                        cache[nb.name] = f"the notebook cannot be read: {error}"
+                cells = cache[nb.name]
+                if isinstance(cells, str):
+                    answers.append(Answer(student.key, student.name, nb.name, None, cells))
+                else:
+                    answers.append(Answer(student.key, student.name, nb.name,
+                                          answer(cells, label, chapter_source)))
+            prompt = chapter_source.prompts.get(exercise, "") if chapter_source else ""
+            pages[exercise] = (prompt, answers, nothing)
+    return pages
+
+
+def index_page(pages: dict[str, tuple[str, list[Answer], list[str]]]) -> str:
+    items = "".join(f'<li><a href="{esc(name)}.html">Exercise {esc(name)}</a>: '
+                    f"{len(answers)} answer(s)</li>"
+                    for name, (_, answers, _) in sorted(pages.items(),
+                                                       key=lambda p: exercise_key(p[0])))
+    return page("By-hand exercises", "<h1>By-hand exercises</h1><ul>" + items + "</ul>"
+                "<p>Enter points in <code>points.csv</code>, then run "
+                "<code>mha-grade report SUBMISSIONS --hand-points points.csv</code>.</p>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Points to fill in, and reading them back
+
+def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
+    """The rows of points.csv: one per by-hand exercise and student with a notebook of its
+    chapter; what an earlier file holds (points, comments, maximum points) is kept as it is,
+    rows it has that this run does not make included."""
+    kept = {(uncell(r.get("student") or ""), r.get("exercise") or ""): r for r in existing}
+    rows, made = [], set()
+    for chapter in book.chapters:
+        for exercise in chapter.by_hand:
+            for student in book.students:
+                if chapter.number not in student.notebooks:
+                    continue
+                old = kept.get((student.key, exercise), {})
+                rows.append({"student": student.key, "name": student.name,
+                             "exercise": exercise,
+                             "max_points": uncell(old.get("max_points") or "") if old
+                             else fmt_points(book.hand_max[exercise]),
+                             "points": uncell(old.get("points") or ""),
+                             "comment": uncell(old.get("comment") or "")})
+                made.add((student.key, exercise))
+    rows += [{k: uncell(r.get(k) or "") for k in POINTS_HEADER}
+             for key, r in kept.items() if key not in made]
+    return rows
+
+
+def write_points(path: Path, rows: list[dict]) -> None:
+    with create(path) as handle:
+        writer = csv.DictWriter(handle, fieldnames=POINTS_HEADER, lineterminator="\n",
+                                extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows([{k: cell(v) for k, v in row.items()} for row in rows])
+
+
+def read_points(path: Path, book: Gradebook) -> list[str]:
+    """Puts the points of a filled points.csv into ``book`` (``Student.hand``, and each
+    exercise's maximum into ``book.hand_max``); returns one message per entry not taken."""
+    rows = read_csv(path)
+    errors: list[str] = []
+    if rows and not {"student", "exercise", "points"} <= set(rows[0]):
+        return [f"{path.name}: the columns must include student, exercise and points "
+                f"(found: {display(', '.join(k for k in rows[0] if k))})"]
+    by_hand = {e for c in book.chapters for e in c.by_hand}
+    maxima: dict[str, tuple[float, int]] = {}
+    taken: dict[tuple[str, str], int] = {}
+    pending = []
+    for line, row in enumerate(rows, start=2):
+        where = f"{path.name} line {line}"
+        key = uncell(row.get("student") or "").strip()
+        exercise = (row.get("exercise") or "").strip()
+        student = book.student(key)
+        if student is None:
+            errors.append(f"{where}: unknown student {display(key)!r}: not in the gradebook")
+            continue
+        if exercise not in by_hand:
+            errors.append(f"{where}: exercise {display(exercise)!r} is not graded by hand "
+                          f"(those are: {', '.join(sorted(by_hand, key=exercise_key))})")
+            continue
+        if (key, exercise) in taken:
+            errors.append(f"{where}: {display(key)}, exercise {exercise} again (first on line "
+                          f"{taken[(key, exercise)]}): this one not taken")
+            continue
+        taken[(key, exercise)] = line
+        raw_max = (row.get("max_points") or "").strip()
+        try:
+            most = number(raw_max)
+        except ValueError:
+            most = None
+            errors.append(f"{where}: max_points {display(raw_max)!r} is not a number")
+            continue
+        most = book.hand_max[exercise] if most is None else most
+        if most <= 0:
+            errors.append(f"{where}: max_points must be positive, not {fmt_points(most)}")
+            continue
+        if exercise in maxima and maxima[exercise][0] != most:
+            errors.append(f"{where}: exercise {exercise} has max_points {fmt_points(most)} "
+                          f"here but {fmt_points(maxima[exercise][0])} on line "
+                          f"{maxima[exercise][1]}: one value per exercise")
+            continue
+        maxima.setdefault(exercise, (most, line))
+        raw = uncell(row.get("points") or "").strip()
+        try:  # a decimal comma (1,5) is read as the decimal mark it is
+            points = number(raw.replace(",", ".") if re.fullmatch(r"\d+,\d+", raw) else raw)
+        except ValueError:
+            errors.append(f"{where}: points {display(raw)!r} for {display(key)}, exercise "
+                          f"{exercise} is not a number")
+            continue
+        if points is not None and not 0 <= points <= most:
+            errors.append(f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
+                          f"{exercise} is not between 0 and {fmt_points(most)}")
+            continue
+        pending.append((student, exercise, points, uncell(row.get("comment") or "")))
+    for exercise, (most, _) in maxima.items():
+        book.hand_max[exercise] = most
+    for student, exercise, points, comment in pending:
+        student.hand[exercise] = (points, comment)
+    return errors

@@ -1,0 +1,551 @@
+"""The class's gradebook: one row per student, from the grader's grades.csv and grading_log.csv.
+
+Who a notebook belongs to is read from where it sits under SUBMISSIONS:
+
+- in a folder: the first folder below SUBMISSIONS is the student (``alice/03_....ipynb``; an
+  LMS download unzipped one folder per student); in Gradescope's export (``submission_NNN/``,
+  as SUBMISSIONS or one folder per assignment in it), the students its
+  ``submission_metadata.yml`` names for that folder (each member of a group), by e-mail;
+- directly in SUBMISSIONS, a Canvas bulk download (``smithjohn_12345_678901_03_....ipynb``, with
+  ``_late`` after the name when late): the Canvas user id (the ``ID`` column of Canvas's gradebook
+  export), shown with the name part;
+- otherwise a prefix before the chapter's name (``alice_03_....ipynb``), as the grader reads it.
+
+A roster (a CSV of students: Canvas's gradebook export, or columns name, id, login, section) puts
+everyone on it in the gradebook, matched by Canvas id, SIS id, login (or e-mail) or name; a
+student who handed in nothing gets zeros, and a submission that matches nobody keeps its row,
+marked "not on the roster". Everything a submission names (file and folder names) is shown as
+the grader wrote it: escaped for a terminal, and for a spreadsheet (``cell``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mha_grade._shared import cell, read_regular, uncell
+
+MAX_CSV_BYTES = 256 * 2**20
+CANVAS_FILE = re.compile(r"^(?P<slug>[^_/]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$",
+                         re.IGNORECASE)
+EXERCISE = re.compile(r"^(\d+)\.(\d+)$")
+
+
+def exercise_key(name: str) -> tuple:
+    return tuple(int(p) for p in re.findall(r"\d+", name)) + (name,)
+
+
+def chapter_of_exercise(name: str) -> str:
+    """``3.2`` -> ``03``."""
+    match = EXERCISE.match(name)
+    if match is None:
+        raise ValueError(f"exercise name {name!r} is not N.K")
+    return f"{int(match.group(1)):02d}"
+
+
+def feedback_file(key: str) -> str:
+    """A file name for a student's feedback: ASCII letters, digits and dashes from their key, at
+    most 40, and 10 hex digits of its SHA-256, so two keys never share a file and no key reaches
+    outside the folder (no ``/``, ``..``, device names or hidden files)."""
+    ascii_ = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", ascii_).strip("-").lower()[:40] or "student"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{slug}-{digest}.html"
+
+
+def number(text: str) -> float | None:
+    if text is None or not str(text).strip():
+        return None
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text!r}")
+    return value
+
+
+def fmt_points(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def read_csv(path: Path) -> list[dict]:
+    """The rows of a CSV file, read without following a symbolic link (``ValueError`` naming
+    the file if it is one, or missing, or not a regular file, or not CSV). A byte-order mark
+    (Excel's) is dropped, and a file whose first line has more semicolons than commas (Excel
+    where the comma is the decimal mark) is read with semicolons."""
+    try:
+        text = read_regular(path, MAX_CSV_BYTES).decode("utf-8-sig", errors="replace")
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    first = text.split("\n", 1)[0]
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    try:
+        return list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
+    except csv.Error as error:
+        raise ValueError(f"{path} is not a CSV file ({error})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# What the grader wrote
+
+@dataclass
+class Result:
+    exercise: str
+    points: float | None  # None: graded by hand (or not graded)
+    max_points: float | None
+    status: str = ""
+    message: str = ""
+
+
+@dataclass
+class Notebook:
+    """One graded notebook: its name as the grader wrote it (relative to SUBMISSIONS)."""
+
+    name: str
+    chapter: str = ""  # "03"; "" when it was graded as no chapter
+    results: dict[str, Result] = field(default_factory=dict)
+    problem: str = ""
+    flags: str = ""
+    first_error: str = ""
+
+    @property
+    def points(self) -> float:
+        return sum(r.points or 0 for r in self.results.values() if r.max_points is not None)
+
+    @property
+    def by_hand(self) -> list[str]:
+        return [e for e, r in self.results.items() if r.max_points is None]
+
+
+def load_results(folder: Path) -> list[Notebook]:
+    """The notebooks of ``grades.csv`` and ``grading_log.csv`` in ``folder`` (the grader's
+    ``--out``), with their points, statuses, messages and problems."""
+    if not (folder / "grades.csv").exists():
+        raise ValueError(f"no grades.csv in {folder}: grade the folder first (mha-grade grade), "
+                         "or name the grader's --out with --grades")
+    grades = read_csv(folder / "grades.csv")
+    log = read_csv(folder / "grading_log.csv")
+    notebooks: dict[str, Notebook] = {}
+    for row in log:
+        name = uncell(row.get("notebook") or "")
+        book = notebooks.setdefault(name, Notebook(name))
+        book.problem = uncell(row.get("problem") or "")
+        book.flags = uncell(row.get("flags") or "")
+        book.first_error = uncell(row.get("first_error") or "")
+        exercise = row.get("exercise") or ""
+        if EXERCISE.match(exercise):  # not "" (a notebook of no chapter), not "0.2 stub"
+            book.results[exercise] = Result(exercise, None, None, uncell(row.get("status") or ""),
+                                            uncell(row.get("message") or ""))
+    for row in grades:
+        name = uncell(row.get("notebook") or "")
+        exercise = row.get("exercise") or ""
+        if not EXERCISE.match(exercise):
+            continue
+        book = notebooks.setdefault(name, Notebook(name))
+        result = book.results.setdefault(exercise, Result(exercise, None, None))
+        try:
+            result.points, result.max_points = number(row["points"]), number(row["max_points"])
+        except (KeyError, ValueError) as error:
+            raise ValueError(f"grades.csv: a bad row for {name}, exercise {exercise}: "
+                             f"{error}") from None
+    for book in notebooks.values():
+        chapters = {chapter_of_exercise(e) for e in book.results}
+        if len(chapters) > 1:
+            raise ValueError(f"grades.csv: {book.name} has exercises of chapters "
+                             f"{sorted(chapters)}")
+        book.chapter = chapters.pop() if chapters else ""
+    return sorted(notebooks.values(), key=lambda b: b.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Students
+
+@dataclass
+class Student:
+    key: str  # unique here; the "student" column of gradebook.csv and of the by-hand points
+    name: str
+    id: str = ""  # Canvas's user id
+    sis_user_id: str = ""
+    login: str = ""
+    section: str = ""
+    on_roster: bool = False
+    notebooks: dict[str, Notebook] = field(default_factory=dict)  # chapter -> the one counted
+    others: list[Notebook] = field(default_factory=list)  # duplicates, not counted
+    notes: list[str] = field(default_factory=list)
+    # by-hand exercise -> (points or None, the instructor's comment)
+    hand: dict[str, tuple[float | None, str]] = field(default_factory=dict)
+
+
+@dataclass
+class Owner:
+    """Who a notebook belongs to, as its place under SUBMISSIONS says."""
+
+    key: str  # the folder, the Canvas user id, or the name prefix
+    name: str  # shown
+    canvas_id: str = ""
+    file: str = ""  # the file's own name (a Canvas download's original name)
+    sis_id: str = ""  # from Gradescope's metadata
+    email: str = ""
+
+
+def owner_of(notebook: str, chapter_stem: str = "") -> Owner:
+    """The student a notebook (its path relative to SUBMISSIONS) belongs to."""
+    parent, _, name = notebook.partition("/") if "/" in notebook else ("", "", notebook)
+    if parent:
+        return Owner(parent, parent, file=notebook.rpartition("/")[2])
+    match = CANVAS_FILE.match(name)
+    if match:
+        return Owner(f"canvas-{match['uid']}", match["slug"], match["uid"], match["file"])
+    stem = name.removesuffix(".ipynb")
+    if chapter_stem and chapter_stem in stem:
+        prefix = stem.split(chapter_stem)[0].strip(" _-.")
+    else:  # renamed: the part before the first separator
+        prefix = re.split(r"[ _.-]", stem, maxsplit=1)[0]
+    return Owner(prefix, prefix, file=name)
+
+
+def norm(text: str) -> str:
+    """Letters and digits only, lower case, accents dropped: how names are compared."""
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in text.casefold() if c.isalnum() and not unicodedata.combining(c))
+
+
+ROSTER_COLUMNS = {
+    "name": ("student", "name", "student name", "full name", "sortable name"),
+    "id": ("id", "canvas id", "canvas user id", "user id"),
+    "sis_user_id": ("sis user id", "sis_user_id", "student id", "student number", "sid"),
+    "login": ("sis login id", "login", "login id", "username", "email", "e-mail"),
+    "section": ("section", "sections"),
+}
+
+
+def read_roster(path: Path) -> tuple[list[Student], list[str], dict[str, str]]:
+    """The students of a roster CSV, notes, and the assignment columns of a Canvas export
+    (``"03_attention_with_weights (12345)"``: name -> header) to reuse their ids."""
+    rows = read_csv(path)
+    if not rows:
+        raise ValueError(f"{path.name}: no students")
+    header = {k.strip().casefold(): k for k in rows[0] if k is not None}
+    columns = {}
+    for field_name, names in ROSTER_COLUMNS.items():
+        columns[field_name] = next((header[n] for n in names if n in header), None)
+    if columns["name"] is None and columns["id"] is None and columns["login"] is None:
+        raise ValueError(f"{path.name}: no column name, id or login (columns: "
+                         f"{', '.join(header.values())})")
+    assignments = {m.group(1).strip(): k for k in header.values()
+                   if (m := re.match(r"^(.*?)\s*\((\d+)\)\s*$", k))}
+    students, notes = [], []
+    for number_, row in enumerate(rows, start=2):
+        get = {f: (row.get(c) or "").strip() if c else "" for f, c in columns.items()}
+        if get["name"].endswith("Points Possible") or get["name"] == "Muted":
+            continue  # Canvas's second row
+        if get["name"] == "Student, Test":
+            notes.append(f"{path.name} line {number_}: Canvas's test student, left out")
+            continue
+        if not any(get.values()):
+            continue
+        students.append(Student("", get["name"] or get["login"] or get["id"], get["id"],
+                                get["sis_user_id"], get["login"], get["section"], True))
+    return students, notes, assignments
+
+
+def gradescope_names(folder: Path) -> dict[str, list[Owner]]:
+    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
+    ``submission_NNN`` folder (every member of a group). The export is SUBMISSIONS itself, or
+    one folder in it per assignment (``ch03/submission_NNN``). A student is then known by their
+    e-mail (or SIS id), the same in every assignment's export. Keys: ``submission_NNN`` or
+    ``ch03/submission_NNN``."""
+    found: dict[str, list[Owner]] = {}
+    places = [("", folder)]
+    try:
+        places += [(f"{e.name}/", Path(e.path)) for e in os.scandir(folder)
+                   if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+    except OSError:
+        pass
+    for prefix, place in places:
+        try:
+            text = read_regular(place / "submission_metadata.yml", MAX_CSV_BYTES).decode(
+                "utf-8", errors="replace")
+        except ValueError:
+            continue
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        for name, entry in data.items() if isinstance(data, dict) else []:
+            people = entry.get(":submitters") if isinstance(entry, dict) else None
+            if not isinstance(people, list):
+                continue
+            owners = []
+            for person in people:
+                if isinstance(person, dict):
+                    email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
+                    owners.append(Owner(email or sid or f"{prefix}{name}",
+                                        str(person.get(":name") or email or sid or name),
+                                        sis_id=sid, email=email))
+            if owners:
+                found[f"{prefix}{name}"] = owners
+    return found
+
+
+class Matcher:
+    """Finds a submission's student on the roster: by Canvas id, SIS id, login (or the e-mail's
+    user part) or name ("Smith, John", "John Smith": smithjohn and johnsmith), unambiguously."""
+
+    def __init__(self, students: list[Student]):
+        self.by_id: dict[str, list[Student]] = {}
+        self.by_token: dict[str, list[Student]] = {}
+        for student in students:
+            if student.id:
+                self.by_id.setdefault(student.id, []).append(student)
+            tokens = {norm(student.sis_user_id), norm(student.login),
+                      norm(student.login.split("@")[0])}
+            name = student.name
+            if "," in name:
+                last, _, first = name.partition(",")
+            else:
+                first, _, last = name.rpartition(" ")
+            tokens |= {norm(name), norm(last + first), norm(first + last)}
+            for token in tokens - {""}:
+                self.by_token.setdefault(token, []).append(student)
+
+    def find(self, owner: Owner) -> tuple[Student | None, str]:
+        if owner.canvas_id and len(self.by_id.get(owner.canvas_id, [])) == 1:
+            return self.by_id[owner.canvas_id][0], ""
+        for token in (norm(owner.sis_id), norm(owner.email), norm(owner.email.split("@")[0]),
+                      norm(owner.key), norm(owner.name)):
+            found = {id(s): s for s in self.by_token.get(token, [])} if token else {}
+            if len(found) == 1:
+                return next(iter(found.values())), ""
+            if len(found) > 1:
+                return None, f"matches {len(found)} roster entries: not matched"
+        return None, ""
+
+
+@dataclass
+class Chapter:
+    number: str  # "03"
+    name: str  # "03_attention_with_weights", or "03" without the instructor's notebook
+    exercises: list[str]  # in order
+    max_points: dict[str, float | None]  # None: by hand
+
+    @property
+    def auto_max(self) -> float:
+        return sum(m or 0 for m in self.max_points.values())
+
+    @property
+    def by_hand(self) -> list[str]:
+        return [e for e in self.exercises if self.max_points[e] is None]
+
+
+@dataclass
+class Gradebook:
+    chapters: list[Chapter]
+    students: list[Student]
+    ungraded: list[Notebook]  # notebooks graded as no chapter (not a notebook, no match...)
+    notes: list[str]
+    hand_max: dict[str, float]  # by-hand exercise -> its points
+    roster: bool
+
+    def student(self, key: str) -> Student | None:
+        return next((s for s in self.students if s.key == key), None)
+
+    def handed_in_nothing(self) -> list[Student]:
+        return [s for s in self.students if not s.notebooks]
+
+    def not_on_roster(self) -> list[Student]:
+        return [s for s in self.students if self.roster and not s.on_roster]
+
+    def chapter_max(self, chapter: Chapter) -> float:
+        return chapter.auto_max + sum(self.hand_max.get(e, 0) for e in chapter.by_hand)
+
+    def points(self, student: Student, chapter: Chapter, exercise: str) -> float | None:
+        """Points of one exercise; ``None`` for a by-hand one not graded yet."""
+        book = student.notebooks.get(chapter.number)
+        if chapter.max_points[exercise] is None:
+            if exercise in student.hand and student.hand[exercise][0] is not None:
+                return student.hand[exercise][0]
+            return 0.0 if book is None else None
+        if book is None or exercise not in book.results:
+            return 0.0
+        return book.results[exercise].points or 0.0
+
+    def chapter_points(self, student: Student, chapter: Chapter) -> float:
+        return sum(self.points(student, chapter, e) or 0 for e in chapter.exercises)
+
+
+def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
+          roster: list[Student] | None = None,
+          gradescope: dict[str, list[Owner]] | None = None,
+          hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0
+          ) -> Gradebook:
+    """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem."""
+    notes: list[str] = []
+    chapters: dict[str, Chapter] = {}
+    for book in notebooks:
+        if not book.chapter:
+            continue
+        chapter = chapters.setdefault(book.chapter, Chapter(
+            book.chapter, chapter_names.get(book.chapter, book.chapter), [], {}))
+        for exercise, result in book.results.items():
+            if exercise not in chapter.max_points:
+                chapter.exercises.append(exercise)
+                chapter.max_points[exercise] = result.max_points
+            elif result.max_points is not None and chapter.max_points[exercise] is not None \
+                    and result.max_points != chapter.max_points[exercise]:
+                notes.append(f"exercise {exercise} has {fmt_points(result.max_points)} points "
+                             f"in {book.name} but {fmt_points(chapter.max_points[exercise])} "
+                             "in another notebook: graded by different versions?")
+    for chapter in chapters.values():
+        chapter.exercises.sort(key=exercise_key)
+    ordered = [chapters[k] for k in sorted(chapters)]
+    hands = {e: (hand_max or {}).get(e, default_hand_max) for c in ordered for e in c.by_hand}
+
+    students = list(roster or [])
+    matcher = Matcher(students)
+    by_key: dict[str, Student] = {}
+    for book in notebooks:
+        if not book.chapter:
+            continue
+        owner = owner_of(book.name, chapter_names.get(book.chapter, ""))
+        parts = book.name.split("/")
+        group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
+                      if len(parts) > 1 and k in (gradescope or {})), None)
+        for member in group or [owner]:
+            _count(book, member, students, by_key, matcher if roster is not None else None,
+                   chapter_names)
+    _unique_keys(students)
+    ungraded = [b for b in notebooks if not b.chapter]
+    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None)
+
+
+def _count(book: Notebook, owner: Owner, students: list[Student], by_key: dict[str, Student],
+           matcher: Matcher | None, chapter_names: dict[str, str]) -> None:
+    """Counts ``book`` for the student ``owner`` is: on the roster, or seen before, or new."""
+    student, why = matcher.find(owner) if matcher is not None else (None, "")
+    if student is None:
+        student = by_key.get(norm(owner.key) or owner.key)
+    if student is None:
+        student = Student(owner.key, owner.name, owner.canvas_id, owner.sis_id, owner.email)
+        if matcher is not None:
+            student.notes.append("not on the roster" + (f" ({why})" if why else ""))
+        by_key[norm(owner.key) or owner.key] = student
+        students.append(student)
+    kept = student.notebooks.get(book.chapter)
+    if kept is None:
+        student.notebooks[book.chapter] = book
+        return
+    chapter_stem = chapter_names.get(book.chapter, "")
+    exact = [b for b in (kept, book)
+             if owner_of(b.name, chapter_stem).file == f"{chapter_stem}.ipynb"]
+    best = exact[0] if len(exact) == 1 else max((kept, book), key=lambda b: b.points)
+    other = book if best is kept else kept
+    student.notebooks[book.chapter] = best
+    student.others.append(other)
+    student.notes.append(f"chapter {book.chapter} handed in twice: {best.name} counted "
+                         f"({'named as the chapter' if len(exact) == 1 else 'more points'}),"
+                         f" {other.name} not")
+
+
+def _unique_keys(students: list[Student]) -> None:
+    """Every student a key of their own: the roster's login, id or name, else the
+    submission's; a second "Li Wei" becomes "Li Wei (2)"."""
+    seen: set[str] = set()
+    for student in students:
+        base = student.key or student.login or student.id or student.sis_user_id or \
+            student.name or "student"
+        key, count = base, 1
+        while key in seen:
+            count += 1
+            key = f"{base} ({count})"
+        student.key = key
+        seen.add(key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
+    """gradebook.csv: a header, a row of maximum points, then one row per student."""
+    header = ["student", "name", "id", "sis_user_id", "login", "section"]
+    top: list[object] = ["max points", "", "", "", "", ""]
+    for chapter in book.chapters:
+        for exercise in chapter.exercises:
+            most = chapter.max_points[exercise]
+            header.append(exercise + (" (by hand)" if most is None else ""))
+            top.append(fmt_points(book.hand_max[exercise] if most is None else most))
+        header.append(f"{chapter.name} total")
+        top.append(fmt_points(book.chapter_max(chapter)))
+    header += ["autograded", "by hand", "total", "chapters handed in", "notes", "feedback"]
+    auto_max = sum(c.auto_max for c in book.chapters)
+    hand_max = sum(book.hand_max.values())
+    top += [fmt_points(auto_max), fmt_points(hand_max), fmt_points(auto_max + hand_max),
+            str(len(book.chapters)), "", ""]
+    rows = [top]
+    for student in book.students:
+        row: list[object] = [student.key, student.name, student.id, student.sis_user_id,
+                             student.login, student.section]
+        auto = hand = 0.0
+        for chapter in book.chapters:
+            for exercise in chapter.exercises:
+                value = book.points(student, chapter, exercise)
+                row.append(fmt_points(value))
+                if chapter.max_points[exercise] is None:
+                    hand += value or 0
+                else:
+                    auto += value or 0
+            row.append(fmt_points(book.chapter_points(student, chapter)))
+        notes = list(student.notes)
+        missing = [e for c in book.chapters for e in c.by_hand
+                   if c.number in student.notebooks and book.points(student, c, e) is None]
+        if missing:
+            notes.append(f"by hand, not graded yet: {', '.join(missing)}")
+        if not student.notebooks:
+            notes.append("handed in nothing")
+        for _, nb in sorted(student.notebooks.items()):
+            if nb.flags:
+                notes.append(f"{nb.name}: review: {nb.flags}")
+        row += [fmt_points(auto), fmt_points(hand), fmt_points(auto + hand),
+                str(len(student.notebooks)), "; ".join(notes),
+                f"feedback/{feedback_file(student.key)}"]
+        rows.append(row)
+    return header, rows
+
+
+CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+POINTS_POSSIBLE = "    Points Possible"  # Canvas's export writes it so (four spaces)
+
+
+def canvas_rows(book: Gradebook, columns: dict[str, str]) -> tuple[list[list[object]], list[str]]:
+    """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, then one
+    column per chapter, ``"Name (assignment id)"`` for an assignment Canvas has (``columns``:
+    "03" or the chapter's name -> that header), else the chapter's name (Canvas then makes a
+    new assignment); the second row holds the points possible. Students Canvas cannot find
+    (no id, SIS id or login) are left out and named in the notes."""
+    header = list(CANVAS_HEADER)
+    for chapter in book.chapters:
+        header.append(columns.get(chapter.number) or columns.get(chapter.name) or chapter.name)
+    rows: list[list[object]] = [header, [POINTS_POSSIBLE, "", "", "", ""] + [
+        fmt_points(book.chapter_max(c)) for c in book.chapters]]
+    left_out = []
+    for student in book.students:
+        if not (student.id or student.sis_user_id or student.login):
+            left_out.append(student.key)
+            continue
+        rows.append([student.name, student.id, student.sis_user_id, student.login,
+                     student.section] + [fmt_points(book.chapter_points(student, c))
+                                         for c in book.chapters])
+    notes = [f"canvas_import.csv leaves out {len(left_out)} student(s) with no Canvas id, SIS "
+             f"id or login (a roster gives them: Canvas's gradebook export): "
+             f"{', '.join(left_out[:10])}{', ...' if len(left_out) > 10 else ''}"
+             ] if left_out else []
+    return [[cell(v) for v in row] for row in rows], notes

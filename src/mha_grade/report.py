@@ -1,0 +1,183 @@
+"""``mha-grade report``: the gradebook, feedback per student and the by-hand exercises' pages.
+
+    mha-grade report SUBMISSIONS [--grades FOLDER] [--out FOLDER] [--roster roster.csv]
+                     [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
+                     [--canvas-column 03="Chapter 3 (12345)"] [--source NOTEBOOK ...]
+
+Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
+or ``--grades``) and the submitted notebooks (read as JSON, never run), and writes into ``--out``
+(default: ``SUBMISSIONS_report`` beside SUBMISSIONS, so that grading again does not meet it):
+
+- ``gradebook.csv``: one row per student, a column per exercise and per chapter, totals, notes;
+- ``canvas_import.csv``: Canvas's gradebook import format, one column per chapter;
+- ``feedback/<student>.html``: each student's points and messages;
+- ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise, and
+  ``by_hand/points.csv`` to fill in (a new run keeps what it holds) and read back with
+  ``--hand-points``;
+- ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
+
+Exit status: 0, or 1 when entries of ``--hand-points`` were not taken (each is named), 2 for
+wrong arguments or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+from mha_grade import by_hand, feedback, gradebook
+from mha_grade._shared import ROOT, chapter_notebooks, create, terminal
+
+
+def parse_hand_max(values: list[str]) -> tuple[float, dict[str, float]]:
+    default, per = 1.0, {}
+    for value in values:
+        name, _, points = value.rpartition("=")
+        try:
+            number = float(points)
+        except ValueError:
+            raise ValueError(f"--hand-max {value!r}: not a number of points") from None
+        if not number > 0:
+            raise ValueError(f"--hand-max {value!r}: points must be positive")
+        if name:
+            per[name] = number
+        else:
+            default = number
+    return default, per
+
+
+def write_csv(path: Path, rows: list[list[object]]) -> None:
+    with create(path) as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+
+
+def folder(path: Path) -> Path:
+    """``path`` as a folder of ours: made if missing, refused if it is a symbolic link."""
+    if path.is_symlink():
+        raise ValueError(f"{path} is a symbolic link: not written through")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="mha-grade report",
+        description="Gradebook, Canvas import, feedback per student and by-hand pages from "
+                    "grades.csv and grading_log.csv.")
+    parser.add_argument("submissions", type=Path, help="the folder that was graded")
+    parser.add_argument("--grades", type=Path, default=None,
+                        help="folder holding grades.csv and grading_log.csv (default: "
+                             "SUBMISSIONS, or the --out given to the grader)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: SUBMISSIONS_report beside SUBMISSIONS)")
+    parser.add_argument("--roster", type=Path, default=None,
+                        help="CSV of the class: Canvas's gradebook export, or columns name, "
+                             "id, login, section")
+    parser.add_argument("--hand-points", type=Path, default=None,
+                        help="the filled points.csv of the by-hand exercises")
+    parser.add_argument("--hand-max", action="append", default=[], metavar="[N.K=]POINTS",
+                        help="points of a by-hand exercise (default 1; points.csv's "
+                             "max_points column wins)")
+    parser.add_argument("--canvas-column", action="append", default=[], metavar="NN=HEADER",
+                        help="the Canvas column of chapter NN, e.g. '03=Chapter 3 (12345)' "
+                             "(default: the roster's column named after the chapter, else a "
+                             "new assignment named after it)")
+    parser.add_argument("--source", type=Path, action="append", default=None,
+                        help="instructor notebook(s) (default: every chapter in notebooks/)")
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as error:
+        print(f"mha-grade report: {terminal(str(error))}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    submissions = args.submissions
+    if not submissions.is_dir():
+        raise ValueError(f"{submissions} is not a folder")
+    grades = args.grades or submissions
+    out = args.out or submissions.resolve().parent / f"{submissions.resolve().name}_report"
+    if out.resolve().is_relative_to(submissions.resolve()):
+        print(f"warning: {out} is inside SUBMISSIONS: grading that folder again lists "
+              "these files as not notebooks", file=sys.stderr)
+    default_max, hand_max = parse_hand_max(args.hand_max)
+    sources = {}
+    for path in args.source or chapter_notebooks(ROOT):
+        source = by_hand.read_source(path)
+        sources[path.stem[:2]] = source
+    names = {number: source.name for number, source in sources.items()}
+    notebooks = gradebook.load_results(grades)
+    roster, notes, canvas_columns = None, [], {}
+    if args.roster is not None:
+        roster, notes, found = gradebook.read_roster(args.roster)
+        canvas_columns = {k: v for k, v in found.items()}
+    for value in args.canvas_column:
+        chapter, sep, header = value.partition("=")
+        if not sep or not header:
+            raise ValueError(f"--canvas-column {value!r}: write NN=HEADER")
+        canvas_columns[chapter] = header
+    book = gradebook.build(notebooks, names, roster=roster,
+                           gradescope=gradebook.gradescope_names(submissions),
+                           hand_max=hand_max, default_hand_max=default_max)
+    book.notes[:0] = notes
+    errors = by_hand.read_points(args.hand_points, book) if args.hand_points else []
+
+    folder(out)
+    header, rows = gradebook.gradebook_rows(book)
+    write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
+                                      for row in [header, *rows]])
+    canvas, canvas_notes = gradebook.canvas_rows(book, canvas_columns)
+    write_csv(out / "canvas_import.csv", canvas)
+    pages = folder(out / "feedback")
+    for student in book.students:
+        with create(pages / feedback.file_name(student.key)) as handle:
+            handle.write(feedback.feedback_page(book, student))
+    hand = folder(out / "by_hand")
+    answers = by_hand.collect(book, by_hand.submission_files(submissions), sources)
+    for exercise, (prompt, found, nothing) in answers.items():
+        with create(hand / f"{exercise}.html") as handle:
+            handle.write(by_hand.answers_page(exercise, prompt, found, nothing))
+    with create(hand / "index.html") as handle:
+        handle.write(by_hand.index_page(answers))
+    points = hand / "points.csv"
+    existing = gradebook.read_csv(points) if os.path.lexists(points) else []
+    by_hand.write_points(points, by_hand.points_rows(book, existing))
+
+    nothing = book.handed_in_nothing()
+    unknown = book.not_on_roster()
+    ungraded_hand = sum(1 for s in book.students for c in book.chapters for e in c.by_hand
+                        if c.number in s.notebooks and book.points(s, c, e) is None)
+    lines = [f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
+             f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
+             f"{len(answers)} by-hand page(s) in {out}"]
+    if nothing:
+        lines.append(f"handed in nothing ({len(nothing)}): "
+                     + ", ".join(terminal(s.name) for s in nothing))
+    if unknown:
+        lines.append(f"not on the roster ({len(unknown)}): "
+                     + ", ".join(terminal(s.key) for s in unknown))
+    for nb in book.ungraded:
+        lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
+    if ungraded_hand:
+        lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
+                     "run again with --hand-points")
+    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
+    lines += [f"not taken: {error}" for error in errors]
+    with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
+        handle.write("\n".join(lines) + "\n")
+    print("\n".join(line for line in lines if not line.startswith("not taken: ")))
+    for error in errors:
+        print(f"not taken: {error}", file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} entr{'y' if len(errors) == 1 else 'ies'} of "
+              f"{args.hand_points} not taken (above); the others are in the outputs",
+              file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,725 @@
+"""`mha-grade report`: gradebook, Canvas import, feedback per student, by-hand pages and points.
+
+The class is built here from the example chapter (tests/fixtures/00_example_exercises.ipynb:
+0.1 by hand, 0.2 one point, 0.3 two points): the student edition with answers written in, and a
+grades.csv and grading_log.csv written as the grader writes them, so the expected numbers are
+the ones put in, not the report's. One test runs the real grader first (the end-to-end test).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import functools
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
+
+from mha_grade import by_hand, report
+from mha_grade._shared import cell, display
+from mha_grade.feedback import file_name
+from mha_grade.gradebook import CANVAS_HEADER, POINTS_POSSIBLE, owner_of
+
+from conventions import ROOT
+
+NAME = EXAMPLE.name
+STEM = EXAMPLE.stem
+GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
+LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
+              "problem", "first_error"]
+FAILED_FIRST = "cell 1: ModuleNotFoundError: No module named 'mha'"
+NOT_DEFINED = "NameError: name 'mha' is not defined"
+HOSTILE = "<script>alert('x')</script> $\\frac{a}{b}$ =1+1"
+
+
+def student_nb(answer_01=None, extra=None):
+    """The student edition of the example chapter, with an answer to 0.1 (and a cell the
+    student added below it)."""
+    nb = student_edition.student_edition(fmt.load(EXAMPLE))
+    cells = nb["cells"]
+    position = next(i for i, c in enumerate(cells) if c.get("id") == "answer-ex-00-1")
+    if answer_01 is not None:
+        cells[position]["source"] = answer_01
+    if extra is not None:
+        cells.insert(position + 1, {"cell_type": "code", "metadata": {}, "outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "printed <b>bold</b>\n"}],
+            "execution_count": 1, "source": extra, "id": "added"})
+    return nb
+
+
+# what each student handed in and what the grader said: (0.2 points, 0.3 points, statuses...)
+CLASS = {
+    "alice": dict(answer="Adding c multiplies every exp by e^c. " + HOSTILE, extra="print(1)",
+                  points=(1, 2), status=("correct", "correct"), messages=("correct", "correct")),
+    "bob": dict(answer="I think it changes.", points=(1, 0), status=("correct", "wrong"),
+                messages=("correct", "for n = 3: <img src=x onerror=alert(1)> the transpose")),
+    "carol": dict(answer=None, points=(0, 0), status=("not done", "not done"),
+                  messages=("not done yet", "not done yet")),
+    "dave": dict(answer="My notebook fails at the top.", points=(0, 0),
+                 status=("error", "error"), messages=(NOT_DEFINED, NOT_DEFINED),
+                 first_error=FAILED_FIRST),
+    "zed": dict(answer="Not on the roster, still graded.", points=(1, 2),
+                status=("correct", "correct"), messages=("correct", "correct")),
+}
+ROSTER = [("Alice Archer", "1001", "S1", "alice", "A"), ("Bob Baker", "1002", "S2", "bob", "A"),
+          ("Carol Cole", "1003", "S3", "carol", "B"), ("Dave Dunn", "1004", "S4", "dave", "B"),
+          ("Erin Evans", "1005", "S5", "erin", "B")]
+
+
+def write_csv(path, header, rows):
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows([{k: cell(v) for k, v in row.items()} for row in rows])
+
+
+def grader_files(folder, graded):
+    """grades.csv and grading_log.csv as the grader writes them, for notebooks
+    ``{relative path: spec}``."""
+    grades, log = [], []
+    for name, spec in graded.items():
+        shown = display(name)
+        grades.append({"notebook": shown, "exercise": "0.1", "points": "", "max_points": ""})
+        log.append({"notebook": shown, "exercise": "0.1", "status": "by hand", "message": "",
+                    "seconds": "3.0", "errors": 0, "flags": "", "problem": spec.get("problem", ""),
+                    "first_error": spec.get("first_error", "")})
+        for index, (exercise, most) in enumerate((("0.2", 1), ("0.3", 2))):
+            grades.append({"notebook": shown, "exercise": exercise,
+                           "points": spec["points"][index], "max_points": most})
+            log.append({"notebook": shown, "exercise": exercise,
+                        "status": spec["status"][index], "message": spec["messages"][index],
+                        "seconds": "3.0", "errors": 0, "flags": "",
+                        "problem": spec.get("problem", ""),
+                        "first_error": spec.get("first_error", "")})
+    write_csv(folder / "grades.csv", GRADES_HEADER, grades)
+    write_csv(folder / "grading_log.csv", LOG_HEADER, log)
+
+
+def make_class(tmp_path, layout="folders"):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    graded = {}
+    for who, spec in CLASS.items():
+        relative = f"{who}/{NAME}" if layout == "folders" else f"{who}_{NAME}"
+        path = folder / relative
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(student_nb(spec["answer"], spec.get("extra"))))
+        graded[relative] = spec
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                         f"{STEM} (777)"])
+        writer.writerow([POINTS_POSSIBLE, "", "", "", "", "4"])
+        writer.writerows([[*r, ""] for r in ROSTER])
+    return folder, roster
+
+
+def run(*args):
+    return report.main([str(a) for a in args])
+
+
+def rows_of(path):
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def by_student(path):
+    rows = rows_of(path)
+    header = rows[0]
+    return header, {r[0]: dict(zip(header, r, strict=True)) for r in rows[1:]}
+
+
+@pytest.fixture
+def reported(tmp_path, capsys):
+    folder, roster = make_class(tmp_path)
+    out = tmp_path / "out"
+    code = run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return {"folder": folder, "roster": roster, "out": out, "printed": printed.out}
+
+
+# ---------------------------------------------------------------------------------------------
+# Who is who
+
+@pytest.mark.parametrize("notebook, key, name, canvas_id", [
+    (f"alice/{NAME}", "alice", "alice", ""),
+    (f"submission_123/sub/{NAME}", "submission_123", "submission_123", ""),
+    (f"alice_{NAME}", "alice", "alice", ""),
+    (f"Alice Archer - {NAME}", "Alice Archer", "Alice Archer", ""),
+    (f"archeralice_1001_5001_{NAME}", "canvas-1001", "archeralice", "1001"),
+    (f"archeralice_late_1001_5002_{STEM}-1.ipynb", "canvas-1001", "archeralice", "1001"),
+    ("alice_copy.ipynb", "alice", "alice", ""),  # renamed: graded by its labels
+])
+def test_a_notebook_belongs_to_its_folder_its_canvas_id_or_its_name_prefix(notebook, key, name,
+                                                                           canvas_id):
+    owner = owner_of(notebook, STEM)
+    assert (owner.key, owner.name, owner.canvas_id) == (key, name, canvas_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradebook
+
+def test_the_gradebook_has_a_row_per_student_with_the_graders_points_and_totals(reported):
+    header, rows = by_student(reported["out"] / "gradebook.csv")
+    assert header[:6] == ["student", "name", "id", "sis_user_id", "login", "section"]
+    assert header[6:10] == ["0.1 (by hand)", "0.2", "0.3", f"{STEM} total"]
+    top = rows["max points"]
+    assert (top["0.1 (by hand)"], top["0.2"], top["0.3"], top[f"{STEM} total"]) == \
+        ("1", "1", "2", "4")
+    # roster students by their login, the one not on it by its folder
+    assert set(rows) == {"max points", "alice", "bob", "carol", "dave", "erin", "zed"}
+    for who, spec in CLASS.items():
+        row = rows[who]
+        auto = sum(spec["points"])
+        assert (row["0.2"], row["0.3"]) == tuple(str(p) for p in spec["points"]), who
+        assert row["0.1 (by hand)"] == "", who  # handed in, not graded yet
+        assert (row["autograded"], row["by hand"], row["total"]) == (str(auto), "0", str(auto))
+        assert row[f"{STEM} total"] == str(auto)
+        assert "by hand, not graded yet: 0.1" in row["notes"]
+    erin = rows["erin"]
+    assert (erin["name"], erin["id"], erin["section"]) == ("Erin Evans", "1005", "B")
+    assert [erin[k] for k in ("0.1 (by hand)", "0.2", "0.3", "total")] == ["0", "0", "0", "0"]
+    assert "handed in nothing" in erin["notes"]
+    assert "not on the roster" in rows["zed"]["notes"] and rows["zed"]["id"] == ""
+    assert rows["alice"]["name"] == "Alice Archer" and rows["alice"]["id"] == "1001"
+    assert rows["alice"]["feedback"] == f"feedback/{file_name('alice')}"
+    assert (reported["out"] / rows["erin"]["feedback"]).is_file()
+    assert "handed in nothing (1): Erin Evans" in reported["printed"]
+    assert "not on the roster (1): zed" in reported["printed"]
+    assert (reported["out"] / "summary.txt").read_text() == reported["printed"]
+
+
+def test_the_canvas_file_follows_canvas_import_format(reported):
+    rows = rows_of(reported["out"] / "canvas_import.csv")
+    # the roster (a Canvas export) has the chapter's column: its assignment id is reused
+    assert rows[0] == CANVAS_HEADER + [f"{STEM} (777)"]
+    assert rows[1] == [POINTS_POSSIBLE, "", "", "", "", "4"]
+    body = {r[1]: r for r in rows[2:]}
+    assert body["1001"] == ["Alice Archer", "1001", "S1", "alice", "A", "3"]
+    assert body["1002"][5] == "1" and body["1003"][5] == "0" and body["1004"][5] == "0"
+    assert body["1005"] == ["Erin Evans", "1005", "S5", "erin", "B", "0"]
+    assert len(rows) == 2 + 5  # zed has no Canvas id: left out, and said so
+    assert "canvas_import.csv leaves out 1 student(s) with no Canvas id, SIS id or login" \
+        in reported["printed"] and reported["printed"].rstrip().endswith(": zed")
+
+
+def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp_path, capsys):
+    folder = tmp_path / "canvas"
+    folder.mkdir()
+    graded = {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+              f"bakerbob_late_1002_5002_{STEM}-1.ipynb": CLASS["bob"],
+              f"Carol Cole_{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:  # a plain roster, not Canvas's export
+        csv.writer(handle).writerows([["name", "id", "login"], *[r[:2] + r[3:4] for r in ROSTER]])
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out", "--source", EXAMPLE,
+               "--canvas-column", "00=Chapter zero (42)") == 0
+    printed = capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert (rows["alice"]["0.3"], rows["bob"]["0.3"], rows["carol"]["0.2"]) == ("2", "0", "0")
+    assert "not on the roster" not in printed
+    assert "handed in nothing (2): Dave Dunn, Erin Evans" in printed
+    assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
+
+
+def test_a_gradescope_export_names_its_students_and_credits_every_group_member(tmp_path):
+    """Gradescope's export (here one folder per assignment inside SUBMISSIONS): its
+    submission_metadata.yml names each submission's students; a student is known by e-mail."""
+    folder = tmp_path / "class"
+    export = folder / "chapter00"
+    graded = {f"chapter00/submission_11/{NAME}": CLASS["alice"],
+              f"chapter00/submission_12/{NAME}": CLASS["bob"],
+              f"chapter00/submission_13/{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    (export / "submission_metadata.yml").write_text(
+        "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :sid: '100'\n"
+        "    :email: alice@example.edu\n"
+        "submission_12:\n  :submitters:\n  - :name: Bob Baker\n    :sid: '200'\n"
+        "    :email: bob@example.edu\n  - :name: Dave Dunn\n    :sid: '400'\n"
+        "    :email: dave@example.edu\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice@example.edu", "bob@example.edu",
+                         "dave@example.edu", "chapter00"}
+    assert rows["alice@example.edu"]["name"] == "Alice Archer"
+    assert rows["alice@example.edu"]["sis_user_id"] == "100"
+    assert rows["alice@example.edu"]["total"] == "3"
+    # a group's submission counts for each member
+    assert rows["bob@example.edu"]["total"] == rows["dave@example.edu"]["total"] == "1"
+    # a submission the metadata does not name: its folder, as without a roster
+    assert rows["chapter00"]["total"] == "0"
+    # with a roster, matched by e-mail or SIS id
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,sis_user_id,login\nAlice Archer,100,aa\nDave Dunn,,dave@example.edu\n")
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out2", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out2" / "gradebook.csv")
+    assert rows["aa"]["total"] == "3" and rows["dave@example.edu"]["total"] == "1"
+    assert "not on the roster" in rows["bob@example.edu"]["notes"]
+
+
+def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
+    """Chapter 0 and chapter 3 (its exercises and points as the grader would write them):
+    columns in chapter order, per-chapter totals, and zeros for a chapter not handed in."""
+    folder = tmp_path / "two"
+    chapter_03 = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
+    points_03 = {"3.1": (1, 1), "3.3": (0, 2)}  # (alice's points, max) of the checked ones
+    by_hand_03 = ["3.2", "3.4", "3.5"]
+    graded = {f"alice/{NAME}": CLASS["alice"], f"bob/{NAME}": CLASS["bob"]}
+    for name in graded:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb()))
+    grader_files(folder, graded)
+    (folder / "alice" / chapter_03.name).write_text(json.dumps({"cells": []}))
+    with (folder / "grades.csv").open("a", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        for exercise, (got, most) in points_03.items():
+            writer.writerow([f"alice/{chapter_03.name}", exercise, got, most])
+        for exercise in by_hand_03:
+            writer.writerow([f"alice/{chapter_03.name}", exercise, "", ""])
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        for exercise in [*points_03, *by_hand_03]:
+            writer.writerow([f"alice/{chapter_03.name}", exercise, "correct", "", "1", "0", "",
+                             "", ""])
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE, "--source", chapter_03,
+               "--hand-max", "2", "--hand-max", "3.5=4") == 0
+    header, rows = by_student(out / "gradebook.csv")
+    assert header[6:] == ["0.1 (by hand)", "0.2", "0.3", f"{STEM} total", "3.1", "3.2 (by hand)",
+                          "3.3", "3.4 (by hand)", "3.5 (by hand)", f"{chapter_03.stem} total",
+                          "autograded", "by hand", "total", "chapters handed in", "notes",
+                          "feedback"]
+    top = rows["max points"]
+    assert (top[f"{STEM} total"], top[f"{chapter_03.stem} total"], top["total"]) == \
+        ("5", str(1 + 2 + 2 + 2 + 4), str(5 + 11))
+    assert (rows["alice"][f"{chapter_03.stem} total"], rows["alice"]["autograded"]) == ("1", "4")
+    assert rows["alice"]["chapters handed in"] == "2"
+    assert rows["bob"]["3.1"] == "0" and rows["bob"]["3.2 (by hand)"] == "0"
+    assert rows["bob"]["chapters handed in"] == "1" and rows["bob"]["total"] == "1"
+    assert sorted(p.name for p in (out / "by_hand").glob("*.html")) == \
+        ["0.1.html", "3.2.html", "3.4.html", "3.5.html", "index.html"]
+    page = (out / "by_hand" / "3.2.html").read_text()
+    assert "The exercise's prompt is not in this notebook" in page
+    assert "No notebook of this chapter</h2><p>bob" in page
+    capsys.readouterr()
+
+
+def test_a_chapter_handed_in_twice_counts_once_and_says_which(tmp_path):
+    folder = tmp_path / "twice"
+    folder.mkdir()
+    graded = {f"alice/{NAME}": dict(CLASS["bob"], problem="duplicate: also in alice/again"),
+              f"alice/again_{NAME}": dict(CLASS["alice"], problem="duplicate")}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    # the one named as the chapter counts (as on Gradescope), though the other scores more
+    assert rows["alice"]["total"] == "1"
+    assert f"alice/{NAME} counted (named as the chapter), alice/again_{NAME} not" in \
+        rows["alice"]["notes"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Feedback
+
+def feedback_of(reported, key):
+    return (reported["out"] / "feedback" / file_name(key)).read_text()
+
+
+def test_feedback_lists_each_exercises_points_and_message(reported):
+    bob = feedback_of(reported, "bob")
+    assert "Feedback for Bob Baker" in bob and "Total: 1 / 4 points" in bob
+    assert "<td>0.3</td><td>0 / 2</td><td>wrong</td>" in bob
+    assert "&lt;img src=x onerror=alert(1)&gt; the transpose" in bob
+    assert "<img" not in bob  # the message is text, never markup
+    assert "<td>0.1</td><td>not graded yet</td><td>graded by hand</td>" in bob
+    assert "Nothing handed in" in feedback_of(reported, "erin")
+
+
+def test_feedback_names_the_first_cell_that_failed_and_why_later_checks_fail(reported):
+    dave = feedback_of(reported, "dave")
+    assert "The first cell that failed" in dave
+    assert "cell 1: ModuleNotFoundError: No module named &#x27;mha&#x27;" in dave
+    assert "fix that cell first" in dave
+    assert "The first cell that failed" not in feedback_of(reported, "alice")
+
+
+@pytest.mark.parametrize("key", ["..", "../../etc/passwd", "a/b", "CON", "", ".hidden", "<x>",
+                                 "=cmd|' /C calc'!A0", "ａｌｉｃｅ", "alice", "Alice",
+                                 "\u202egnp.exe", "x" * 300])
+def test_a_feedback_file_name_is_safe(key):
+    name = file_name(key)
+    assert re.fullmatch(r"[a-z0-9-]{1,40}-[0-9a-f]{10}\.html", name), name
+
+
+def test_feedback_file_names_are_unique():
+    keys = ["alice", "Alice", "ALICE", "al ice", "al-ice", "", "..", "a/b", "a_b", "ａｌｉｃｅ"]
+    assert len({file_name(k) for k in keys}) == len(keys)
+
+
+def test_hostile_names_stay_text_in_pages_and_csv(tmp_path):
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    names = ["=HYPERLINK(\"x\")", "<img src=x onerror=alert(1)>", "a..b", "\u202eevil"]
+    graded = {}
+    for who in names:
+        relative = f"{who}/{NAME}"
+        (folder / who).mkdir()
+        (folder / relative).write_text(json.dumps(student_nb(HOSTILE)))
+        graded[relative] = CLASS["alice"]
+    grader_files(folder, graded)
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    text = (out / "gradebook.csv").read_text()
+    keys = [r[0] for r in rows_of(out / "gradebook.csv")]
+    assert "'=HYPERLINK(\"x\")" in keys and not any(k.startswith("=") for k in keys)
+    assert "\\u202eevil" in keys and "\u202e" not in text
+    pages = sorted((out / "feedback").iterdir())
+    assert len(pages) == len(names) and all(p.parent == out / "feedback" for p in pages)
+    for page in [*pages, out / "by_hand" / "0.1.html"]:
+        html = page.read_text()
+        assert "<script>" not in html and "<img src=x" not in html and "\u202e" not in html
+
+
+def test_outputs_replace_a_symbolic_link_and_never_write_through_one(reported, tmp_path):
+    out, target = reported["out"], tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    (out / "gradebook.csv").unlink()
+    (out / "gradebook.csv").symlink_to(target)
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", out, "--source",
+               EXAMPLE) == 0
+    assert target.read_text() == "keep me" and not (out / "gradebook.csv").is_symlink()
+    shutil.rmtree(out / "feedback")
+    (out / "feedback").symlink_to(tmp_path, target_is_directory=True)
+    assert run(reported["folder"], "--out", out, "--source", EXAMPLE) == 2
+    assert not list(tmp_path.glob("*.html"))
+
+
+# ---------------------------------------------------------------------------------------------
+# By-hand exercises
+
+def test_one_page_per_by_hand_exercise_with_every_answer_escaped(reported):
+    html = (reported["out"] / "by_hand" / "0.1.html").read_text()
+    assert "Content-Security-Policy" in html and "default-src &#x27;none&#x27;" not in html
+    assert "default-src 'none'" in html
+    assert "Softmax ignores a shift" in html  # the prompt
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; $\\frac{a}{b}$" in html
+    assert "<script>" not in html
+    assert "I think it changes." in html and "Not on the roster, still graded." in html
+    # a cell the student added below the answer, with what it printed (escaped)
+    assert "print(1)" in html and "printed &lt;b&gt;bold&lt;/b&gt;" in html
+    # carol left the answer cell as handed out; erin handed in nothing
+    carol = html.split("Carol Cole</h2>")[1].split("</section>")[0]
+    assert "No answer: the answer cells are as handed out" in carol
+    assert "No notebook of this chapter</h2><p>Erin Evans" in html
+    # the chapter's own text after the exercises and the other exercises are not answers
+    assert "After the exercises" not in html and "scaled_scores" not in html
+    assert (reported["out"] / "by_hand" / "index.html").exists()
+    assert not (reported["out"] / "by_hand" / "0.2.html").exists()
+
+
+@functools.cache
+def book():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import jupyter_edition
+
+    return jupyter_edition.load_book(ROOT)
+
+
+@functools.cache
+def handed_out(path):
+    """The notebook `make student` hands out for a chapter."""
+    docname = path.relative_to(ROOT).with_suffix("").as_posix()
+    return json.dumps(student_edition.student_jupyter_edition(fmt.load(path), book(), docname))
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["with cell ids", "saved without ids"])
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem[:2])
+def test_every_exercise_of_a_handed_out_notebook_is_found_and_blank(path, ids, tmp_path):
+    """What `make student` hands out: each exercise's answer is found below its prompt, holds
+    only the handed-out stubs (no chapter text after the exercises, no check cell), and so is
+    shown as "no answer"; also for a notebook saved without cell ids (the chapter's text is
+    then recognised by its words and its code)."""
+    nb = json.loads(handed_out(path))
+    for item in nb["cells"]:
+        if not ids:
+            item.pop("id", None)
+    (tmp_path / path.name).write_text(json.dumps(nb))
+    cells = by_hand.read_cells(tmp_path / path.name)
+    source = by_hand.read_source(path)
+    for exercise, label in source.labels.items():
+        found = by_hand.answer(cells, label, source)
+        assert found, exercise
+        assert all(c.blank for c in found), (exercise, [c.source for c in found if not c.blank])
+    # an answer written in is not blank, and a cell added below it belongs to it
+    position = next(i for i, c in enumerate(cells) if c.source.startswith("**Your answer"))
+    label = next(m.group(1) for c in reversed(cells[:position])
+                 for m in [re.search(r":label: (ex-\d\d-\d+)", c.source)] if m)
+    cells[position].source = "My answer."
+    cells.insert(position + 1, by_hand.Cell("markdown", "More of it."))
+    found = by_hand.answer(cells, label, source)
+    assert [c.source for c in found if not c.blank] == ["My answer.", "More of it."]
+
+
+PAYLOADS = ["</pre><script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+            "</title></style><svg onload=alert(1)>", "<a href=\"javascript:alert(1)\">x</a>",
+            "<!-- <script>", "<iframe src=//evil>", "\u202e<b>reversed</b>", "&lt;escaped&gt;",
+            "<meta http-equiv=refresh content=0;url=//evil>", "\" onmouseover=\"alert(1)"]
+ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "pre", "code",
+           "section", "img", "table", "tr", "th", "td", "strong", "ul", "li", "a"}
+
+
+class Elements(HTMLParser):
+    """Every element and attribute of a page, and the text of its <pre> blocks."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.attributes, self.pre, self.inside = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attributes += [(tag, k, v) for k, v in attrs]
+        self.inside = tag == "pre"
+        if self.inside:
+            self.pre.append("")
+
+    def handle_endtag(self, tag):
+        self.inside = False if tag == "pre" else self.inside
+
+    def handle_data(self, data):
+        if self.inside:
+            self.pre[-1] += data
+
+
+def test_no_answer_or_output_can_add_markup_to_a_page(tmp_path):
+    """Each payload as an answer, as what a cell printed, and as HTML and SVG outputs: the page
+    holds only the report's own elements, and each payload as text (a PNG output as an image)."""
+    folder = tmp_path / "attacks"
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(32)).decode()
+    graded = {}
+    for number, payload in enumerate(PAYLOADS):
+        nb = student_nb(payload, extra="print('x')")
+        added = next(c for c in nb["cells"] if c.get("id") == "added")
+        added["outputs"] = [
+            {"output_type": "stream", "name": "stdout", "text": payload},
+            {"output_type": "display_data", "metadata": {}, "data": {
+                "text/html": payload, "image/svg+xml": "<svg onload=alert(1)/>",
+                "text/plain": "plain " + payload}},
+            {"output_type": "display_data", "metadata": {}, "data": {"image/png": png}},
+            {"output_type": "display_data", "metadata": {}, "data": {
+                "image/png": base64.b64encode(b"<script>not a png</script>").decode()}}]
+        (folder / f"s{number}").mkdir(parents=True)
+        (folder / f"s{number}" / NAME).write_text(json.dumps(nb))
+        graded[f"s{number}/{NAME}"] = dict(CLASS["bob"], messages=(payload, payload),
+                                            first_error=payload, problem=payload)
+    grader_files(folder, graded)
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    for page in [out / "by_hand" / "0.1.html", *(out / "feedback").iterdir()]:
+        found = Elements()
+        found.feed(page.read_text())
+        assert set(found.tags) <= ALLOWED, (page.name, set(found.tags) - ALLOWED)
+        for tag, name, value in found.attributes:
+            assert not name.startswith("on"), (page.name, tag, name)
+            assert tag != "meta" or name != "http-equiv" or value == "Content-Security-Policy"
+            if tag == "img":
+                assert name == "alt" or value.startswith("data:image/png;base64,")
+            if tag == "a":
+                assert re.fullmatch(r"[\d.]+\.html", value)
+    found = Elements()
+    found.feed((out / "by_hand" / "0.1.html").read_text())
+    shown = "\n".join(found.pre)
+    for payload in PAYLOADS:
+        assert payload.replace("\u202e", "\\u202e") in shown
+        assert "plain " + payload.replace("\u202e", "\\u202e") in shown
+    assert "<svg onload=alert(1)/>" not in shown and "not a png" not in shown
+    images = [v for t, k, v in found.attributes if t == "img" and k == "src"]
+    assert images == [f"data:image/png;base64,{png}"] * len(PAYLOADS)
+
+
+def test_a_huge_answer_is_cut_on_the_page():
+    cells = [by_hand.Cell("markdown", "x" * 50_000) for _ in range(100)]
+    html = by_hand.cells_html(cells)
+    assert len(html) < 2 * by_hand.MAX_ANSWER
+    assert "more cell(s): open the notebook" in html
+
+
+def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):
+    rows = list(csv.DictReader((reported["out"] / "by_hand" / "points.csv").open()))
+    assert [(r["student"], r["exercise"], r["max_points"], r["points"]) for r in rows] == \
+        [(who, "0.1", "1", "") for who in ("alice", "bob", "carol", "dave", "zed")]
+
+
+def fill(reported, points, extra=()):
+    path = reported["out"] / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    for row in rows:
+        row["max_points"] = "2"
+        row["points"], row["comment"] = points.get(row["student"], ("", ""))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows([*rows, *extra])
+    return path
+
+
+def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported, capsys):
+    path = fill(reported, {"alice": ("2", "Clear."), "bob": ("0.5", "=1+1 is not a proof")})
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE, "--hand-points", path) == 0
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["max points"]["0.1 (by hand)"] == "2" and rows["max points"]["total"] == "5"
+    assert (rows["alice"]["0.1 (by hand)"], rows["alice"]["by hand"], rows["alice"]["total"]) \
+        == ("2", "2", "5")
+    assert (rows["bob"]["0.1 (by hand)"], rows["bob"]["total"]) == ("0.5", "1.5")
+    assert rows["carol"]["0.1 (by hand)"] == ""  # still to grade
+    canvas = {r[1]: r for r in rows_of(reported["out"] / "canvas_import.csv")[2:]}
+    assert canvas["1001"][5] == "5" and canvas["1002"][5] == "1.5"
+    assert rows_of(reported["out"] / "canvas_import.csv")[1][5] == "5"
+    bob = feedback_of(reported, "bob")
+    assert "<td>0.1</td><td>0.5 / 2</td><td>graded by hand</td><td>=1+1 is not a proof</td>" \
+        in bob
+    # the points file is kept as filled (its comment made safe for a spreadsheet)
+    kept = {r["student"]: r for r in csv.DictReader(path.open())}
+    assert kept["alice"]["points"] == "2" and kept["bob"]["comment"] == "'=1+1 is not a proof"
+    # and stays so, run after run
+    for _ in range(2):
+        assert run(reported["folder"], "--roster", reported["roster"], "--out",
+                   reported["out"], "--source", EXAMPLE) == 0
+    assert list(csv.DictReader(path.open())) == list(kept.values())
+    capsys.readouterr()
+
+
+def test_bad_points_are_named_and_not_taken(reported, capsys):
+    path = fill(reported, {"alice": ("3", ""), "bob": ("one", ""), "carol": ("1", ""),
+                           "zed": ("-1", "")}, extra=[
+        {"student": "nobody", "name": "", "exercise": "0.1", "max_points": "2", "points": "1",
+         "comment": ""},
+        {"student": "dave", "name": "", "exercise": "0.2", "max_points": "2", "points": "1",
+         "comment": ""},
+        {"student": "carol", "name": "", "exercise": "0.1", "max_points": "2", "points": "2",
+         "comment": ""}])
+    code = run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE, "--hand-points", path)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "points 3 for alice, exercise 0.1 is not between 0 and 2" in err
+    assert "points 'one' for bob, exercise 0.1 is not a number" in err
+    assert "unknown student 'nobody'" in err
+    assert "exercise '0.2' is not graded by hand" in err
+    assert "carol, exercise 0.1 again (first on line 4)" in err
+    assert "points -1 for zed, exercise 0.1 is not between 0 and 2" in err
+    assert "6 entries of" in err
+    assert "not taken: points.csv line 2: points 3 for alice" in \
+        (reported["out"] / "summary.txt").read_text()
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "" and rows["bob"]["0.1 (by hand)"] == ""
+    assert rows["carol"]["0.1 (by hand)"] == "1"  # the first, valid entry is taken
+    # the file keeps every entry as typed, to be corrected (a negative number stays one)
+    kept = [(r["student"], r["points"]) for r in csv.DictReader(path.open())]
+    assert ("zed", "'-1") in kept and ("bob", "one") in kept and ("nobody", "1") in kept
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 0
+    assert [(r["student"], r["points"]) for r in csv.DictReader(path.open())] == kept
+
+
+def test_points_saved_by_a_spreadsheet_with_semicolons_are_read(reported, capsys):
+    path = reported["out"] / "by_hand" / "points.csv"
+    text = "student;name;exercise;max_points;points;comment\nalice;A;0.1;2;1,5;ok\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # Excel's byte-order mark, a decimal comma
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
+               "--hand-points", path) == 0
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "1.5"
+    capsys.readouterr()
+
+
+def test_a_notebook_of_no_chapter_is_listed_not_counted(tmp_path, capsys):
+    folder, _ = make_class(tmp_path)
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerow(
+            ["stray/notes.ipynb", "", "not graded", "", "0.0", "0", "",
+             "no chapter notebook matches its name or its exercise labels", ""])
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    assert "not graded as any chapter: stray/notes.ipynb: no chapter notebook matches" in \
+        capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert "stray" not in rows
+
+
+def test_a_folder_not_graded_yet_is_named(tmp_path, capsys):
+    assert run(tmp_path, "--source", EXAMPLE) == 2
+    assert f"no grades.csv in {tmp_path}: grade the folder first" in capsys.readouterr().err
+
+
+def test_max_points_must_agree_within_an_exercise(reported, capsys):
+    path = reported["out"] / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    rows[0]["max_points"], rows[0]["points"] = "3", "1"
+    rows[1]["points"] = "1"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
+               "--hand-points", path) == 1
+    assert "has max_points 1 here but 3 on line 2: one value per exercise" in \
+        capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: the real grader on a small class, then the report
+
+def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
+    """`mha-grade grade` then `mha-grade report` on three students of the example chapter:
+    full marks, a derivation only, and a notebook whose second cell imports a missing package."""
+    folder = tmp_path / "class"
+    full = fmt.load(EXAMPLE)
+    notebooks = {"ann": full, "ben": student_nb("My derivation: " + HOSTILE)}
+    broken = student_nb()
+    broken["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                               "execution_count": None, "source": "import no_such_package"})
+    notebooks["cid"] = broken
+    for who, nb in notebooks.items():
+        (folder / who).mkdir(parents=True)
+        (folder / who / NAME).write_text(json.dumps(nb))
+    graded = subprocess.run([sys.executable, "-m", "mha_grade", "grade", str(folder),
+                             "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "120"],
+                            capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    grades = list(csv.DictReader((folder / "grades.csv").open()))
+    expected = {}
+    for row in grades:
+        who = row["notebook"].split("/")[0]
+        expected[who] = expected.get(who, 0) + int(row["points"] or 0)
+    assert expected == {"ann": 3, "ben": 0, "cid": 0}
+    out = tmp_path / "out"
+    reported = subprocess.run([sys.executable, "-m", "mha_grade", "report", str(folder), "--out",
+                               str(out), "--source", str(EXAMPLE)],
+                              capture_output=True, text=True, timeout=300)
+    assert reported.returncode == 0, reported.stdout + reported.stderr
+    _, rows = by_student(out / "gradebook.csv")
+    assert {who: int(rows[who]["autograded"]) for who in expected} == expected
+    html = (out / "by_hand" / "0.1.html").read_text()
+    assert "My derivation: &lt;script&gt;" in html and "<script>" not in html
+    cid = (out / "feedback" / file_name("cid")).read_text()
+    assert "The first cell that failed" in cid and "No module named" in cid
+    assert "no_such_package" in cid
+    capsys.readouterr()
