@@ -54,7 +54,10 @@ def causal_mask(answer) -> None:
         _check_mask(answer(n), n)
 
 
-@causal_mask.part("one token (n = 1)", points=1, hidden=True)
+@causal_mask.part("one token (n = 1), and a longer sequence", points=1, hidden=True)
 def _one_token(answer) -> None:
-    # the edge case: a (1, 1) mask, which a .squeeze() turns into shape ()
+    # the edge case: a (1, 1) mask, which a .squeeze() turns into shape (); and a size the
+    # hidden seed draws, so that no constant answer (all True passes n = 1) earns this part
     _check_mask(answer(1), 1)
+    n = int(torch.randint(12, 20, (), generator=torch.Generator().manual_seed(seed(1003))))
+    _check_mask(answer(n), n)

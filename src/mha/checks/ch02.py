@@ -100,7 +100,10 @@ def _single_and_zero_tokens(answer) -> None:
     single = torch.randn(1, 3, generator=g, dtype=torch.float64)
     batch_of_singles = torch.randn(3, 1, 4, generator=g, dtype=torch.float64)
     with_zero = torch.randint(-3, 4, (5, 16), generator=g).double()
-    with_zero[int(torch.randint(0, 5, (), generator=g))] = 0.0
+    order = torch.randperm(5, generator=g).tolist()
+    with_zero[order[0]] = 0.0
+    # and a token twice another: the other one prefers it (so all False is no answer here)
+    with_zero[order[1]] = 2 * with_zero[order[2]]
     _prefers_other_cases(answer, [(single, True), (batch_of_singles, True), (with_zero, True)],
                          first=4)
 
