@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gradescope runs this once when it builds the autograder's image (Ubuntu, as root), with the
 # zip unpacked in /autograder/source. It installs Python, the course's pinned packages (PyTorch's
-# CPU build, as for Binder), the course package `mha` itself (not editable), bubblewrap (used
+# CPU build, as for Binder), the course package `mha` and its grader `mha_grade` (not editable), bubblewrap (used
 # when the container allows user namespaces), and makes the unprivileged user `student` that
 # every submission runs as.
 set -euo pipefail
@@ -13,4 +13,4 @@ grep -v '^-e ' /autograder/source/binder/requirements.txt > /tmp/requirements.tx
 /autograder/venv/bin/python -m pip install --quiet -r /tmp/requirements.txt
 /autograder/venv/bin/python -m pip install --quiet /autograder/source
 chmod -R go+rX,go-w /autograder/venv  # the student's user runs this Python, never changes it
-/autograder/venv/bin/python /autograder/source/tools/gradescope.py prepare
+/autograder/venv/bin/python -m mha_grade gradescope prepare
