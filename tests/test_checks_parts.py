@@ -184,9 +184,9 @@ def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
     bundle = gradescope.build(tmp_path / "gradescope.zip", "after_published")
     with zipfile.ZipFile(bundle) as z:
         z.extract(gradescope.SETTINGS_FILE, tmp_path / "source")
-    assert gradescope.settings(tmp_path / "source") == {"hidden_visibility": "after_published"}
+    assert gradescope.zip_settings(tmp_path / "source") == {"hidden_visibility": "after_published"}
     assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == {
         "hidden_visibility": "after_published"}
-    assert gradescope.settings(tmp_path) == {"hidden_visibility": "after_due_date"}
+    assert gradescope.zip_settings(tmp_path) == {"hidden_visibility": "after_due_date"}
     with pytest.raises(ValueError):
         gradescope.build(tmp_path / "other.zip", "later")

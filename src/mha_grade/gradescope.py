@@ -212,7 +212,7 @@ def _part_tests(outcome: Outcome, exercise: str, declared: list, hidden_visibili
     return tests
 
 
-def settings(source: Path) -> dict:
+def zip_settings(source: Path) -> dict:
     """The instructor's choices written into the zip by ``build`` (defaults if none)."""
     path = source / SETTINGS_FILE
     chosen = json.loads(path.read_text()) if path.is_file() else {}
@@ -281,7 +281,7 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
                       "were killed."] if killed else [])
     result = report(outcomes, ignored, notes,
-                    hidden_visibility or settings(root / "source")["hidden_visibility"])
+                    hidden_visibility or zip_settings(root / "source")["hidden_visibility"])
     with files.create(root / "results" / "results.json", 0o644) as handle:
         json.dump(result, handle, indent=1)
     print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
