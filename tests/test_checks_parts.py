@@ -190,3 +190,74 @@ def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
     assert gradescope.zip_settings(tmp_path) == {"hidden_visibility": "after_due_date"}
     with pytest.raises(ValueError):
         gradescope.build(tmp_path / "other.zip", "later")
+
+
+# --- each hidden part is for a mistake: the mistake passes the notebook's check, not grading
+
+def n_from_lengths(lengths, n):  # 1.3: n taken from the longest sequence, not the argument
+    n = int(lengths.max())
+    pos = torch.arange(n)
+    return (pos[None, :] <= pos[:, None]) & (pos[None, None, :] < lengths[:, None, None])
+
+
+def squeezed_prefers(x):  # 2.2: right, then squeezed (shape () or (B,) for n = 1)
+    dots = x @ x.transpose(-2, -1)
+    return (dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)).squeeze()
+
+
+def repaired_rows(kpm, am):  # 4.2: lets a row with no key attend everywhere, to avoid a NaN
+    allowed = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+    if kpm is not None:
+        allowed = allowed & ~kpm[:, None, None, :]
+    if am is not None:
+        allowed = allowed & ~am
+    return allowed | ~allowed.any(-1, keepdim=True)
+
+
+def squeezed_kernel(layer):  # 5.3: right, then squeezed ((C_out, C_in) for a 1 x 1 kernel)
+    import math
+
+    h, d = layer.num_heads, layer.head_dim
+    k = math.isqrt(h)
+    value = layer.attn.v_proj.weight.reshape(h, d, layer.in_channels)
+    output = layer.attn.out_proj.weight.reshape(layer.out_channels, h, d)
+    taps = torch.einsum("ohd,hdc->hoc", output, value)
+    return taps.reshape(k, k, layer.out_channels, layer.in_channels).permute(2, 3, 0, 1).squeeze()
+
+
+def first_block_largest(m1, l1, o1, m2, l2, o2):  # 6.3: rescales the second block only
+    m = torch.maximum(m1, m2)
+    b = torch.exp(m2 - m1)
+    return m, l1 + b * l2, o1 + b * o2
+
+
+def first_tokens(hidden, mask):  # 8.1: averages the first mask.sum() tokens (right padding)
+    import torch.nn.functional as F
+
+    rows = [hidden[b, :int(mask[b].sum())].mean(0) for b in range(len(hidden))]
+    return F.normalize(torch.stack(rows), dim=-1)
+
+
+# (module, check, mistake, whether the notebook's visible cases let it through: where they do
+# not, the hidden part still fails it, whatever the visible cases drew)
+HIDDEN_MISTAKES = [("ch00", "causal_mask", squeezed, True),
+                   ("ch01", "causal_padding_mask", n_from_lengths, False),
+                   ("ch02", "prefers_other", squeezed_prefers, True),
+                   ("ch04", "course_mask", repaired_rows, True),
+                   ("ch05", "kernel_from_attention", squeezed_kernel, False),
+                   ("ch06", "merge_partials", first_block_largest, False),
+                   ("ch08", "mean_pool", first_tokens, True)]
+
+
+@pytest.mark.parametrize("module,name,mistake,notebook_passes", HIDDEN_MISTAKES,
+                         ids=[m.__name__ for _, _, m, _ in HIDDEN_MISTAKES])
+def test_a_hidden_part_fails_the_mistake_it_is_for(module, name, mistake, notebook_passes,
+                                                   capsys):
+    import importlib
+
+    check = getattr(importlib.import_module(f"mha.checks.{module}"), name)
+    assert (check(mistake).status == "correct") is notebook_passes
+    for grading_seed in range(3):
+        result = graded(check, mistake, grading_seed)
+        hidden = [p for p in result.parts if p.hidden]
+        assert hidden and all(p.status != "correct" and p.points == 0 for p in hidden), result
