@@ -159,10 +159,15 @@ def test_each_solution_with_its_results_made_nan_or_inf_scores_nothing(path, cap
                 def answer(*args, fill=fill, touched=touched, honest=honest, **kwargs):
                     return poisoned(honest(*args, **kwargs), fill, touched)
 
-                result = check(answer)
-                if touched:  # the solution returned floating values, now all NaN or inf
-                    assert result.points == 0, (exercise.name, fill, result)
-                    poisoned_checks += 1
+                for grading_seed in (None, 20261128):  # in a notebook, then graded: with
+                    set_grading_seed(grading_seed)  # the hidden parts too
+                    try:
+                        result = check(answer)
+                    finally:
+                        set_grading_seed(None)
+                    if touched:  # the solution returned floating values, now all NaN or inf
+                        assert result.points == 0, (exercise.name, fill, result)
+                        poisoned_checks += 1
     assert poisoned_checks > 0  # every chapter has answers that return floating values
 
 

@@ -46,6 +46,12 @@ def test_the_instructors_notebook_scores_full_marks_in_gradescopes_layout(bundle
     assert scored and all(t["score"] == t["max_score"] > 0 for t in scored), report
     assert report["score"] == sum(t["max_score"] for t in scored)
     assert all(t["name"].startswith(CHAPTER.name) and t["output"] for t in report["tests"])
+    # 0.3's hidden part is a test of its own, shown to students after the due date (the zip's
+    # default); every other test is visible
+    hidden = [t for t in scored if t["visibility"] != "visible"]
+    assert [(t["name"].split(": ", 1)[1], t["visibility"]) for t in hidden] == [
+        ("exercise 0.3, hidden part 'one token (n = 1), and a longer sequence'",
+         "after_due_date")]
 
 
 def test_a_submission_without_a_notebook_scores_zero_with_a_reason(bundle, tmp_path):

@@ -181,12 +181,13 @@ def test_a_cell_cannot_edit_the_grader(attacked):
     assert not (canary / "edited").exists()
     assert "Permission denied" in (canary / "refused").read_text()
     assert "without bubblewrap" in report["output"]
-    assert [t.get("score") for t in scored(report)] == [1.0, 2.0]  # its own answers, no more
+    # its own answers, no more: 0.2, then 0.3 in two parts (the second hidden)
+    assert [t.get("score") for t in scored(report)] == [1.0, 1.0, 1.0]
 
 
 def test_a_daemon_is_killed_before_results_json_is_written(attacked):
     report, results, canary, _ = attacked
-    assert report["score"] == 3 and len(scored(report)) == 2
+    assert report["score"] == 3 and len(scored(report)) == 3
     assert not (canary / "forged").exists()
     # it ran after the notebook ended, and was dead before results.json was written
     last_sign_of_life = float((canary / "alive").read_text())

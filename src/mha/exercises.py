@@ -31,6 +31,7 @@ import importlib
 import io
 import json
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -56,12 +57,26 @@ class AnswerRaised(Exception):  # noqa: N818 (it reports what the answer raised)
 
 
 @dataclass(frozen=True)
-class Result:
-    exercise: str
-    points: int
-    max_points: int
+class PartResult:
+    """The verdict on one part of a check (see ``exercise_check``)."""
+
+    name: str
+    points: float
+    max_points: float
+    hidden: bool  # a grading-only part: never run in a student's notebook
     status: str  # "correct", "wrong", "not done", "error"
     message: str
+
+
+@dataclass(frozen=True)
+class Result:
+    exercise: str
+    points: float  # an int when whole; parts may give quarters
+    max_points: float
+    status: str  # "correct", "wrong", "not done", "error"
+    message: str
+    parts: tuple[PartResult, ...] = ()  # the parts that ran, when the check has several
+    not_run: float = 0  # points of hidden parts that a notebook does not run
 
     def _ipython_display_(self) -> None:
         """The check has printed its verdict already: a notebook shows nothing more."""
@@ -85,6 +100,16 @@ def set_grading_seed(value: int | None) -> None:
     """Called by the grader (in its own process) once per grading run."""
     global _GRADING_SEED
     _GRADING_SEED = value
+
+
+def grading() -> bool:
+    """True in the grader's process (it has set a seed): hidden parts of checks run there only.
+
+    A student's notebook never has a grading seed, so its checks skip the hidden parts and say
+    how many points they are worth. (The checks' source is public: "hidden" means that no
+    notebook runs them or shows their messages, and their inputs come from the hidden seed.)
+    """
+    return _GRADING_SEED is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +138,10 @@ def encode(value: object, table: list | None = None, _depth: int = 0, _count: li
         return int(value)
     if isinstance(value, float):
         return float(value)
+    if isinstance(value, numbers.Integral):  # numpy's integers (np.int64): a number is a number
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, torch.Tensor):
+        return float(value)  # numpy's float32 and the like
     if isinstance(value, str):
         return str(value)[:MAX_STRING]
     if isinstance(value, Ref):  # an object on the answer's side, sent back to it
@@ -442,54 +471,150 @@ def build(answer: Ref, built: Built) -> Ref:
 # ---------------------------------------------------------------------------------------------
 # Checks
 
-def evaluate(checker: Callable, exercise: str, points: int, answer: Ref) -> Result:
-    """Run ``checker`` on ``answer`` (a ``Ref``) and turn what happens into a ``Result``."""
+def _run(checker: Callable, answer: Ref) -> tuple[str, str]:
+    """Run one checker on ``answer``: (status, message)."""
     try:
         checker(answer)
     except Wrong as wrong:
-        return Result(exercise, 0, points, "wrong", str(wrong))
+        return "wrong", str(wrong)
     except AnswerRaised as raised:
         if "builtins.NotImplementedError" in raised.types:
-            return Result(exercise, 0, points, "not done",
-                          "not done yet: the answer still raises NotImplementedError")
-        return Result(exercise, 0, points, "error",
-                      f"your answer raised {raised.name}: {raised.message}")
+            return "not done", "not done yet: the answer still raises NotImplementedError"
+        return "error", f"your answer raised {raised.name}: {raised.message}"
     except ProtocolError as error:
-        return Result(exercise, 0, points, "error",
-                      f"your answer gave something the check cannot read ({error})")
+        return "error", f"your answer gave something the check cannot read ({error})"
     except Exception as error:  # the check could not use what the answer gave
-        return Result(exercise, 0, points, "error",
-                      f"your answer raised {type(error).__name__}: {_clean(str(error), 200)}")
-    return Result(exercise, points, points, "correct", "correct")
+        return "error", f"your answer raised {type(error).__name__}: {_clean(str(error), 200)}"
+    return "correct", "correct"
 
 
-def exercise_check(exercise: str, points: int = 1, *,
+def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Result:
+    """Run ``checker`` on ``answer`` (a ``Ref``) and turn what happens into a ``Result``.
+
+    A checker made by ``exercise_check`` with several parts (a ``Checker``) is run part by
+    part: each part's points count when that part passes, so one edge case wrong costs that
+    part only, and the message names the parts that failed. Hidden parts run only under
+    grading (``grading()``); in a notebook the message says what they are worth.
+    """
+    parts = getattr(checker, "parts", None)
+    if not parts:
+        status, message = _run(checker, answer)
+        return Result(exercise, points if status == "correct" else 0, points, status, message)
+    ran = [part for part in parts if grading() or not part.hidden]
+    results = []
+    for part in ran:
+        status, message = _run(part.run, answer)
+        results.append(PartResult(part.name, part.points if status == "correct" else 0,
+                                  part.points, part.hidden, status, message))
+    not_run = tidy(sum(p.points for p in parts if p.hidden and p not in ran))
+    statuses = [r.status for r in results]
+    status = next((s for s in statuses if s not in ("correct", "not done")),
+                  "not done" if "not done" in statuses else "correct")
+    if len(results) == 1 or len(set(statuses)) == 1 and status in ("correct", "not done"):
+        message = results[0].message  # nothing to tell apart
+    else:
+        message = "; ".join(_part_line(r) for r in results)
+    if not_run:
+        count = sum(1 for p in parts if p.hidden)
+        message += (f" (grading also runs {count} hidden part{'s' * (count > 1)}, worth "
+                    f"{not_run:g} point{'s' * (not_run != 1)}, on cases not shown here)")
+    return Result(exercise, tidy(sum(r.points for r in results)),
+                  tidy(sum(r.max_points for r in results)), status, message, tuple(results),
+                  not_run)
+
+
+def _part_line(part: PartResult) -> str:
+    label = f"hidden part '{part.name}'" if part.hidden else f"part '{part.name}'"
+    return f"{label} [{part.points:g}/{part.max_points:g}]: {part.message}"
+
+
+def tidy(points: float) -> float:
+    """Points as an int when whole (``1``, not ``1.0``), else the float (quarters are exact)."""
+    return int(points) if points == int(points) else float(points)
+
+
+def _checked_points(points: float) -> float:
+    if isinstance(points, bool) or not isinstance(points, int | float) or points <= 0 or (
+            points * 4 != int(points * 4)):
+        raise TypeError(f"a check's points are whole or quarters (0.25, 0.5, 1, 2): {points!r}")
+    return tidy(points)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a check: its own cases, points and verdict."""
+
+    name: str  # what it tries, for messages ("a row with no key allowed")
+    points: float
+    hidden: bool  # True: grading-only, never run in a notebook
+    run: Callable[[object], None]  # raises Wrong, like a whole checker
+
+
+class Checker:
+    """A check's parts in order; calling it runs the parts this place runs (all of them under
+    grading, the visible ones in a notebook) and raises the first ``Wrong``."""
+
+    def __init__(self, parts: list[Part]):
+        self.parts = parts
+
+    def __call__(self, answer: object) -> None:
+        for part in self.parts:
+            if grading() or not part.hidden:
+                part.run(answer)
+
+
+def exercise_check(exercise: str, points: float = 1, *, part: str = "",
                    reference_names: tuple[str, ...] = ()) -> Callable:
     """Turn ``checker(answer)`` into a check that prints its verdict and returns it.
 
     ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
     ``mha.checks``); it becomes the check's ``reference_names`` attribute.
+
+    A check may have more parts, each with its own points: ``checker`` is the first (``part``
+    names it, ``points`` are its points), and ``@check.part(name, points, hidden=...)``
+    adds the next. The check's ``max_points`` is their sum. A hidden part runs only under
+    grading: a student's notebook neither runs it nor shows its messages, and says that more
+    cases are graded. Points are whole or quarters (exact in binary, so sums are exact).
     """
     if isinstance(reference_names, str) or not all(
             isinstance(n, str) and n.startswith("mha.") for n in reference_names):
         raise TypeError("reference_names must be a tuple of dotted names starting with 'mha.'")
+    first_points = _checked_points(points)
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
+        parts = [Part(part or "the check's cases", first_points, False, checker)]
+
         @functools.wraps(checker)
         def check(answer: object) -> Result:
             # The answer's own prints are caught and shown indented above the verdict, so the
             # verdict is the only line of the check that starts with a mark.
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                result = evaluate(checker, exercise, points, LocalChannel(answer).answer())
+                result = evaluate(check.checker, exercise, check.max_points,
+                                  LocalChannel(answer).answer())
             _echo(printed.getvalue())
             _report(result)
             return result
 
+        def add_part(name: str, points: float, *, hidden: bool = False) -> Callable:
+            """Decorator: ``run(answer)`` becomes the check's next part."""
+            if not name:
+                raise TypeError("a part needs a name: messages say which part failed")
+
+            def register(run: Callable[[object], None]) -> Callable[[object], None]:
+                parts.append(Part(name, _checked_points(points), hidden, run))
+                check.max_points = tidy(sum(p.points for p in parts))
+                check.checker = Checker(list(parts))
+                return run
+
+            return register
+
         check.exercise = exercise
-        check.max_points = points
+        check.max_points = first_points
         check.reference_names = tuple(reference_names)
+        # one part: the function itself, as before; more parts: a Checker (see add_part)
         check.checker = checker
+        check.part = add_part
         return check
 
     return wrap
@@ -510,8 +635,9 @@ def _report(result: Result) -> None:
 
 def verdict_line(result: Result) -> str:
     mark = "✓" if result.status == "correct" else "✗"
-    message = " ".join(result.message.split())[:500]  # one line, whatever the answer raised
-    return f"{mark} Exercise {result.exercise} [{result.points}/{result.max_points}]: {message}"
+    message = " ".join(result.message.split())[:700]  # one line, whatever the answer raised
+    return (f"{mark} Exercise {result.exercise} [{result.points:g}/{result.max_points:g}]: "
+            f"{message}")
 
 
 def finite_number(what: str, got: object) -> float:

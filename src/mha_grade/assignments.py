@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mha.exercises import tidy
 from mha_grade.exercise_format import (
     CheckInfo,
     Exercise,
@@ -35,10 +36,10 @@ class Assignment:
     references: dict[str, tuple[str, ...]] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)  # mha names the student edition's code uses
 
-    def max_points(self, exercise: Exercise) -> int | None:
+    def max_points(self, exercise: Exercise) -> float | None:
         if not exercise.checks:  # a derivation or an experiment: graded by hand
             return None
-        return sum(self.info[i].max_points for i in exercise.checks)
+        return tidy(sum(self.info[i].max_points for i in exercise.checks))  # 1, not 1.0
 
 
 def capture_expression(text: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mha.exercises import Result
+from mha.exercises import Result, tidy
 from mha_grade.assignments import Assignment
 
 # how a notebook stopped at its time limit is reported (its status and its problem start so;
@@ -18,7 +18,7 @@ class Outcome:
 
     notebook: str
     assignment: Assignment | None
-    points: dict[str, int] = field(default_factory=dict)
+    points: dict[str, float] = field(default_factory=dict)  # ints when whole
     status: dict[str, str] = field(default_factory=dict)
     message: dict[str, str] = field(default_factory=dict)
     stubs: dict[str, str] = field(default_factory=dict)  # --with-stubs: exercise -> status
@@ -28,6 +28,9 @@ class Outcome:
     first_error: str = ""  # the first of them: where (as the student sees it) and what raised
     timed_out: bool = False  # stopped at the notebook's time limit (graded again alone, once)
     flags: list[str] = field(default_factory=list)
+    # exercise -> its checks' parts that ran, when a check has several (mha.exercises): name,
+    # points, max_points, hidden, status, message; for Gradescope's tests per part
+    parts: dict[str, list[dict]] = field(default_factory=dict)
 
 
 
@@ -57,8 +60,13 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             outcome.status[exercise.name] = "by hand"
             continue
         got = [results.get(str(i)) for i in exercise.checks]
-        outcome.points[exercise.name] = sum(r.points for r in got if r and
-                                            r.status == "correct")
+        # partial credit: a check's points are those of the parts it passed (mha.exercises),
+        # so a check that is "wrong" on one part still counts its other parts
+        outcome.points[exercise.name] = tidy(sum(r.points for r in got if r))
+        outcome.parts[exercise.name] = [
+            {"name": part.name, "points": part.points, "max_points": part.max_points,
+             "hidden": part.hidden, "status": part.status, "message": clean(part.message)}
+            for r in got if r for part in r.parts]
         statuses = [r.status if r else (unfinished or "no result") for r in got]
         outcome.status[exercise.name] = next((s for s in statuses if s != "correct"),
                                              "correct")

@@ -161,7 +161,7 @@ def parse(nb: dict) -> list[Exercise]:
 @dataclass(frozen=True)
 class CheckInfo:
     exercise: str
-    max_points: int
+    max_points: float  # whole or quarters (mha.exercises)
 
 
 def check_info(module: str, check: str) -> CheckInfo:

@@ -55,9 +55,22 @@ CONTENTS = ["pyproject.toml", "README.md", "binder/requirements.txt", "src/mha",
             "notebooks"]
 
 
-def build(out: Path) -> Path:
+# Gradescope's documented test visibilities (results.json): "visible" always; "hidden" never
+# shown to students; "after_due_date" once the due date (or the late due date) has passed;
+# "after_published" once the instructor publishes the grades
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+SETTINGS_FILE = "gradescope_settings.json"  # written into the zip by build: the instructor's
+DEFAULT_HIDDEN_VISIBILITY = "after_due_date"
+
+
+def build(out: Path, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> Path:
+    """The zip; ``hidden_visibility`` (one of VISIBILITIES) is when students see the tests of
+    the checks' hidden parts, kept in the zip's SETTINGS_FILE."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr(SETTINGS_FILE, json.dumps({"hidden_visibility": hidden_visibility}))
         for name in ("setup.sh", "run_autograder"):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # a regular, executable file, as Gradescope needs
@@ -140,18 +153,32 @@ def _modified(path: Path | None) -> float:
 
 
 def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
-           notes: list[str]) -> dict:
-    """Gradescope's results.json, from the grader's outcomes."""
+           notes: list[str], hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> dict:
+    """Gradescope's results.json, from the grader's outcomes.
+
+    One test per exercise; an exercise whose check has parts (mha.exercises) gets one test per
+    part instead, named after it, so that one edge case wrong shows as that part's 0. A
+    hidden part's test has ``hidden_visibility``: students see neither its points nor its
+    message before then (Gradescope's documented meaning of each value, VISIBILITIES)."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}, got "
+                         f"{hidden_visibility!r}")
     tests = []
     for outcome in outcomes:
         if outcome.assignment is None:
             continue
         for exercise in outcome.assignment.exercises:
             most = outcome.assignment.max_points(exercise)
+            declared = [part for index in exercise.checks for part in getattr(
+                outcome.assignment.checkers[index], "parts", ())]
+            if most is not None and declared:
+                tests.extend(_part_tests(outcome, exercise.name, declared, hidden_visibility))
+                continue
             test = {"name": f"{outcome.notebook}: exercise {exercise.name}",
                     "output": " ".join(filter(None, [outcome.status.get(exercise.name, ""),
                                                      outcome.message.get(exercise.name, ""),
-                                                     outcome.problem]))}
+                                                     outcome.problem])),
+                    "visibility": "visible"}
             if most is not None:  # exercises graded by hand have no points here
                 test.update(score=float(outcome.points.get(exercise.name, 0)),
                             max_score=float(most))
@@ -167,12 +194,37 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
             "stdout_visibility": "hidden"}
 
 
+def _part_tests(outcome: Outcome, exercise: str, declared: list, hidden_visibility: str
+                ) -> list[dict]:
+    """One test per declared part: its points if it ran, else 0 and why the check did not."""
+    ran = {part["name"]: part for part in outcome.parts.get(exercise, [])}
+    tests = []
+    for part in declared:
+        got = ran.get(part.name)
+        kind = "hidden part" if part.hidden else "part"
+        output = (f"{got['status']}: {got['message']}" if got else " ".join(filter(None, [
+            outcome.status.get(exercise, ""), outcome.message.get(exercise, "")])))
+        tests.append({"name": f"{outcome.notebook}: exercise {exercise}, {kind} '{part.name}'",
+                      "score": float(got["points"]) if got else 0.0,
+                      "max_score": float(part.points),
+                      "output": " ".join(filter(None, [output, outcome.problem])),
+                      "visibility": hidden_visibility if part.hidden else "visible"})
+    return tests
+
+
+def zip_settings(source: Path) -> dict:
+    """The instructor's choices written into the zip by ``build`` (defaults if none)."""
+    path = source / SETTINGS_FILE
+    chosen = json.loads(path.read_text()) if path.is_file() else {}
+    return {"hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY)}
+
+
 def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
-        cell_timeout: float = 120.0) -> dict:
+        cell_timeout: float = 120.0, hidden_visibility: str | None = None) -> dict:
     """Grade ``root/submission`` and write ``root/results/results.json``; returns the report.
     Whatever fails, a results.json is written: with a test saying what went wrong."""
     try:
-        return _run(root, isolation, timeout, cell_timeout)
+        return _run(root, isolation, timeout, cell_timeout, hidden_visibility)
     except BaseException as error:
         result = failed(error)
         try:
@@ -197,7 +249,8 @@ def failed(error: BaseException) -> dict:
             "visibility": "visible", "stdout_visibility": "hidden"}
 
 
-def _run(root: Path, isolation: str, timeout: float, cell_timeout: float) -> dict:
+def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
+         hidden_visibility: str | None = None) -> dict:
     start = time.monotonic()
     user = prepare()
     lock_down(root)
@@ -227,7 +280,8 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float) -> dic
         print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
     notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
                       "were killed."] if killed else [])
-    result = report(outcomes, ignored, notes)
+    result = report(outcomes, ignored, notes,
+                    hidden_visibility or zip_settings(root / "source")["hidden_visibility"])
     with files.create(root / "results" / "results.json", 0o644) as handle:
         json.dump(result, handle, indent=1)
     print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
@@ -240,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("build", help="write the autograder zip")
     make.add_argument("out", type=Path, nargs="?", default=ROOT / "_build" / "gradescope.zip")
+    make.add_argument("--hidden-visibility", choices=VISIBILITIES,
+                      default=DEFAULT_HIDDEN_VISIBILITY,
+                      help="when students see the tests of the checks' hidden parts "
+                           "(Gradescope's test visibility; default: after_due_date)")
     commands.add_parser("prepare", help="make the unprivileged user (setup.sh, as root)")
     grading = commands.add_parser("run", help="grade the submission (run_autograder, as root)")
     grading.add_argument("--root", type=Path, default=Path("/autograder"))
@@ -247,9 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                          help="auto: bubblewrap if the container allows it, else the user alone")
     grading.add_argument("--timeout", type=float, default=300.0)
     grading.add_argument("--cell-timeout", type=float, default=120.0)
+    grading.add_argument("--hidden-visibility", choices=VISIBILITIES, default=None,
+                         help="overrides the zip's setting (see build)")
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(f"wrote {build(args.out)}")
+        print(f"wrote {build(args.out, args.hidden_visibility)}")
     elif args.command == "prepare":
         user = prepare()
         print(f"user {user.name}: uid {user.uid}, gid {user.gid}")
@@ -257,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0:
             raise SystemExit("run_autograder runs as root (as on Gradescope): it needs to run "
                              "the notebook as another user")
-        run(args.root, args.isolation, args.timeout, args.cell_timeout)
+        run(args.root, args.isolation, args.timeout, args.cell_timeout, args.hidden_visibility)
     return 0
 
 

@@ -17,30 +17,7 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(hidden_seed(seed))
 
 
-@exercise_check("1.2", reference_names=("mha.attention", "mha.attention.attention",
-                                         "mha.attention.attend"))
-def stable_softmax(answer) -> None:
-    """Exercise 1.2: ``stable_softmax(scores, temperature)`` over the last dimension."""
-    g = _generator(12)
-
-    def steps(low: int, high: int, count: int) -> list[float]:
-        # hidden-seed gaps between scores: exact in float32 next to +-1000
-        return torch.randint(low, high, (count,), generator=g).double().tolist()
-
-    big = 1000.0 + torch.tensor([0.0, *steps(-3, 0, 2)]).cumsum(0)
-    small = -1000.0 - torch.tensor([0.0, *steps(1, 3, 2)]).cumsum(0)
-    sharp = torch.tensor(steps(-3, 4, 3))
-    cases = [
-        ("random scores of shape (4, 7), temperature 1",
-         torch.randn(4, 7, generator=g), 1.0),
-        ("random scores of shape (2, 3, 5), temperature 0.25",
-         torch.randn(2, 3, 5, generator=g), 0.25),
-        ("random scores of shape (3, 6), temperature 10",
-         torch.randn(3, 6, generator=g), 10.0),
-        (f"scores {_ints(big)} (float32), temperature 1", big[None].float(), 1.0),
-        (f"scores {_ints(small)} (float32), temperature 1", small[None].float(), 1.0),
-        (f"scores {_ints(sharp)} (float32), temperature 0.001", sharp[None].float(), 0.001),
-    ]
+def _softmax_cases(answer, cases) -> None:
     for what, scores, temperature in cases:
         # The reference first, from the check's own scores: exp of the scores relative to their
         # row maximum, in float64, so that nothing overflows and the digits are exact enough to
@@ -56,23 +33,50 @@ def stable_softmax(answer) -> None:
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
             raise Wrong(f"for {what}: your answer contains inf or nan "
                         f"(does exp overflow or underflow?)")
+        # tolerance: atol 1e-5, rtol 1e-4 (expect_close's default). Weights lie in [0, 1];
+        # float32 rounds them to ~1e-7, and dividing by T before or after subtracting the
+        # maximum, or log-sum-exp, moves them by a few 1e-7 at T = 0.001 (scores / T of 1e3)
         expect_close(f"for {what}", got, expected, mistakes=mistakes)
+
+
+@exercise_check("1.2", points=0.5, part="random scores at temperatures 0.25 to 10",
+                reference_names=("mha.attention", "mha.attention.attention",
+                                 "mha.attention.attend"))
+def stable_softmax(answer) -> None:
+    """Exercise 1.2: ``stable_softmax(scores, temperature)`` over the last dimension."""
+    g = _generator(12)
+    _softmax_cases(answer, [
+        ("random scores of shape (4, 7), temperature 1", torch.randn(4, 7, generator=g), 1.0),
+        ("random scores of shape (2, 3, 5), temperature 0.25",
+         torch.randn(2, 3, 5, generator=g), 0.25),
+        ("random scores of shape (3, 6), temperature 10",
+         torch.randn(3, 6, generator=g), 10.0)])
+
+
+@stable_softmax.part("scores near +-1000 and temperature 0.001 (where exp overflows)",
+                     points=0.5)
+def _no_overflow(answer) -> None:
+    g = _generator(1012)
+
+    def steps(low: int, high: int, count: int) -> list[float]:
+        # hidden-seed gaps between scores: exact in float32 next to +-1000
+        return torch.randint(low, high, (count,), generator=g).double().tolist()
+
+    big = 1000.0 + torch.tensor([0.0, *steps(-3, 0, 2)]).cumsum(0)
+    small = -1000.0 - torch.tensor([0.0, *steps(1, 3, 2)]).cumsum(0)
+    sharp = torch.tensor(steps(-3, 4, 3))
+    _softmax_cases(answer, [
+        (f"scores {_ints(big)} (float32), temperature 1", big[None].float(), 1.0),
+        (f"scores {_ints(small)} (float32), temperature 1", small[None].float(), 1.0),
+        (f"scores {_ints(sharp)} (float32), temperature 0.001", sharp[None].float(), 0.001)])
 
 
 def _ints(row: torch.Tensor) -> str:
     return "[[" + ", ".join(f"{x:.0f}" for x in row.tolist()) + "]]"
 
 
-@exercise_check("1.3", reference_names=("mha.attention.causal_mask",
-                                         "mha.attention.combine_masks"))
-def causal_padding_mask(answer) -> None:
-    """Exercise 1.3: ``causal_padding_mask(lengths, n)``: bool ``(B, n, n)``, True = may attend."""
-    g = _generator(13)
-    cases = [([3], 3)]  # one sequence without padding, then batches drawn from the hidden seed
-    for batch in (2, 3, 2):
-        n = int(torch.randint(4, 8, (), generator=g))
-        cases.append((torch.randint(1, n + 1, (batch,), generator=g).tolist(), n))
-    cases[-1][0][0] = cases[-1][1]  # a batch in which one sequence fills all n positions
+def _check_padding_masks(answer, cases) -> None:
+    """Exact comparison: a mask is bools, there is nothing to round."""
     for lengths, n in cases:
         got = answer(torch.tensor(lengths), n)
         what = f"for lengths={lengths}, n={n}"
@@ -92,6 +96,29 @@ def causal_padding_mask(answer) -> None:
                                   "a padding key" if j >= length else "a real, earlier key")
                         raise Wrong(f"{what}: entry [{b}, {i}, {j}] is wrong: it pairs query "
                                     f"{i} with {reason}")
+
+
+@exercise_check("1.3", points=0.5, part="batches of padded sequences",
+                reference_names=("mha.attention.causal_mask", "mha.attention.combine_masks"))
+def causal_padding_mask(answer) -> None:
+    """Exercise 1.3: ``causal_padding_mask(lengths, n)``: bool ``(B, n, n)``, True = may attend."""
+    g = _generator(13)
+    cases = [([3], 3)]  # one sequence without padding, then batches drawn from the hidden seed
+    for batch in (2, 3, 2):
+        n = int(torch.randint(4, 8, (), generator=g))
+        cases.append((torch.randint(1, n + 1, (batch,), generator=g).tolist(), n))
+    cases[-1][0][0] = cases[-1][1]  # a batch in which one sequence fills all n positions
+    _check_padding_masks(answer, cases)
+
+
+@causal_padding_mask.part("n = 1, and sequences all shorter than n", points=0.5, hidden=True)
+def _short_sequences(answer) -> None:
+    # the edges: a single position (a (1, 1, 1) mask, which .squeeze() breaks), and a batch
+    # whose longest sequence is shorter than n (n must come from the argument, not lengths)
+    g = _generator(1013)
+    n = int(torch.randint(5, 9, (), generator=g))
+    _check_padding_masks(answer, [([1], 1), ([1, *torch.randint(
+        1, n - 1, (2,), generator=g).tolist()], n)])
 
 
 @exercise_check("1.5")

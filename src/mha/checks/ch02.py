@@ -9,28 +9,28 @@ from mha.exercises import Wrong, exercise_check, finite_number, seed, within
 from mha.layers.attention import attention, self_attention
 
 
-def _cases_for_prefers_other() -> list[torch.Tensor]:
-    """Inputs of several shapes: collinear tokens, integer-valued tokens, uneven norms."""
+def _cases_for_prefers_other() -> list[tuple[torch.Tensor, bool]]:
+    """Inputs of several shapes: collinear tokens, integer-valued tokens, uneven norms; each with
+    True where every dot product is exact in floating point (ties are exact ties there)."""
     g = torch.Generator().manual_seed(seed(2002))
     # tokens on one line: distinct multiples of one direction, in a hidden-seed order
     n = int(torch.randint(3, 6, (), generator=g))
     collinear = (torch.randperm(6, generator=g)[:n] + 1).double()[:, None]
-    integers = torch.randint(-3, 4, (2, 5, 3), generator=g).double()
+    # C = 16: scaling the tokens by C^(-1/4) = 1/2 or the dot products by C^(-1/2) = 1/4 is
+    # exact, so an answer that scales first keeps the exact ties of these integer tokens
+    integers = torch.randint(-3, 4, (2, 5, 16), generator=g).double()
     # an exact tie, alpha_01 = alpha_00: x_1 = x_0 + w with w orthogonal to x_0
-    integers[0, 0] = torch.tensor([1.0, 2.0, 0.0]) + torch.randint(0, 3, (3,), generator=g)
-    a, b, _ = integers[0, 0].tolist()
-    integers[0, 1] = integers[0, 0] + torch.tensor([b, -a, 0.0])
+    integers[0, 0, :3] = torch.tensor([1.0, 2.0, 0.0]) + torch.randint(0, 3, (3,), generator=g)
+    a, b = integers[0, 0, :2].tolist()
+    integers[0, 1] = integers[0, 0]
+    integers[0, 1, :2] += torch.tensor([b, -a])
     uneven = torch.randn(4, 6, 8, generator=g, dtype=torch.float64)
     uneven = uneven * torch.exp(torch.randn(4, 6, 1, generator=g, dtype=torch.float64))
-    return [collinear, integers, uneven]
+    return [(collinear, True), (integers, True), (uneven, False)]
 
 
-@exercise_check("2.2", reference_names=("mha.self_attention", "mha.attention.self_attention",
-                                         "mha.diagonal_violations",
-                                         "mha.diagonal.diagonal_violations"))
-def prefers_other(answer) -> None:
-    """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
-    for case, x in enumerate(_cases_for_prefers_other(), start=1):
+def _prefers_other_cases(answer, cases: list[tuple[torch.Tensor, bool]], first: int = 1) -> None:
+    for case, (x, exact) in enumerate(cases, start=first):
         # The reference compares the softmax weights themselves, not the lemma's shortcut. It
         # computes the scores as (x x^T) / sqrt(C), so that equal dot products (exact for the
         # integer tokens) give bit-equal scores and weights: a tie is a tie, not rounding.
@@ -38,6 +38,17 @@ def prefers_other(answer) -> None:
         weights = torch.softmax(scores, dim=-1)
         diagonal = weights.diagonal(dim1=-2, dim2=-1)
         expected = weights > diagonal.unsqueeze(-1)
+        # Tolerance: none where the dot products are exact (integer tokens: a tie must be
+        # False). With real-valued tokens an answer's rounding (float32, another order of
+        # sums) can flip a near tie: entries whose margin x_i.x_j - |x_i|^2 is within 1e-5 of
+        # |x_i| (|x_i| + |x_j|) are not judged (about 1 entry in 10^4 of these draws).
+        judged = torch.ones_like(expected)
+        if not exact:
+            dots = x @ x.transpose(-2, -1)
+            norms = dots.diagonal(dim1=-2, dim2=-1).sqrt()
+            margin = dots - norms.square().unsqueeze(-1)
+            judged = margin.abs() > 1e-5 * norms.unsqueeze(-1) * (norms.unsqueeze(-1)
+                                                                   + norms.unsqueeze(-2))
         mistakes = [  # what common slips give, to name them
             ("it compares alpha_ij with alpha_jj (the column's diagonal), not with alpha_ii, "
              "token i's weight on itself", weights > diagonal.unsqueeze(-2)),
@@ -55,7 +66,7 @@ def prefers_other(answer) -> None:
         if got.shape != expected.shape:
             raise Wrong(f"case {case}: for x of shape {tuple(x.shape)} expected shape "
                         f"{tuple(expected.shape)}, got {tuple(got.shape)}")
-        wrong = (got != expected).nonzero()
+        wrong = ((got != expected) & judged).nonzero()
         if len(wrong):
             what = f"case {case} (x of shape {tuple(x.shape)})"
             for description, mistake in mistakes:
@@ -66,8 +77,35 @@ def prefers_other(answer) -> None:
                             f"holds")
             *batch, i, j = wrong[0].tolist()
             where = f"batch index {tuple(batch)}, " if batch else ""
+            near = ("" if exact else " (near ties, within 1e-5 relative, are not judged: "
+                    "these differ by more than rounding)")
             raise Wrong(f"{what}: {len(wrong)} of {expected.numel()} entries are wrong, the "
-                        f"first at {where}(i={i}, j={j}); compare alpha_ij with alpha_ii")
+                        f"first at {where}(i={i}, j={j}); compare alpha_ij with alpha_ii{near}")
+
+
+@exercise_check("2.2", points=0.5, part="collinear, integer and real-valued tokens",
+                reference_names=("mha.self_attention", "mha.attention.self_attention",
+                                 "mha.diagonal_violations", "mha.diagonal.diagonal_violations"))
+def prefers_other(answer) -> None:
+    """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
+    _prefers_other_cases(answer, _cases_for_prefers_other())
+
+
+@prefers_other.part("one token (n = 1), and a zero token among others", points=0.5,
+                    hidden=True)
+def _single_and_zero_tokens(answer) -> None:
+    # n = 1: a (..., 1, 1) result that is False (no other token to prefer; .squeeze() breaks
+    # it). A zero token: its row ties everywhere (all False), and nobody prefers it.
+    g = torch.Generator().manual_seed(seed(1022))
+    single = torch.randn(1, 3, generator=g, dtype=torch.float64)
+    batch_of_singles = torch.randn(3, 1, 4, generator=g, dtype=torch.float64)
+    with_zero = torch.randint(-3, 4, (5, 16), generator=g).double()
+    order = torch.randperm(5, generator=g).tolist()
+    with_zero[order[0]] = 0.0
+    # and a token twice another: the other one prefers it (so all False is no answer here)
+    with_zero[order[1]] = 2 * with_zero[order[2]]
+    _prefers_other_cases(answer, [(single, True), (batch_of_singles, True), (with_zero, True)],
+                         first=4)
 
 
 @exercise_check("2.4")

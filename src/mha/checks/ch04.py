@@ -57,6 +57,8 @@ def pack_heads(answer) -> None:
         raise Wrong(f"calling your layer on x of shape {tuple(x.shape)} raised {raised.name}: "
                     f"{raised.message}. Its projections have {shapes}; "
                     f"{_PROJECTION_SHAPES.format(hdk=h * dk, d=d)}") from None
+    # tolerance: expect_close's default (atol 1e-5, rtol 1e-4): the layer runs in float32,
+    # whose rounding of these weights and outputs stays below 1e-5
     expect_close("each head's attention weights", weights, torch.stack(expected_weights, 1))
     expect_close("the output", out, expected_out)
 
@@ -87,20 +89,8 @@ def _shape(layer, name: str) -> str:
         return "(missing)"
 
 
-@exercise_check("4.2")
-def course_mask(answer) -> None:
-    """``answer(key_padding_mask, attn_mask)`` must turn nn.MultiheadAttention's bool masks
-    (True = do not attend; either may be None) into one course mask (True = may attend)
-    of shape ``(B, 1, n_q, n_k)``."""
-    g = torch.Generator().manual_seed(seed(42))
-    batch, n_q, n_k = 3, 4, 5
-    padding = torch.rand(batch, n_k, generator=g) < 0.3
-    blocked = torch.rand(n_q, n_k, generator=g) < 0.3
-    cases = [
-        ("key_padding_mask only", padding, None, ~padding[:, None, None, :]),
-        ("attn_mask only", None, blocked, ~blocked.expand(1, 1, n_q, n_k)),
-        ("both masks", padding, blocked, ~(padding[:, None, None, :] | blocked)),
-    ]
+def _check_course_masks(answer, cases, batch: int, n_q: int, n_k: int) -> None:
+    """Exact comparison: a mask is bools, there is nothing to round."""
     for name, kpm, am, expected in cases:
         got = answer(kpm, am)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
@@ -117,3 +107,37 @@ def course_mask(answer) -> None:
         if wrong:
             raise Wrong(f"{name}: {wrong} of {batch * n_q * n_k} entries differ "
                         f"(remember: True means may attend)")
+
+
+@exercise_check("4.2", points=0.5, part="either mask, and both")
+def course_mask(answer) -> None:
+    """``answer(key_padding_mask, attn_mask)`` must turn nn.MultiheadAttention's bool masks
+    (True = do not attend; either may be None) into one course mask (True = may attend)
+    of shape ``(B, 1, n_q, n_k)``."""
+    g = torch.Generator().manual_seed(seed(42))
+    batch, n_q, n_k = 3, 4, 5
+    padding = torch.rand(batch, n_k, generator=g) < 0.3
+    blocked = torch.rand(n_q, n_k, generator=g) < 0.3
+    _check_course_masks(answer, [
+        ("key_padding_mask only", padding, None, ~padding[:, None, None, :]),
+        ("attn_mask only", None, blocked, ~blocked.expand(1, 1, n_q, n_k)),
+        ("both masks", padding, blocked, ~(padding[:, None, None, :] | blocked)),
+    ], batch, n_q, n_k)
+
+
+@course_mask.part("rows with no key allowed (all False)", points=0.5, hidden=True)
+def _all_false_rows(answer) -> None:
+    # A fully padded sequence and a query whose every key is blocked: their rows of the course
+    # mask are all False. The translation stays elementwise; an answer that "repairs" such rows
+    # (lets them attend somewhere, to avoid a NaN) changes what the masks say.
+    g = torch.Generator().manual_seed(seed(1042))
+    batch, n_q, n_k = 3, 4, 5
+    padding = torch.rand(batch, n_k, generator=g) < 0.3
+    padding[int(torch.randint(0, batch, (), generator=g))] = True
+    blocked = torch.rand(n_q, n_k, generator=g) < 0.3
+    blocked[int(torch.randint(0, n_q, (), generator=g))] = True
+    _check_course_masks(answer, [
+        ("a fully padded sequence", padding, None, ~padding[:, None, None, :]),
+        ("a query with every key blocked", None, blocked, ~blocked.expand(1, 1, n_q, n_k)),
+        ("both, with rows of no key", padding, blocked, ~(padding[:, None, None, :] | blocked)),
+    ], batch, n_q, n_k)

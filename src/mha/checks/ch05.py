@@ -22,11 +22,30 @@ def quadratic_scores(answer) -> None:
         # reference by completing the square: -alpha ||delta - centre||^2 + alpha ||centre||^2
         expected = -alpha * (delta - centre).pow(2).sum(-1) + alpha * centre.pow(2).sum()
         got = answer(delta, centre, alpha)
+        # tolerance: 1e-5 (absolute and relative). The inputs are float64; an answer that
+        # computes in float32 rounds scores of size ~50 by ~1e-6, and every slip (a sign, a
+        # factor 2, the constant term) moves them by far more
         expect_close(f"quadratic_scores for delta of shape {shape}, alpha={alpha:.3f}",
-                     got, expected, atol=1e-9, rtol=1e-9)
+                     got, expected, atol=1e-5, rtol=1e-5)
 
 
-@exercise_check("5.3")
+def _kernel_case(answer, g: torch.Generator, c_in: int, c_out: int, size: int) -> None:
+    weight = torch.randn(c_out, c_in, size, size, generator=g, dtype=torch.float64)
+    value, output = _mixed_projections(_grid_layer(weight), g)
+    layer = build(answer, Built(grid_layer_from_projections, c_in, c_out, size, value, output))
+    got = answer(layer)
+    if not isinstance(got, torch.Tensor):
+        raise Wrong(f"expected a torch.Tensor, got {type(got).__name__}")
+    # tolerance: 1e-6 (absolute and relative). The layer is float64 and the kernel is a sum
+    # of products of its two projections, exact to ~1e-15 in any order; 1e-6 also admits a
+    # float32 product, and a transposed or misplaced tap differs by order 1
+    expect_close(f"the kernel of conv_to_attention(nn.Conv2d({c_in}, {c_out}, {size}))",
+                 got, weight, atol=1e-6, rtol=1e-6, mistakes=[
+                     ("your kernel is transposed in its two spatial dimensions: head h "
+                      "handles the tap [:, :, h // K, h % K]", weight.transpose(2, 3))])
+
+
+@exercise_check("5.3", points=0.5, part="3 x 3 and 5 x 5 kernels")
 def kernel_from_attention(answer) -> None:
     """``answer(layer)``: the conv kernel ``(C_out, C_in, K, K)`` a grid layer computes.
 
@@ -36,18 +55,17 @@ def kernel_from_attention(answer) -> None:
     only their product, which is the exercise, gives it back.
     """
     g = torch.Generator().manual_seed(seed(53))
-    for c_in, c_out, size in [(1, 2, 3), (3, 2, 3), (2, 4, 5), (2, 1, 1)]:
-        weight = torch.randn(c_out, c_in, size, size, generator=g, dtype=torch.float64)
-        value, output = _mixed_projections(_grid_layer(weight), g)
-        layer = build(answer, Built(grid_layer_from_projections, c_in, c_out, size, value,
-                                    output))
-        got = answer(layer)
-        if not isinstance(got, torch.Tensor):
-            raise Wrong(f"expected a torch.Tensor, got {type(got).__name__}")
-        expect_close(f"the kernel of conv_to_attention(nn.Conv2d({c_in}, {c_out}, {size}))",
-                     got, weight, atol=1e-9, rtol=1e-9, mistakes=[
-                         ("your kernel is transposed in its two spatial dimensions: head h "
-                          "handles the tap [:, :, h // K, h % K]", weight.transpose(2, 3))])
+    for c_in, c_out, size in [(1, 2, 3), (3, 2, 3), (2, 4, 5)]:
+        _kernel_case(answer, g, c_in, c_out, size)
+
+
+@kernel_from_attention.part("a 1 x 1 kernel (one head), one output channel", points=0.5,
+                            hidden=True)
+def _one_head(answer) -> None:
+    # K = 1: a single head and a (C_out, C_in, 1, 1) kernel, which .squeeze() breaks
+    g = torch.Generator().manual_seed(seed(1053))
+    _kernel_case(answer, g, 2, 1, 1)
+    _kernel_case(answer, g, 1, 1, 1)
 
 
 def _grid_layer(weight: torch.Tensor) -> nn.Module:

@@ -7,10 +7,10 @@ import torch
 from mha.exercises import Wrong, exercise_check, expect_close, finite_number, seed, within
 
 
-def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+def _padded_batch(default_seed: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Token vectors (3, 5, 4): one sentence of 5 real tokens, one of 1, and one of 2 to 4 (the
     hidden seed's); padding holds large values."""
-    g = torch.Generator().manual_seed(seed(8))
+    g = torch.Generator().manual_seed(seed(default_seed))
     hidden = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
     middle = int(torch.randint(2, 5, (), generator=g))
     mask = (torch.arange(5) < torch.tensor([5, middle, 1])[:, None]).long()
@@ -18,10 +18,7 @@ def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
     return hidden, mask
 
 
-@exercise_check("8.1", reference_names=("mha.pretrained.mean_pool",))
-def mean_pool(answer) -> None:
-    """Exercise 8.1: unit-length mean of the real tokens' vectors."""
-    hidden, mask = _padded_batch()
+def _check_mean_pool(answer, hidden: torch.Tensor, mask: torch.Tensor, what: str) -> None:
     rows = []
     for b in range(hidden.shape[0]):
         real = hidden[b, mask[b].bool()]
@@ -29,15 +26,35 @@ def mean_pool(answer) -> None:
         rows.append(mean / mean.norm())
     expected = torch.stack(rows)
     everything = hidden.mean(dim=1)  # the commonest slip: padding averaged in too
-    lengths = ", ".join(str(n) for n in mask.sum(dim=1).tolist())
     got = answer(hidden, mask)
-    expect_close(f"for token vectors (3, 5, 4) with {lengths} real tokens", got, expected,
+    # tolerance: expect_close's default (atol 1e-5, rtol 1e-4): unit vectors, so float32
+    # rounding (~1e-7) and any order of the sums are far inside it
+    expect_close(what, got, expected,
                  mistakes=[("your mean counts the padding tokens too: average the real ones "
                             "only (mask == 1)", everything / everything.norm(dim=-1,
                                                                              keepdim=True))])
     norms = got.detach().double().norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms)):
         raise Wrong("the sentence vectors must have length 1")
+
+
+@exercise_check("8.1", points=0.5, part="padding after the real tokens",
+                reference_names=("mha.pretrained.mean_pool",))
+def mean_pool(answer) -> None:
+    """Exercise 8.1: unit-length mean of the real tokens' vectors."""
+    hidden, mask = _padded_batch()
+    lengths = ", ".join(str(n) for n in mask.sum(dim=1).tolist())
+    _check_mean_pool(answer, hidden, mask, f"for token vectors (3, 5, 4) with {lengths} real "
+                                           f"tokens")
+
+
+@mean_pool.part("padding before the real tokens (left padding)", points=0.5, hidden=True)
+def _left_padding(answer) -> None:
+    # The prompt says which tokens are real by the mask alone: with the padding first (as
+    # left-padding tokenizers do), an answer that averages the first mask.sum() tokens fails
+    hidden, mask = _padded_batch(1008)
+    _check_mean_pool(answer, hidden.flip(1), mask.flip(1),
+                     "for token vectors (3, 5, 4) padded on the left")
 
 
 def _average_ranks(x: list[float]) -> list[float]:
@@ -77,6 +94,8 @@ def spearman(answer) -> None:
         got = answer(torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64))
         what = f"for the case with {name} (x = {x}, y = {y})"
         got = finite_number(what, got)  # NaN, "nan" or True would slip past the test below
+        # tolerance: 1e-6 absolute on a correlation in [-1, 1]: float32 ranks or corrcoef
+        # round by ~1e-7; breaking ties by position moves it by more than 1e-3 here
         if not within(got, expected, 1e-6):
             if within(got, plain_ranks, 1e-6) and name != "no ties":
                 raise Wrong(f"{what}: your ranks break ties by position; tied values share "

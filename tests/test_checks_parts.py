@@ -1,0 +1,263 @@
+"""Checks in parts: grading-only (hidden) cases, partial credit, and Gradescope's visibilities.
+
+A check may have several parts, each with its points; a hidden part runs only under grading
+(the grader has set a grading seed), never in a student's notebook, whose verdict says that
+more is graded. Points are the sum of the parts passed, and the message names the parts. The
+grader keeps one row per exercise in grades.csv (points, max_points) and lists the parts in
+grading_log.csv's message; results.json has one test per part, a hidden part's with the
+visibility the instructor chose (after_due_date unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+import torch
+from exercise_notebooks import EXAMPLE
+
+import mha.checks.ch00 as ch00
+import mha.checks.ch01 as ch01
+import mha.checks.ch07 as ch07
+from mha.exercises import LocalChannel, Wrong, evaluate, exercise_check, set_grading_seed
+from mha_grade import assignments, gradescope, outputs
+from mha_grade.compare import Outcome, score
+
+
+def graded(check, answer, grading_seed: int = 5):
+    """The verdict the grader computes: the check in a process with a grading seed."""
+    set_grading_seed(grading_seed)
+    try:
+        return evaluate(check.checker, check.exercise, check.max_points,
+                        LocalChannel(answer).answer())
+    finally:
+        set_grading_seed(None)
+
+
+def test_a_hidden_part_runs_under_grading_only():
+    seen = []
+
+    @exercise_check("9.8", points=0.5, part="shown")
+    def check(answer):
+        seen.append("shown")
+        if answer(1) != 1:
+            raise Wrong("not the identity")
+
+    @check.part("secret", points=0.5, hidden=True)
+    def _secret(answer):
+        seen.append("secret")
+        if answer(-7) != -7:
+            raise Wrong("a secret message")
+
+    def positive_only(x):
+        return abs(x)
+
+    in_notebook = check(positive_only)
+    assert seen == ["shown"] and check.max_points == 1
+    assert (in_notebook.status, in_notebook.points, in_notebook.max_points) == ("correct", 0.5,
+                                                                                 0.5)
+    assert "secret" not in in_notebook.message and "a secret message" not in in_notebook.message
+    assert "grading also runs 1 hidden part, worth 0.5 points" in in_notebook.message
+    seen.clear()
+    result = graded(check, positive_only)
+    assert seen == ["shown", "secret"]
+    assert (result.status, result.points, result.max_points) == ("wrong", 0.5, 1)
+    assert "hidden part 'secret' [0/0.5]: a secret message" in result.message
+
+
+def test_7_4_ties_are_hidden_an_answer_that_keeps_every_maximum_passes_the_notebook_only(
+        capsys):
+    def every_maximum(importance):  # keeps both heads of a tie: the mistake the part is for
+        return importance == importance.max(dim=1, keepdim=True).values
+
+    in_notebook = ch07.one_head_per_layer(every_maximum)
+    assert in_notebook.status == "correct" and in_notebook.points == 0.5
+    assert "hidden part" in capsys.readouterr().out  # the verdict says more is graded
+    for grading_seed in range(5):
+        result = graded(ch07.one_head_per_layer, every_maximum, grading_seed)
+        assert (result.status, result.points, result.max_points) == ("wrong", 0.5, 1), result
+        assert "hidden part 'tied scores, and one head per layer' [0/0.5]" in result.message
+        assert "exactly one per layer" in result.message
+
+
+def test_a_softmax_that_overflows_gets_the_points_of_the_part_it_passes():
+    def naive(scores, temperature):  # right on small scores, inf/nan near 1000
+        e = torch.exp(scores / temperature)
+        return e / e.sum(dim=-1, keepdim=True)
+
+    for result in (ch01.stable_softmax(naive), graded(ch01.stable_softmax, naive)):
+        assert (result.status, result.points, result.max_points) == ("wrong", 0.5, 1)
+        assert "part 'random scores at temperatures 0.25 to 10' [0.5/0.5]: correct" in \
+            result.message
+        assert "where exp overflows)' [0/0.5]: for scores" in result.message
+        assert "inf or nan" in result.message
+
+
+def test_a_stub_is_not_done_in_every_part():
+    def stub(n):
+        raise NotImplementedError
+
+    result = graded(ch00.causal_mask, stub)
+    assert (result.status, result.points, result.max_points) == ("not done", 0, 2)
+    assert result.message == "not done yet: the answer still raises NotImplementedError"
+
+
+def test_points_are_whole_or_quarters():
+    for bad in (0, -1, 0.3, True, "1"):
+        with pytest.raises(TypeError):
+            exercise_check("9.9", points=bad)
+
+
+# --- the grader: one row per exercise with partial points; results.json per part
+
+def squeezed(n):  # right for n >= 2, shape () for n = 1: fails 0.3's hidden part only
+    return torch.ones(n, n, dtype=torch.bool).tril().squeeze()
+
+
+def scaled(q, k):
+    return q @ k.T / k.shape[-1] ** 0.5
+
+
+@pytest.fixture(scope="module")
+def outcome():
+    """The example chapter graded from verdicts computed as the grader computes them."""
+    assignment = assignments.load_assignment(EXAMPLE)
+    answers = {"0.2": scaled, "0.3": squeezed}
+    results = {}
+    for index, info in assignment.info.items():
+        check = assignment.checkers[index]
+        set_grading_seed(11)
+        try:
+            results[str(index)] = evaluate(check, info.exercise, info.max_points,
+                                           LocalChannel(answers[info.exercise]).answer())
+        finally:
+            set_grading_seed(None)
+    graded_outcome = Outcome("alice.ipynb", assignment)
+    score(graded_outcome, results, "", lambda text: text)
+    return graded_outcome
+
+
+def test_grades_csv_keeps_one_row_per_exercise_with_partial_points(outcome):
+    rows = {r["exercise"]: r for r in outputs.grade_rows(outcome)}
+    assert (rows["0.2"]["points"], rows["0.2"]["max_points"]) == (1, 1)
+    assert (rows["0.3"]["points"], rows["0.3"]["max_points"]) == (1, 2)
+    log = {r["exercise"]: r for r in outputs.log_rows(outcome)}
+    assert log["0.3"]["status"] == "wrong"
+    assert log["0.3"]["message"].startswith("part 'n = 2 and two sizes' [1/1]: correct; "
+                                            "hidden part 'one token (n = 1), and a longer "
+                                            "sequence' [0/1]: for n=1: expected shape (1, 1)")
+
+
+@pytest.mark.parametrize("visibility", [None, "hidden", "after_published"])
+def test_results_json_has_a_test_per_part_hidden_ones_with_the_chosen_visibility(outcome,
+                                                                                visibility):
+    chosen = visibility or "after_due_date"  # the default
+    report = (gradescope.report([outcome], [], []) if visibility is None else
+              gradescope.report([outcome], [], [], visibility))
+    tests = {t["name"]: t for t in report["tests"] if "max_score" in t}  # 0.1 is by hand
+    assert set(tests) == {"alice.ipynb: exercise 0.2",
+                          "alice.ipynb: exercise 0.3, part 'n = 2 and two sizes'",
+                          "alice.ipynb: exercise 0.3, hidden part 'one token (n = 1), and a "
+                          "longer sequence'"}
+    shown, hidden = (tests[f"alice.ipynb: exercise 0.3, {k}"] for k in (
+        "part 'n = 2 and two sizes'", "hidden part 'one token (n = 1), and a longer sequence'"))
+    assert (shown["score"], shown["max_score"], shown["visibility"]) == (1.0, 1.0, "visible")
+    assert (hidden["score"], hidden["max_score"], hidden["visibility"]) == (0.0, 1.0, chosen)
+    assert "expected shape (1, 1)" in hidden["output"]
+    assert tests["alice.ipynb: exercise 0.2"]["visibility"] == "visible"
+    assert report["score"] == 2.0
+    assert {t["visibility"] for t in report["tests"]} == {"visible", chosen}
+
+
+def test_results_json_per_part_when_the_notebook_never_reached_the_check():
+    assignment = assignments.load_assignment(EXAMPLE)
+    crashed = Outcome("bob.ipynb", assignment, problem="the notebook stopped before its end")
+    score(crashed, {}, "the notebook stopped before its end", lambda text: text)
+    tests = [t for t in gradescope.report([crashed], [], [])["tests"] if "max_score" in t]
+    assert [t["score"] for t in tests] == [0.0, 0.0, 0.0]
+    assert [t["max_score"] for t in tests] == [1.0, 1.0, 1.0]
+    assert all("its check was not reached" in t["output"] for t in tests)
+
+
+def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
+    bundle = gradescope.build(tmp_path / "gradescope.zip", "after_published")
+    with zipfile.ZipFile(bundle) as z:
+        z.extract(gradescope.SETTINGS_FILE, tmp_path / "source")
+    assert gradescope.zip_settings(tmp_path / "source") == {"hidden_visibility": "after_published"}
+    assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == {
+        "hidden_visibility": "after_published"}
+    assert gradescope.zip_settings(tmp_path) == {"hidden_visibility": "after_due_date"}
+    with pytest.raises(ValueError):
+        gradescope.build(tmp_path / "other.zip", "later")
+
+
+# --- each hidden part is for a mistake: the mistake passes the notebook's check, not grading
+
+def n_from_lengths(lengths, n):  # 1.3: n taken from the longest sequence, not the argument
+    n = int(lengths.max())
+    pos = torch.arange(n)
+    return (pos[None, :] <= pos[:, None]) & (pos[None, None, :] < lengths[:, None, None])
+
+
+def squeezed_prefers(x):  # 2.2: right, then squeezed (shape () or (B,) for n = 1)
+    dots = x @ x.transpose(-2, -1)
+    return (dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)).squeeze()
+
+
+def repaired_rows(kpm, am):  # 4.2: lets a row with no key attend everywhere, to avoid a NaN
+    allowed = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+    if kpm is not None:
+        allowed = allowed & ~kpm[:, None, None, :]
+    if am is not None:
+        allowed = allowed & ~am
+    return allowed | ~allowed.any(-1, keepdim=True)
+
+
+def squeezed_kernel(layer):  # 5.3: right, then squeezed ((C_out, C_in) for a 1 x 1 kernel)
+    import math
+
+    h, d = layer.num_heads, layer.head_dim
+    k = math.isqrt(h)
+    value = layer.attn.v_proj.weight.reshape(h, d, layer.in_channels)
+    output = layer.attn.out_proj.weight.reshape(layer.out_channels, h, d)
+    taps = torch.einsum("ohd,hdc->hoc", output, value)
+    return taps.reshape(k, k, layer.out_channels, layer.in_channels).permute(2, 3, 0, 1).squeeze()
+
+
+def first_block_largest(m1, l1, o1, m2, l2, o2):  # 6.3: rescales the second block only
+    m = torch.maximum(m1, m2)
+    b = torch.exp(m2 - m1)
+    return m, l1 + b * l2, o1 + b * o2
+
+
+def first_tokens(hidden, mask):  # 8.1: averages the first mask.sum() tokens (right padding)
+    import torch.nn.functional as F
+
+    rows = [hidden[b, :int(mask[b].sum())].mean(0) for b in range(len(hidden))]
+    return F.normalize(torch.stack(rows), dim=-1)
+
+
+# (module, check, mistake, whether the notebook's visible cases let it through: where they do
+# not, the hidden part still fails it, whatever the visible cases drew)
+HIDDEN_MISTAKES = [("ch00", "causal_mask", squeezed, True),
+                   ("ch01", "causal_padding_mask", n_from_lengths, False),
+                   ("ch02", "prefers_other", squeezed_prefers, True),
+                   ("ch04", "course_mask", repaired_rows, True),
+                   ("ch05", "kernel_from_attention", squeezed_kernel, False),
+                   ("ch06", "merge_partials", first_block_largest, False),
+                   ("ch08", "mean_pool", first_tokens, True)]
+
+
+@pytest.mark.parametrize("module,name,mistake,notebook_passes", HIDDEN_MISTAKES,
+                         ids=[m.__name__ for _, _, m, _ in HIDDEN_MISTAKES])
+def test_a_hidden_part_fails_the_mistake_it_is_for(module, name, mistake, notebook_passes,
+                                                   capsys):
+    import importlib
+
+    check = getattr(importlib.import_module(f"mha.checks.{module}"), name)
+    assert (check(mistake).status == "correct") is notebook_passes
+    for grading_seed in range(3):
+        result = graded(check, mistake, grading_seed)
+        hidden = [p for p in result.parts if p.hidden]
+        assert hidden and all(p.status != "correct" and p.points == 0 for p in hidden), result
