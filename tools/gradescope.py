@@ -7,7 +7,7 @@
 ``build`` writes a zip with Gradescope's two entry points at its top (tools/autograder/setup.sh,
 tools/autograder/run_autograder) and what they need: the course package's source (installed,
 not editable, by setup.sh), the instructor's chapter notebooks (the checks' reference), the
-grader and the pinned requirements.
+grader and what grading imports (requirements-grading.txt).
 
 ``run`` grades ``/autograder/submission`` the way tools/grade.py grades a class, with what a
 Gradescope container needs on top (the grader runs as root there):
@@ -49,8 +49,8 @@ import sandbox  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 USER = "student"
 # what the autograder needs, relative to the repository
-CONTENTS = ["pyproject.toml", "README.md", "binder/requirements.txt", "src/mha", "notebooks",
-            "tools/grade.py", "tools/sandbox.py", "tools/run_notebook.py",
+CONTENTS = ["pyproject.toml", "README.md", "requirements-grading.txt", "src/mha", "notebooks",
+            "tools/reachable.py", "tools/grade.py", "tools/sandbox.py", "tools/run_notebook.py",
             "tools/exercise_format.py", "tools/student_edition.py", "tools/gradescope.py"]
 
 
