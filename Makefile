@@ -88,12 +88,12 @@ student: $(STAMP)
 
 # Grade every notebook under SUBMISSIONS, each in a bubblewrap sandbox (Linux; see
 # book/instructors.md); writes SUBMISSIONS/grades.csv and grading_log.csv.
-# GRADE_OPTS passes options on, e.g. GRADE_OPTS="--timeout 600 --jobs 4" (see tools/grade.py -h).
+# GRADE_OPTS passes options on, e.g. GRADE_OPTS="--timeout 600 --jobs 4" (see mha-grade grade -h).
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder>"; exit 2; }
-	$(BIN)/python tools/grade.py "$(SUBMISSIONS)" $(GRADE_OPTS)
+	$(BIN)/mha-grade grade "$(SUBMISSIONS)" $(GRADE_OPTS)
 
-# A Gradescope autograder zip (_build/gradescope.zip): its run_autograder runs tools/grade.py on
+# A Gradescope autograder zip (_build/gradescope.zip): its run_autograder runs the grader on
 # one submission inside Gradescope's container (see book/instructors.md).
 gradescope: $(STAMP)
-	$(BIN)/python tools/gradescope.py build _build/gradescope.zip
+	$(BIN)/mha-grade gradescope build _build/gradescope.zip

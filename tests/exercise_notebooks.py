@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
+from mha_grade import exercise_format as fmt  # (the tests import these two from here)
+from mha_grade import student_edition  # noqa: F401
 
 from conventions import NOTEBOOKS, ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-
-import exercise_format as fmt  # noqa: E402  (the tests import these two from here)
-import student_edition  # noqa: E402, F401
 
 FIXTURES = ROOT / "tests" / "fixtures"
 EXAMPLE = FIXTURES / "00_example_exercises.ipynb"

@@ -44,7 +44,7 @@ def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = Tru
     example chapter added (and, without ``chapters``, alone: a cheaper start)."""
     bundle = zip_path or tmp_path / "gradescope.zip"
     if zip_path is None:
-        subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build",
+        subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build",
                         str(bundle)], check=True, capture_output=True)
     root = tmp_path / "autograder"
     with zipfile.ZipFile(bundle) as z:

@@ -177,17 +177,18 @@ def test_every_question_in_words_gets_an_answer_cell():
 
 def test_the_student_edition_grades_like_the_myst_one():
     """The grader finds each exercise by its label: the same plan as for the MyST edition."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import grade
+    from mha_grade.assignments import load_assignment
+    from mha_grade.run import plan
+    from mha_grade.submissions import labels, read_notebook
 
     for path in NOTEBOOKS:
-        assignment = grade.load_assignment(path)
-        plain = grade.read_notebook(json.dumps(student(path)).encode())
-        myst = grade.read_notebook(json.dumps(student_edition.student_edition(
+        assignment = load_assignment(path)
+        plain = read_notebook(json.dumps(student(path)).encode())
+        myst = read_notebook(json.dumps(student_edition.student_edition(
             fmt.load(path))).encode())
-        assert grade.labels(plain) == grade.labels(myst) != set()
-        assert grade.plan(plain, assignment, with_stubs=True) == \
-            grade.plan(myst, assignment, with_stubs=True)
+        assert labels(plain) == labels(myst) != set()
+        assert plan(plain, assignment, with_stubs=True) == \
+            plan(myst, assignment, with_stubs=True)
 
 
 def test_the_publish_script_puts_the_edition_on_its_branch_with_the_environment(tmp_path):

@@ -16,9 +16,9 @@ from conventions import ROOT
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    """The zip, built once by `tools/gradescope.py build` for this file's tests."""
+    """The zip, built once by `mha-grade gradescope build` for this file's tests."""
     bundle = tmp_path_factory.mktemp("gradescope") / "gradescope.zip"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build", str(bundle)],
+    subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", str(bundle)],
                    check=True, capture_output=True)
     return bundle
 

@@ -1,6 +1,6 @@
 """`make grade`: points, partial credit, notebooks that crash, loop or flood, and every chapter.
 
-One grading run (tools/grade.py in its own process, as `make grade` runs it) over a folder of
+One grading run (`mha-grade grade` in its own process, as `make grade` runs it) over a folder of
 submissions made here from the example notebook, whose expected points are known from what each
 contains, not from the grader. Attacks are in test_grading_attacks.py, the chapters in
 test_grading_chapters.py.
@@ -16,7 +16,7 @@ from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from conventions import ROOT
 
-GRADER = ROOT / "tools" / "grade.py"
+GRADER = [sys.executable, "-m", "mha_grade", "grade"]  # as the console command `mha-grade`
 NAME = EXAMPLE.name
 
 SOLVED_02 = "def scaled_scores(q, k):\n    return q @ k.T / math.sqrt(k.shape[-1])"
@@ -57,7 +57,7 @@ def solved():
 
 
 def grade(folder, *options, env=None, timeout=600):
-    run = subprocess.run([sys.executable, str(GRADER), str(folder), *options],
+    run = subprocess.run([*GRADER, str(folder), *options],
                          capture_output=True, text=True, timeout=timeout, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     with (folder / "grades.csv").open() as handle:
@@ -108,6 +108,10 @@ def submissions():
     nb["cells"].append(code(WRONG_03))
     made["redefined_later"] = (nb, {"0.2": 0, "0.3": 2})
     made["garbage"] = (b"{ this is not a notebook", {"0.2": 0, "0.3": 0})
+    # its first cell asks for input (no one answers under grading), then all is right
+    nb = solved()
+    nb["cells"].insert(0, code("name = input('your name? ')"))
+    made["asks_input"] = (nb, {"0.2": 1, "0.3": 2})
     return made
 
 
@@ -156,10 +160,31 @@ def test_solutions_score_full_marks_the_student_edition_zero_and_partial_work_it
 
 
 @pytest.mark.parametrize("who", ["raises", "loops", "loops_forever", "prints", "crashes",
-                                 "garbage"])
+                                 "garbage", "asks_input"])
 def test_a_misbehaving_submission_gets_exactly_what_it_earned(graded, who):
     expected = graded["made"][who][1]
     assert points(graded, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
+
+
+def nth(n):
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
+def test_the_log_says_which_cell_raised_first_and_what(graded):
+    """``first_error``: the first cell that raised, counted as the student sees it (code cells
+    from 1), with how it starts, the exception's type and its message."""
+    nb = graded["made"]["raises"][0]
+    code_cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    n = next(i for i, c in enumerate(code_cells, 1) if "my notebook is broken" in c["source"])
+    rows = {r["first_error"] for r in graded["log"] if r["notebook"] == f"raises/{NAME}"}
+    assert rows == {f"the {nth(n)} code cell (raise RuntimeError('my notebook is broken')): "
+                    "RuntimeError: my notebook is broken"}
+    # input() has no one to answer it: EOFError, in the 1st code cell, and the rest is graded
+    rows = {r["first_error"] for r in graded["log"] if r["notebook"] == f"asks_input/{NAME}"}
+    assert rows == {"the 1st code cell (name = input('your name? ')): "
+                    "EOFError: EOF when reading a line"}
+    rows = {r["first_error"] for r in graded["log"] if r["notebook"] == f"full/{NAME}"}
+    assert rows == {""}
 
 
 def test_a_notebook_of_no_chapter_is_reported_and_not_graded(graded):
@@ -178,7 +203,7 @@ def test_make_grade_and_make_student_run_the_tools():
     code_, out = make("grade")  # without a folder: the usage, and a failure
     assert code_ != 0 and "usage: make grade SUBMISSIONS=<folder>" in out
     code_, out = make("-n", "grade", "SUBMISSIONS=subs", "GRADE_OPTS=--jobs 1")
-    assert code_ == 0 and '.venv/bin/python tools/grade.py "subs" --jobs 1' in out
+    assert code_ == 0 and '.venv/bin/mha-grade grade "subs" --jobs 1' in out
     code_, out = make("-n", "student")
     assert code_ == 0 and "tools/student_edition.py --out _build/student/notebooks" in out
 
@@ -214,9 +239,8 @@ def test_honest_notebooks_raise_no_flag(graded):
 
 
 def test_without_a_sandbox_the_grader_refuses_unless_told(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import grade as grader
-    import sandbox
+    from mha_grade import grade as grader
+    from mha_grade import sandbox
 
     monkeypatch.setattr(sandbox, "unavailable", lambda: "this is Darwin")
     (tmp_path / "subs").mkdir()

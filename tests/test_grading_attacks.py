@@ -26,7 +26,7 @@ from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from conventions import ROOT
 
-GRADER = ROOT / "tools" / "grade.py"
+GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 NAME = EXAMPLE.name
 SECRET = "GRADER_SECRET_c4n4ry_9f2e"  # the value of GRADER_SECRET in the grader's environment
 SSH_CANARY = "SSH_PRIVATE_KEY_c4n4ry_77a1"
@@ -320,7 +320,7 @@ def attacked(tmp_path_factory):
     env.update(GRADER_SECRET=SECRET, HOME=str(home))
     start = time.monotonic()
     run = subprocess.run(
-        [sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE),
+        [*GRADER, str(folder), "--source", str(EXAMPLE),
          "--source", str(ROOT / "notebooks" / "01_attention_recap.ipynb"), "--jobs", "2",
          "--timeout", "40", "--cell-timeout", "6", "--memory-gb", "1.5", "--disk-mb", "256",
          "--out", str(out)], capture_output=True, text=True, timeout=900, env=env)
@@ -387,7 +387,7 @@ def _cmdline(pid):
 
 def test_no_process_of_a_sandbox_survives_grading(attacked):
     """No sandbox process is left without a grader above it (other test workers may be grading
-    at the same time: their sandboxes have their grade.py as an ancestor)."""
+    at the same time: their sandboxes have their grader (mha_grade) as an ancestor)."""
     survivors = []
     for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
         cmdline = _cmdline(pid)
@@ -395,7 +395,7 @@ def test_no_process_of_a_sandbox_survives_grading(attacked):
             ancestor, graded_by = pid, None
             while ancestor > 1 and graded_by is None:
                 ancestor = _parent(ancestor)
-                if b"tools/grade.py" in _cmdline(ancestor):
+                if b"mha_grade" in _cmdline(ancestor):
                     graded_by = ancestor
             if graded_by is None:
                 survivors.append(cmdline)

@@ -1,10 +1,10 @@
 """Every chapter, graded once in the sandbox: full marks, and its student edition's stubs zero.
 
-One run of tools/grade.py per chapter notebook, in the bubblewrap sandbox with the read-only,
+One run of `mha-grade grade` per chapter notebook, in the bubblewrap sandbox with the read-only,
 non-editable copy of `mha` (no src/ on the path, no repository around it: what a student in Colab
 has), so it shows at once that the chapter runs outside the repository and that its solutions
 score full marks, without an error or a flag. Then, in the same process after the chapter has
-run, the student edition's stub of every checked exercise (tools/student_edition.py) is fed to
+run, the student edition's stub of every checked exercise (mha_grade.student_edition) is fed to
 its check and must score zero ("not done"). Besides nbval's, this is the only execution of a
 chapter in the tests (the student edition itself is checked statically in
 test_student_edition.py).
@@ -22,9 +22,7 @@ import sys
 import pytest
 from exercise_notebooks import WITH_EXERCISES, fmt, student_edition
 
-from conventions import ROOT
-
-GRADER = ROOT / "tools" / "grade.py"
+GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 
 
 def grade_chapter(path, tmp_path):
@@ -32,7 +30,7 @@ def grade_chapter(path, tmp_path):
     folder = tmp_path / "submissions"
     folder.mkdir()
     (folder / path.name).write_bytes(path.read_bytes())
-    run = subprocess.run([sys.executable, str(GRADER), str(folder), "--source", str(path),
+    run = subprocess.run([*GRADER, str(folder), "--source", str(path),
                           "--jobs", "1", "--with-stubs", "--seed", "20261124"],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -80,11 +78,12 @@ def completed_edition(nb):
 
 @pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
 def test_no_flag_on_the_instructors_notebook_or_the_student_editions(path):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import grade
+    from mha_grade.assignments import load_assignment
+    from mha_grade.flags import flags
+    from mha_grade.submissions import read_notebook
 
     nb = fmt.load(path)
-    assignment = grade.load_assignment(path)
+    assignment = load_assignment(path)
     for edition in [nb, student_edition.student_edition(nb), completed_edition(nb)]:
-        read = grade.read_notebook(json.dumps(edition).encode())
-        assert grade.flags(read, assignment) == []
+        read = read_notebook(json.dumps(edition).encode())
+        assert flags(read, assignment) == []

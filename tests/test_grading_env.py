@@ -68,7 +68,7 @@ def test_grading_installs_what_mha_and_the_graded_chapters_import_and_no_course_
     for dependency in map(Requirement, needed):
         assert dependency.name.lower() in names, f"mha needs {dependency.name}"
     # the notebook runner's imports beyond the standard library: IPython alone
-    runner = ast.parse((ROOT / "tools" / "run_notebook.py").read_text())
+    runner = ast.parse((ROOT / "src" / "mha_grade" / "run_notebook.py").read_text())
     imported = {a.name.split(".")[0] for node in ast.walk(runner)
                 if isinstance(node, ast.Import | ast.ImportFrom)
                 for a in (node.names if isinstance(node, ast.Import)
@@ -81,7 +81,7 @@ def test_grading_installs_what_mha_and_the_graded_chapters_import_and_no_course_
 
 def test_the_gradescope_zip_holds_the_grading_requirements(tmp_path):
     bundle = tmp_path / "gradescope.zip"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope.py"), "build", str(bundle)],
+    subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", str(bundle)],
                    check=True, capture_output=True)
     names = set(zipfile.ZipFile(bundle).namelist())
     assert {"requirements-grading.txt", "tools/reachable.py", "pyproject.toml"} <= names
@@ -104,7 +104,7 @@ def test_every_module_compiles_under_python_3_10():
 
 
 @needs_310
-def test_every_module_of_mha_imports_in_the_gradescope_environment_on_python_3_10(tmp_path):
+def test_every_module_of_mha_and_the_grader_imports_on_python_3_10(tmp_path):
     """Standard-library names 3.10 lacks (tomllib, typing.Self, datetime.UTC, enum.StrEnum,
     itertools.batched...) fail here: setup.sh's environment in a Python 3.10 root."""
     why = gradescope_root.unavailable()
@@ -113,9 +113,10 @@ def test_every_module_of_mha_imports_in_the_gradescope_environment_on_python_3_1
     system = gradescope_root.SystemPython(PY310)
     setup = system.setup(gradescope_root.unpack(tmp_path, chapters=False))
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    script = ("import importlib, pkgutil, sys, mha\n"
+    script = ("import importlib, pkgutil, sys, mha, mha_grade\n"
               "assert sys.version_info[:2] == (3, 10), sys.version\n"
-              "names = [m.name for m in pkgutil.walk_packages(mha.__path__, 'mha.')]\n"
+              "names = [m.name for p in (mha, mha_grade)\n"
+              "         for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]\n"
               "for name in names:\n    importlib.import_module(name)\n"
               "print(len(names))\n")
     run = subprocess.run([str(system.venv / "bin" / "python"), "-c", script],

@@ -23,13 +23,10 @@ from pathlib import Path
 import pytest
 from exercise_notebooks import EXAMPLE, fmt, student_edition
 
-from conventions import ROOT
+from mha_grade import assignments, compare, escape, outputs, sandbox, submissions
+from mha_grade import flags as flagging
 
-sys.path.insert(0, str(ROOT / "tools"))
-import grade  # noqa: E402
-import sandbox  # noqa: E402
-
-GRADER = ROOT / "tools" / "grade.py"
+GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 NAME = EXAMPLE.name
 needs_sandbox = pytest.mark.skipif(sandbox.unavailable() is not None,
                                    reason=str(sandbox.unavailable()))
@@ -55,7 +52,7 @@ def rows(path):
 
 
 def run_grader(folder, *options, timeout=600):
-    return subprocess.run([sys.executable, str(GRADER), str(folder), "--source", str(EXAMPLE),
+    return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE),
                            *options], capture_output=True, text=True, timeout=timeout)
 
 
@@ -75,21 +72,21 @@ def run_grader(folder, *options, timeout=600):
     ("back\\slash", "back\\\\slash"),
 ])
 def test_names_are_made_safe_for_terminals_and_spreadsheets(name, shown):
-    assert grade.cell(grade.display(name)) == shown
-    assert grade.display(name).isprintable()
+    assert escape.cell(escape.display(name)) == shown
+    assert escape.display(name).isprintable()
 
 
 def test_display_keeps_different_names_apart():
     names = ["a\\x41", "a\udc41", "aA", "a\\u0041", "a\x41"]
-    assert len({grade.display(n) for n in names}) == len(set(names))
+    assert len({escape.display(n) for n in names}) == len(set(names))
 
 
 # ---------------------------------------------------------------------------------------------
 # Output files
 
 def outcome(name, points):
-    assignment = grade.load_assignment(EXAMPLE)
-    return grade.Outcome(name, assignment, points={"0.2": points, "0.3": 0},
+    assignment = assignments.load_assignment(EXAMPLE)
+    return compare.Outcome(name, assignment, points={"0.2": points, "0.3": 0},
                          status={"0.1": "by hand", "0.2": "correct", "0.3": "wrong"})
 
 
@@ -100,7 +97,7 @@ def test_a_symlink_named_like_an_output_file_is_replaced_never_followed(tmp_path
     out.mkdir()
     for name in ["grading_log.csv.part", "grades.csv.part", "grades.csv", "grading_log.csv"]:
         (out / name).symlink_to(target)
-    writer = grade.Writer(out)
+    writer = outputs.Writer(out)
     writer.add(outcome("=cmd|calc", 1))
     warnings = writer.close()
     assert target.read_text() == "echo the instructor's shell\n"
@@ -111,11 +108,11 @@ def test_a_symlink_named_like_an_output_file_is_replaced_never_followed(tmp_path
 
 
 def test_a_csv_is_never_replaced_by_a_shorter_one_silently(tmp_path):
-    writer = grade.Writer(tmp_path)
+    writer = outputs.Writer(tmp_path)
     for name in ["a.ipynb", "b.ipynb"]:
         writer.add(outcome(name, 1))
     assert writer.close() == []
-    writer = grade.Writer(tmp_path)
+    writer = outputs.Writer(tmp_path)
     writer.add(outcome("a.ipynb", 0))
     warnings = writer.close()
     assert any("grades.csv had 6 rows and now has 3" in w for w in warnings)
@@ -124,10 +121,10 @@ def test_a_csv_is_never_replaced_by_a_shorter_one_silently(tmp_path):
 
 
 def test_an_interrupted_runs_part_files_are_kept_aside_by_a_fresh_run(tmp_path):
-    writer = grade.Writer(tmp_path)
+    writer = outputs.Writer(tmp_path)
     writer.add(outcome("a.ipynb", 1))
     writer.close(finish=False)
-    writer = grade.Writer(tmp_path)  # not --resume
+    writer = outputs.Writer(tmp_path)  # not --resume
     assert any("kept as grading_log.previous.csv.part" in n for n in writer.notes)
     writer.close(finish=False)
     assert len(rows(tmp_path / "grading_log.previous.csv.part")) == 3
@@ -137,7 +134,7 @@ def test_an_interrupted_runs_part_files_are_kept_aside_by_a_fresh_run(tmp_path):
 # Flags
 
 def read(*cells):
-    return grade.read_notebook(json.dumps(with_cell("\n".join(cells))).encode())
+    return submissions.read_notebook(json.dumps(with_cell("\n".join(cells))).encode())
 
 
 @pytest.mark.parametrize("code, flag", [
@@ -154,8 +151,8 @@ def read(*cells):
     ("from importlib import import_module as im\nim('mha.che''cks.ch08')", "obfuscation"),
 ])
 def test_review_flags_see_more_import_forms(code, flag):
-    assignment = grade.load_assignment(EXAMPLE)
-    assert flag in grade.flags(read(code), assignment)
+    assignment = assignments.load_assignment(EXAMPLE)
+    assert flag in flagging.flags(read(code), assignment)
 
 
 @pytest.mark.parametrize("code, flagged", [
@@ -172,9 +169,9 @@ def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, fl
         if getattr(function, "exercise", None) == "0.2":
             monkeypatch.setattr(function, "reference_names", ("mha.scaled_scores",),
                                 raising=False)
-    assignment = grade.load_assignment(EXAMPLE)
+    assignment = assignments.load_assignment(EXAMPLE)
     assert assignment.references == {"0.2": ("mha.scaled_scores",)}
-    found = [f for f in grade.flags(read(code), assignment) if "reference" in f]
+    found = [f for f in flagging.flags(read(code), assignment) if "reference" in f]
     assert found == (["calls the reference of exercise 0.2 (mha.scaled_scores)"]
                      if flagged else [])
 
@@ -190,8 +187,8 @@ def test_one_students_copies_of_a_chapter_are_all_reported_as_duplicates(tmp_pat
         (tmp_path / "ann" / name).write_text(solved)
     (tmp_path / "bob").mkdir()
     (tmp_path / "bob" / "mine.ipynb").write_text(solved)  # one copy: no duplicate
-    assignments = [grade.load_assignment(EXAMPLE)]
-    found = {f.relative: f.problem for f in grade.find_submissions(tmp_path, assignments)}
+    chapters = [assignments.load_assignment(EXAMPLE)]
+    found = {f.relative: f.problem for f in submissions.find_submissions(tmp_path, chapters)}
     for name in names:
         others = sorted(f"ann/{n}" for n in names if n != name)
         assert found[f"ann/{name}"].startswith("duplicate:"), found
@@ -380,7 +377,7 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
-    process = subprocess.Popen([sys.executable, str(GRADER), str(folder), "--source",
+    process = subprocess.Popen([*GRADER, str(folder), "--source",
                                 str(EXAMPLE), "--jobs", "2"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     part = folder / "grading_log.csv.part"

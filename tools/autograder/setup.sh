@@ -3,7 +3,7 @@
 # unpacked in /autograder/source. Base image: Ubuntu 22.04 (Gradescope's default), whose
 # python3 is 3.10, the oldest Python the course supports. It installs what grading imports
 # (requirements-grading.txt: PyTorch's CPU build when PyTorch's index answers, nothing of
-# Jupyter, the book or the tests), the course package `mha` itself (not editable), bubblewrap
+# Jupyter, the book or the tests), the course package `mha` and its grader `mha_grade` (not editable), bubblewrap
 # (used when the container allows user namespaces), and makes the unprivileged user `student`
 # that every submission runs as. Run again, it installs only what changed.
 set -euo pipefail
@@ -30,4 +30,4 @@ index=$("$venv/bin/python" "$source/tools/reachable.py" "$torch_index")
   -r "$source/requirements-grading.txt"
 "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$source"
 chmod -R go+rX,go-w "$venv"  # the student's user runs this Python, never changes it
-"$venv/bin/python" "$source/tools/gradescope.py" prepare
+"$venv/bin/python" -m mha_grade gradescope prepare

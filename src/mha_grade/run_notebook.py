@@ -1,6 +1,6 @@
 """Run one submission's cells inside the sandbox and answer the grader's requests.
 
-    python run_notebook.py PLAN.json     (started by tools/grade.py through tools/sandbox.py)
+    python run_notebook.py PLAN.json     (started by the grader: mha_grade.run, mha_grade.sandbox)
 
 Everything in this process is the student's: their code runs here, in an IPython shell (the
 engine a Jupyter kernel runs cells with), and may patch anything, this file included. So it
@@ -25,6 +25,14 @@ import sys
 
 class CellTimeout(KeyboardInterrupt):
     """A cell (or a call of the student's function) ran past its time limit."""
+
+
+def _text(error: BaseException | None) -> str:
+    """The error's message, short; an error whose ``str`` fails has none."""
+    try:
+        return str(error)[:300]
+    except BaseException:  # noqa: BLE001 (the student's own exception class)
+        return ""
 
 
 def main() -> None:
@@ -66,7 +74,8 @@ def main() -> None:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             if failed:
-                send({"cell": index, "error": type(error).__name__[:80]})
+                send({"cell": index, "error": type(error).__name__[:80],
+                      "message": _text(error)})
             continue
         table: list = []
         signal.setitimer(signal.ITIMER_REAL, limit)

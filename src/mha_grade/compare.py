@@ -1,0 +1,65 @@
+"""What grading one submission found: verdicts and points per exercise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mha.exercises import Result
+from mha_grade.assignments import Assignment
+
+
+@dataclass
+class Outcome:
+    """What grading one submission found, per exercise name."""
+
+    notebook: str
+    assignment: Assignment | None
+    points: dict[str, int] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)
+    message: dict[str, str] = field(default_factory=dict)
+    stubs: dict[str, str] = field(default_factory=dict)  # --with-stubs: exercise -> status
+    seconds: float = 0.0
+    problem: str = ""  # what went wrong with the whole notebook, or a warning about it
+    errors: int = 0  # cells that ended in an error
+    first_error: str = ""  # the first of them: where (as the student sees it) and what raised
+    flags: list[str] = field(default_factory=list)
+
+
+
+def _not_graded(outcome: Outcome, why: str) -> None:
+    if outcome.assignment is None:
+        return
+    for exercise in outcome.assignment.exercises:
+        if exercise.checks:
+            outcome.points[exercise.name] = 0
+            outcome.status[exercise.name] = "not graded"
+            outcome.message[exercise.name] = why
+        else:
+            outcome.status[exercise.name] = "by hand"
+
+
+
+
+def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
+          with_stubs: bool = False) -> None:
+    """Fill ``outcome``'s points, status and message per exercise from the checks' ``results``
+    (check cell index as a string -> the verdict the grader computed). An exercise's points are
+    its checks' points; its status is its first check's that is not "correct"; a check that
+    never ran says why (``unfinished``: the notebook stopped) and scores 0. ``clean`` makes a
+    message fit for students (no path or value of the grading machine)."""
+    for exercise in outcome.assignment.exercises:
+        if not exercise.checks:
+            outcome.status[exercise.name] = "by hand"
+            continue
+        got = [results.get(str(i)) for i in exercise.checks]
+        outcome.points[exercise.name] = sum(r.points for r in got if r and
+                                            r.status == "correct")
+        statuses = [r.status if r else (unfinished or "no result") for r in got]
+        outcome.status[exercise.name] = next((s for s in statuses if s != "correct"),
+                                             "correct")
+        outcome.message[exercise.name] = clean(" | ".join(
+            r.message if r else "its check was not reached" for r in got))
+        if with_stubs:
+            stubs = [results.get(f"stub:{i}") for i in exercise.checks]
+            outcome.stubs[exercise.name] = ",".join(
+                f"{r.status}:{r.points}" if r else "none" for r in stubs)

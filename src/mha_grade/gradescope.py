@@ -1,0 +1,265 @@
+"""A Gradescope autograder for the course, built on the grader (``mha-grade grade``).
+
+    mha-grade gradescope build [OUT.zip]     # make gradescope
+    mha-grade gradescope prepare             # setup.sh: the unprivileged user
+    mha-grade gradescope run [--root DIR]    # run_autograder: grade, write results.json
+
+``build`` writes a zip with Gradescope's two entry points at its top (tools/autograder/setup.sh,
+tools/autograder/run_autograder) and what they need: the source of the course package and of the
+grader, ``mha`` and ``mha_grade`` (both installed, not editable, by setup.sh), the instructor's
+chapter notebooks (the checks' reference) and what grading imports (requirements-grading.txt).
+
+``run`` grades ``/autograder/submission`` the way ``mha-grade grade`` grades a class, with what a
+Gradescope container needs on top (the grader runs as root there):
+
+- the notebook runs as the unprivileged user ``student`` (made by ``prepare``), inside a
+  bubblewrap sandbox when the container lets that user make namespaces, else without one (the
+  output says which); ``/autograder``'s grader, notebooks, submission and results are root's
+  alone (mode 700), so that user can neither read nor change them;
+- every process of that user is killed before anything is written, however it detached itself
+  (by root, through /proc, so nothing the user runs can stop the killing); Gradescope's
+  ``submission_metadata.json`` (names, e-mails, earlier results) is made root's alone too;
+- a ``results.json`` is always written, with a test saying what went wrong if grading failed;
+- ``results.json`` (Gradescope's documented format: one test per exercise with name, score,
+  max_score, output) is built from the grader's own in-memory results, never from a file;
+- one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``, or
+  a ``copy.ipynb`` whose exercise labels are chapter 9's) is graded once: the file named
+  exactly like the chapter, else the newest; the others get a test saying they were ignored
+  and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import secrets
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from mha.exercises import set_grading_seed
+from mha_grade import ROOT, escape, files, outputs, sandbox, submissions, workers
+from mha_grade import assignments as chapters
+from mha_grade.compare import Outcome
+from mha_grade.exercise_format import chapter_notebooks
+from mha_grade.run import Settings
+from mha_grade.submissions import Found
+
+USER = "student"
+# what the autograder needs, relative to the repository
+CONTENTS = ["pyproject.toml", "README.md", "requirements-grading.txt", "src/mha", "src/mha_grade",
+            "notebooks", "tools/reachable.py"]
+
+
+def build(out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name in ("setup.sh", "run_autograder"):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o100755 << 16  # a regular, executable file, as Gradescope needs
+            bundle.writestr(info, (ROOT / "tools" / "autograder" / name).read_bytes())
+        for entry in CONTENTS:
+            path = ROOT / entry
+            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
+                                                         and "__pycache__" not in p.parts)
+            for file in files:
+                bundle.write(file, file.relative_to(ROOT))
+    return out
+
+
+def prepare(name: str = USER) -> sandbox.User:
+    """The unprivileged user the notebooks run as, made if missing (a system user: no home, no
+    login shell, a group of its own)."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
+                        "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+                       check=True)
+        entry = pwd.getpwnam(name)
+    if entry.pw_uid == 0:
+        raise SystemExit(f"the user {name} is root: not a user to run submissions as")
+    return sandbox.User(name, entry.pw_uid, entry.pw_gid)
+
+
+def lock_down(root: Path) -> None:
+    """Make ``root``'s grader, notebooks, submission and results root's alone; ``root`` itself
+    only traversable, so the user still reaches the Python environment installed in it."""
+    for path in (root / "source", root / "submission", root / "results"):
+        path.mkdir(exist_ok=True)
+        os.chown(path, 0, 0)
+        path.chmod(0o700)
+    # Gradescope's own file: the submitters' names, e-mails and earlier results
+    metadata = root / "submission_metadata.json"
+    if metadata.exists() and not metadata.is_symlink():
+        os.chown(metadata, 0, 0)
+        metadata.chmod(0o600)
+    os.chown(root, 0, 0)
+    root.chmod(0o711)
+
+
+def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment]
+                    ) -> tuple[list[Found], list[tuple[Found, str]]]:
+    """One notebook per chapter: (the ones to grade, [(ignored, why)])."""
+    chapters: dict[str, list[Found]] = {}
+    for item in found:  # the chapter each is graded as: by its name or its exercise labels
+        assignment = submissions.chapter_of_file(item.relative, item.path, assignments)
+        if assignment is not None:
+            chapters.setdefault(assignment.name, []).append(item)
+    ignored: list[tuple[Found, str]] = []
+    for name, items in chapters.items():
+        if len(items) < 2:
+            continue
+        exact = [i for i in items if Path(i.relative).name == f"{name}.ipynb"]
+        if len(exact) == 1:
+            chosen, why = exact[0], f"its name is exactly the chapter's ({name}.ipynb)"
+        else:
+            chosen = max(exact or items, key=lambda i: (_modified(i.path), i.relative))
+            why = "it is the one modified last" + (f" of those named {name}.ipynb"
+                                                   if exact else "")
+        shown = escape.display(chosen.relative)
+        others = [i for i in items if i is not chosen]
+        chosen.problem = (f"graded: chapter {name} was handed in {len(items)} times; this one "
+                          f"is graded because {why}; ignored: "
+                          + ", ".join(escape.display(i.relative) for i in others))
+        ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times and "
+                           f"{shown} is graded, because {why}") for i in others)
+    dropped = {id(i) for i, _ in ignored}
+    return [i for i in found if id(i) not in dropped], ignored
+
+
+def _modified(path: Path | None) -> float:
+    try:
+        return os.lstat(path).st_mtime if path else 0.0
+    except OSError:
+        return 0.0
+
+
+def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
+           notes: list[str]) -> dict:
+    """Gradescope's results.json, from the grader's outcomes."""
+    tests = []
+    for outcome in outcomes:
+        if outcome.assignment is None:
+            continue
+        for exercise in outcome.assignment.exercises:
+            most = outcome.assignment.max_points(exercise)
+            test = {"name": f"{outcome.notebook}: exercise {exercise.name}",
+                    "output": " ".join(filter(None, [outcome.status.get(exercise.name, ""),
+                                                     outcome.message.get(exercise.name, ""),
+                                                     outcome.problem]))}
+            if most is not None:  # exercises graded by hand have no points here
+                test.update(score=float(outcome.points.get(exercise.name, 0)),
+                            max_score=float(most))
+            tests.append(test)
+    for item, why in ignored:
+        tests.append({"name": f"{escape.display(item.relative)}: ignored", "score": 0.0,
+                      "max_score": 0.0, "output": why})
+    skipped = [f"{o.notebook}: {o.problem}" for o in outcomes if o.assignment is None]
+    if not any(o.assignment for o in outcomes):
+        notes = [*notes, "No notebook of the course was found in the submission."]
+    return {"score": sum(t.get("score", 0.0) for t in tests), "tests": tests,
+            "output": "\n".join([*notes, *skipped]), "visibility": "visible",
+            "stdout_visibility": "hidden"}
+
+
+def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
+        cell_timeout: float = 120.0) -> dict:
+    """Grade ``root/submission`` and write ``root/results/results.json``; returns the report.
+    Whatever fails, a results.json is written: with a test saying what went wrong."""
+    try:
+        return _run(root, isolation, timeout, cell_timeout)
+    except BaseException as error:
+        result = failed(error)
+        try:
+            sandbox.kill_user(prepare())
+        except BaseException as again:  # noqa: BLE001 (the row is written whatever happens)
+            result["output"] += f"\nand the student's processes may not all be killed: {again!r}"
+        (root / "results").mkdir(exist_ok=True)
+        with files.create(root / "results" / "results.json", 0o644) as handle:
+            json.dump(result, handle, indent=1)
+        print(f"wrote results.json after an error: {error!r}", flush=True)
+        if isinstance(error, Exception):
+            return result
+        raise
+
+
+def failed(error: BaseException) -> dict:
+    """results.json for a run that could not grade: 0 points and a test saying why."""
+    why = (f"The autograder failed ({type(error).__name__}: {str(error)[:300]}); "
+           "nothing was graded. Ask your instructor to grade this submission by hand.")
+    return {"score": 0.0, "tests": [{"name": "autograder", "score": 0.0, "max_score": 0.0,
+                                     "output": why}], "output": why,
+            "visibility": "visible", "stdout_visibility": "hidden"}
+
+
+def _run(root: Path, isolation: str, timeout: float, cell_timeout: float) -> dict:
+    start = time.monotonic()
+    user = prepare()
+    lock_down(root)
+    sandbox.kill_user(user)  # nothing of the user's may be running when grading starts
+    why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
+    how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
+           if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
+           f"without bubblewrap ({why}).")
+    print(how, flush=True)
+    seed = secrets.randbits(48)
+    set_grading_seed(seed)
+    sources = chapter_notebooks(root / "source")  # the instructor's chapters, in the zip
+    assignments = [a for a in map(chapters.load_assignment, sources) if a.exercises]
+    found, ignored = one_per_chapter(submissions.find_submissions(root / "submission", assignments),
+                                     assignments)
+    settings = Settings(timeout, cell_timeout, why is None, sandbox.Limits(), False, user)
+    outcomes: list[Outcome] = []
+    prefix = sandbox.Prefix()
+    try:
+        workers.grade_all(found, assignments, settings, seed=seed, sources=sources, prefix=prefix,
+                        hide=[str(prefix.root), str(root)], jobs=1,
+                        on_outcome=outcomes.append)
+    finally:
+        prefix.remove()
+    killed = sandbox.kill_user(user)  # before anything is written: nothing of theirs is left
+    for outcome in outcomes:
+        print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
+    notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
+                      "were killed."] if killed else [])
+    result = report(outcomes, ignored, notes)
+    with files.create(root / "results" / "results.json", 0o644) as handle:
+        json.dump(result, handle, indent=1)
+    print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mha-grade gradescope",
+                                     description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    make = commands.add_parser("build", help="write the autograder zip")
+    make.add_argument("out", type=Path, nargs="?", default=ROOT / "_build" / "gradescope.zip")
+    commands.add_parser("prepare", help="make the unprivileged user (setup.sh, as root)")
+    grading = commands.add_parser("run", help="grade the submission (run_autograder, as root)")
+    grading.add_argument("--root", type=Path, default=Path("/autograder"))
+    grading.add_argument("--isolation", choices=["auto", "user"], default="auto",
+                         help="auto: bubblewrap if the container allows it, else the user alone")
+    grading.add_argument("--timeout", type=float, default=300.0)
+    grading.add_argument("--cell-timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(f"wrote {build(args.out)}")
+    elif args.command == "prepare":
+        user = prepare()
+        print(f"user {user.name}: uid {user.uid}, gid {user.gid}")
+    else:
+        if os.geteuid() != 0:
+            raise SystemExit("run_autograder runs as root (as on Gradescope): it needs to run "
+                             "the notebook as another user")
+        run(args.root, args.isolation, args.timeout, args.cell_timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Running one submission: the plan of its steps, the sandbox it runs in, the channel to it.
+
+At each capture the grader runs the chapter's check **in its own process** (mha.exercises):
+the check sends inputs as plain data and reads the answer's results back as plain data."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads
+from mha_grade import ROOT, sandbox
+from mha_grade.assignments import Assignment
+from mha_grade.compare import Outcome, _not_graded, score
+from mha_grade.escape import display
+from mha_grade.exercise_format import LABEL, source
+from mha_grade.files import read_regular
+from mha_grade.flags import flags
+from mha_grade.student_edition import stub_regions
+from mha_grade.submissions import (
+    MAX_NOTEBOOK_BYTES,
+    by_name,
+    chapter_of,
+    read_notebook,
+)
+
+# One line from the sandbox. The largest an honest chapter sends is 0.66 MB (chapter 2; the
+# others 0.02 MB or less, measured on every chapter's solutions in November 2026); a longer line
+# stops that notebook, and so do more than MAX_JUNK_LINES lines that are no message. Each
+# submission's lines are parsed by its own grading process (see Workers), so a flood costs its
+# neighbours nothing but the CPU time any busy notebook takes.
+MAX_MESSAGE_BYTES = 4 * 2**20
+MAX_JUNK_LINES = 16  # lines that are no message: the runner sends none, so this is on purpose
+MAX_ERRORS_COUNTED = 10_000
+# The per-cell limit is kept in the sandbox (SIGALRM: the cell is interrupted, the notebook goes
+# on) and, as a backstop, here: a step that sends nothing for this much longer is stopped.
+CELL_GRACE = 10.0
+
+def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[dict]:
+    """The steps the sandbox runs: the submission's code cells (its check cells dropped) and,
+    after the student's last solution cell of each exercise, a capture per instructor check."""
+    cells = [c for c in nb["cells"] if not (c["cell_type"] == "code" and "check" in
+                                            c["metadata"]["tags"])]
+    prompts: dict[str, int] = {}
+    for position, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown":
+            for m in LABEL.finditer(cell["source"]):
+                prompts.setdefault(m.group(1), position)
+    order = sorted(prompts.values())
+    after: dict[int, list[int]] = {}
+    at_end: list[int] = []
+    for exercise in assignment.exercises:
+        if not exercise.checks:
+            continue
+        start = prompts.get(exercise.label)
+        if start is None:  # the prompt was deleted: capture at the end, where all is defined
+            at_end.extend(exercise.checks)
+            continue
+        stop = next((p for p in order if p > start), len(cells))
+        solutions = [p for p in range(start, stop) if cells[p]["cell_type"] == "code"
+                     and "solution" in cells[p]["metadata"]["tags"]]
+        after.setdefault(solutions[-1] if solutions else start, []).extend(exercise.checks)
+
+    def captures(indices: list[int], prefix: str = "") -> list[dict]:
+        return [{"capture": f"{prefix}{i}", "expr": assignment.captures[i]} for i in indices]
+
+    steps: list[dict] = []
+    # each code cell's place as the student sees it: the n-th code cell of their notebook
+    seen = {id(c): n for n, c in enumerate(
+        (c for c in nb["cells"] if c["cell_type"] == "code"), 1)}
+    for position, cell in enumerate(cells):
+        if cell["cell_type"] == "code":
+            steps.append({"source": cell["source"], "at": seen[id(cell)]})
+        steps.extend(captures(after.get(position, [])))
+    steps.extend(captures(at_end))
+    if with_stubs:  # the student edition's stub of every checked exercise, in the same kernel
+        for exercise in assignment.exercises:
+            if exercise.checks:
+                for index in exercise.marked:
+                    steps.append({"source": stub_regions(source(assignment.nb["cells"][index]))})
+                steps.extend(captures(exercise.checks, "stub:"))
+    return steps
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Talking to the sandbox
+
+class Messages:
+    """Lines from the sandbox's stdout, read by a thread, handed out with a deadline."""
+
+    def __init__(self, stream):
+        self.queue: queue.Queue = queue.Queue(maxsize=16)  # at most 16 lines held in memory
+        self.too_long = False
+        self.junk = 0
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        try:
+            while True:
+                line = stream.readline(MAX_MESSAGE_BYTES)
+                if not line.endswith(b"\n"):
+                    self.too_long = len(line) >= MAX_MESSAGE_BYTES
+                    break  # the end, or a line too long to be a message: the notebook stops
+                self.queue.put(line)
+        except (OSError, ValueError):
+            pass
+        self.queue.put(None)
+
+    def next(self, deadline: float) -> dict | None:
+        """The next message, ``None`` at the end or at the deadline; junk is skipped, up to
+        ``MAX_JUNK_LINES`` lines, and then the end."""
+        while self.junk <= MAX_JUNK_LINES:
+            try:
+                line = self.queue.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if line is None:
+                self.queue.put(None)
+                return None
+            try:
+                return loads(line)
+            except ProtocolError:
+                self.junk += 1  # parsing junk is work: a flood ends at the loop's condition
+        return None
+
+
+class SandboxChannel(Channel):
+    """The check's end of the pipe to one sandbox (see mha.exercises.Channel)."""
+
+    def __init__(self, process, messages: Messages, deadline: float, call_limit: float):
+        self.process, self.messages, self.deadline = process, messages, deadline
+        self.call_limit = call_limit  # one call of the answer, kept from here
+
+    def request(self, message: dict) -> dict:
+        try:
+            self.process.stdin.write(dumps(message))
+            self.process.stdin.flush()
+        except (OSError, ValueError):
+            raise ProtocolError("the notebook stopped") from None
+        reply = self.messages.next(min(self.deadline, time.monotonic() + self.call_limit))
+        if reply is None:
+            raise ProtocolError("no reply before the time limit, or the notebook stopped")
+        return reply
+
+
+class Sanitiser:
+    """Feedback goes to students: no path of the grader's machine, no value of its environment."""
+
+    def __init__(self, extra: list[str]):
+        values = [v for k, v in os.environ.items() if len(v) >= 6 and v not in ("/usr/bin",)]
+        paths = [str(ROOT), str(Path.home()), tempfile.gettempdir(), sys.prefix,
+                 sys.base_prefix, *extra]
+        self.secrets = sorted({s for s in values + paths if s and len(s) >= 4}, key=len,
+                              reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "<hidden>")
+        return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:500]
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    end = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{end}"
+
+
+def first_error(steps: list[dict], message: dict) -> str:
+    """The grading log's ``first_error``: where the first failing cell is, as the student sees
+    it (the n-th code cell, and how it starts), and what it raised. The type and message come
+    from the sandbox: the student's own account of their error, shown to them and the
+    instructor, never read as a verdict."""
+    index = message["cell"]
+    if not 0 <= index < len(steps) or "source" not in steps[index]:
+        return ""
+    step = steps[index]
+    kind = message.get("error") if isinstance(message.get("error"), str) else "an error"
+    text = message.get("message") if isinstance(message.get("message"), str) else ""
+    line = next((s.strip() for s in step["source"].splitlines() if s.strip()), "")
+    where = f"the {ordinal(step['at'])} code cell" if "at" in step else "a cell"
+    start = f" ({line[:40]}{'...' if len(line) > 40 else ''})" if line else ""
+    return f"{where}{start}: {kind[:80]}" + (f": {text[:200]}" if text else "")
+
+
+@dataclass
+class Settings:
+    timeout: float
+    cell_timeout: float
+    sandboxed: bool
+    limits: sandbox.Limits
+    with_stubs: bool = False
+    user: sandbox.User | None = None  # run submissions as this user (the grader is root)
+
+
+
+def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: sandbox.Prefix,
+              settings: Settings, problem: str, clean: Sanitiser) -> Outcome:
+    try:
+        nb = read_notebook(read_regular(path, MAX_NOTEBOOK_BYTES))
+    except (OSError, ValueError) as error:
+        assignment = by_name(relative, assignments)
+        outcome = Outcome(display(relative), assignment,
+                          problem="; ".join(filter(None, [str(error), problem])))
+        _not_graded(outcome, str(error))
+        return outcome
+    assignment, note = chapter_of(relative, nb, assignments)
+    problem = "; ".join(filter(None, [problem, note]))
+    outcome = Outcome(display(relative), assignment, problem=problem)
+    if assignment is None:
+        outcome.problem = "; ".join(filter(None, [
+            "no chapter notebook matches its name or its exercise labels", problem]))
+        return outcome
+    if nb["dropped"]:
+        outcome.problem = "; ".join(filter(None, [
+            outcome.problem, f"{nb['dropped']} malformed cell(s) skipped"]))
+    if nb["odd_tags"]:
+        outcome.problem = "; ".join(filter(None, [
+            outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)"]))
+    outcome.flags = flags(nb, assignment)
+    steps = plan(nb, assignment, with_stubs=settings.with_stubs)
+    graded_steps = len(plan(nb, assignment)) if settings.with_stubs else len(steps)
+    checks = {str(i): i for i in assignment.info} | (
+        {f"stub:{i}": i for i in assignment.info} if settings.with_stubs else {})
+    results: dict[str, Result] = {}
+    work = Path(tempfile.mkdtemp(prefix="mha-grade-one-"))
+    plan_path = work / "plan.json"
+    plan_path.write_text(json.dumps({"cells": steps, "cell_timeout": settings.cell_timeout}))
+    plan_path.chmod(0o444)
+    if settings.user is not None:
+        work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing
+    start = time.monotonic()
+    deadline = start + settings.timeout
+    step_limit = settings.cell_timeout + CELL_GRACE
+    unfinished = ""
+    if settings.sandboxed:
+        process, cgroup = sandbox.start(prefix, plan_path, settings.limits, settings.user)
+    else:
+        process, cgroup = sandbox.start_unsandboxed(prefix, plan_path, settings.limits, work,
+                                                    settings.user)
+    RUNNING.add(process, cgroup)
+    # a watchdog: whatever blocks (a sandbox that stops reading its input), the deadline holds
+    watchdog = threading.Timer(settings.timeout + 10, sandbox.stop, (process, cgroup))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        messages = Messages(process.stdout)
+        channel = SandboxChannel(process, messages, deadline, step_limit)
+        finished = started = False
+        while not finished:
+            # every step says when it starts: one that runs past its limit (a cell that ignores
+            # SIGALRM) is stopped here, from outside the sandbox. Starting (importing torch)
+            # is no step: only the notebook's limit bounds it
+            message = messages.next(min(deadline, time.monotonic() + step_limit)
+                                    if started else deadline)
+            if message is None:
+                break
+            started = True
+            if "cell" in message:
+                if type(message["cell"]) is int and message["cell"] >= graded_steps:
+                    continue  # a stub cell added by --with-stubs
+                outcome.errors = min(outcome.errors + 1, MAX_ERRORS_COUNTED)
+                if not outcome.first_error and type(message["cell"]) is int:
+                    outcome.first_error = clean(first_error(steps, message))
+            elif "ready" in message:
+                key = message["ready"]
+                if key in checks and key not in results:
+                    index = checks[key]
+                    info = assignment.info[index]
+                    if "types" in message and isinstance(message["types"], list):
+                        answer = channel.ref(0, [t for t in message["types"][:20]
+                                                 if isinstance(t, str)])
+                        result = evaluate(assignment.checkers[index], info.exercise,
+                                          info.max_points, answer)
+                    else:
+                        result = Result(info.exercise, 0, info.max_points, "error",
+                                        "the answer is not defined where its check runs")
+                    results[key] = result
+                try:
+                    process.stdin.write(b'{"op":"done"}\n')
+                    process.stdin.flush()
+                except (OSError, ValueError):
+                    break
+            elif message.get("finished") is True:
+                finished = True
+        if not finished:
+            if time.monotonic() >= deadline:
+                unfinished = f"stopped after the time limit of {settings.timeout:.0f} s"
+            elif messages.junk > MAX_JUNK_LINES:
+                unfinished = (f"stopped: the notebook wrote more than {MAX_JUNK_LINES} lines "
+                              "that are not messages on the grader's channel")
+            elif messages.too_long:
+                unfinished = (f"stopped: the notebook wrote a line of more than "
+                              f"{MAX_MESSAGE_BYTES // 2**20} MB on the grader's channel")
+            elif process.poll() is None:
+                unfinished = (f"stopped: a cell ran past the cell limit of "
+                              f"{settings.cell_timeout:.0f} s and did not let itself be "
+                              "interrupted")
+            else:
+                unfinished = "the notebook stopped before its end (it crashed, exited or " \
+                             "hit a limit)"
+    except ProtocolError as error:  # pragma: no cover (each check catches its own)
+        unfinished = f"the notebook broke the grading protocol ({error})"
+    finally:
+        outcome.seconds = time.monotonic() - start
+        watchdog.cancel()
+        sandbox.stop(process, cgroup)
+        if settings.user is not None:  # one submission at a time per user: all of it goes
+            left = sandbox.kill_user(settings.user)
+            if left:
+                outcome.problem = "; ".join(filter(None, [
+                    outcome.problem, f"{left} process(es) it left running were killed"]))
+        RUNNING.discard(process)
+        shutil.rmtree(work, ignore_errors=True)
+    if unfinished:
+        outcome.problem = "; ".join(filter(None, [unfinished, outcome.problem]))
+    score(outcome, results, unfinished, clean, settings.with_stubs)
+    return outcome
+
+
+# ---------------------------------------------------------------------------------------------
+# The sandboxes running in this process
+
+class Running:
+    """The sandboxes this process has running, so that an interrupt can stop them."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.items: dict[int, tuple] = {}
+
+    def add(self, process, cgroup) -> None:
+        with self.lock:
+            self.items[process.pid] = (process, cgroup)
+
+    def discard(self, process) -> None:
+        with self.lock:
+            self.items.pop(process.pid, None)
+
+    def stop_all(self) -> None:
+        with self.lock:
+            items = list(self.items.values())
+        for process, cgroup in items:
+            sandbox.stop(process, cgroup)
+
+
+RUNNING = Running()
+

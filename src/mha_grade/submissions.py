@@ -1,0 +1,184 @@
+"""Finding submissions in a class folder, reading them (structure only, never running them),
+the chapter each is graded as, and duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from mha_grade.assignments import Assignment
+from mha_grade.escape import display
+from mha_grade.exercise_format import (
+    LABEL,
+)
+from mha_grade.files import read_regular
+from mha_grade.outputs import (
+    OUTPUT_NAMES,
+    TEMPORARY,
+)
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20  # a larger submission is not graded
+MAX_CELLS = 2000
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a submission (in the grader's process: only json.loads and checks of the structure)
+
+def read_notebook(data: bytes) -> dict:
+    """The submission as ``{"cells": [...]}`` of well-formed cells; ``ValueError`` if it is none."""
+    try:
+        nb = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError("not a notebook: the file is not JSON") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError("not a notebook: no list of cells")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise ValueError(f"more than {MAX_CELLS} cells")
+    cells, odd_tags = [], 0
+    for cell in nb["cells"]:
+        if not isinstance(cell, dict):
+            continue  # a malformed cell is dropped (and counted below)
+        text = cell.get("source", "")
+        if isinstance(text, list) and all(isinstance(t, str) for t in text):
+            text = "".join(text)
+        metadata = cell.get("metadata")
+        cell_tags = metadata.get("tags") if isinstance(metadata, dict) else None
+        if not isinstance(cell_tags, list) or not all(isinstance(t, str) for t in cell_tags):
+            odd_tags += cell_tags is not None
+            cell_tags = []
+        kind = cell.get("cell_type")
+        if not isinstance(text, str) or kind not in ("code", "markdown", "raw"):
+            continue
+        cells.append({"cell_type": kind, "source": text, "metadata": {"tags": cell_tags}})
+    dropped = len(nb["cells"]) - len(cells)
+    return {"cells": cells, "dropped": dropped, "odd_tags": odd_tags}
+
+
+def labels(nb: dict) -> set[str]:
+    return {m.group(2) for cell in nb["cells"] if cell["cell_type"] == "markdown"
+            for m in LABEL.finditer(cell["source"])}
+
+
+def by_name(relative: str, assignments: list[Assignment]) -> Assignment | None:
+    stem = Path(relative).stem
+    found = [a for a in assignments if a.name in stem]
+    return max(found, key=lambda a: len(a.name)) if found else None
+
+
+def chapter_of(relative: str, nb: dict, assignments: list[Assignment]
+               ) -> tuple[Assignment | None, str]:
+    """The chapter a notebook is graded as: the one its name holds, unless its exercise labels
+    are all of one other chapter (or its name holds none); and a note when the two disagree."""
+    named = by_name(relative, assignments)
+    chapters = labels(nb)
+    if named is None or (chapters and named.chapter not in chapters):
+        candidates = [a for a in assignments if a.chapter in chapters]
+        if len(candidates) == 1:
+            found = candidates[0]
+            return found, "" if named is None else (
+                f"saved as chapter {named.chapter} ({named.name}) but its exercises are "
+                f"chapter {found.chapter}'s: graded as {found.name}")
+    return named, ""
+
+
+def chapter_of_file(relative: str, path: Path | None, assignments: list[Assignment]
+                    ) -> Assignment | None:
+    """``chapter_of`` for a file (read, never run): by its name alone if it cannot be read."""
+    if path is None:
+        return None
+    try:
+        nb = read_notebook(read_regular(path, MAX_NOTEBOOK_BYTES))
+    except (OSError, ValueError):
+        return by_name(relative, assignments)
+    return chapter_of(relative, nb, assignments)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding submissions, writing results
+
+@dataclass
+class Found:
+    relative: str
+    path: Path | None  # None: reported, not graded
+    problem: str = ""
+
+
+def _kind(entry: os.DirEntry) -> str:
+    try:
+        mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return "a file that vanished"
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def find_submissions(folder: Path, assignments: list[Assignment],
+                     out: Path | None = None) -> list[Found]:
+    """Every entry under ``folder``: a notebook to grade, or a row saying why it is not graded
+    (symbolic links, hidden files and folders, FIFOs and other special files are reported,
+    never followed, opened or searched). The grader's own outputs in ``out`` are left out."""
+    found: list[Found] = []
+    own = out.resolve() if out is not None else None
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        ours = own is not None and Path(current).resolve() == own
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError as error:
+            if current != folder:
+                relative = Path(current).relative_to(folder).as_posix()
+                found.append(Found(relative, None, f"a folder that cannot be read "
+                                                   f"({error.strerror}): not graded"))
+            continue
+        for entry in entries:
+            relative = Path(entry.path).relative_to(folder).as_posix()
+            if ours and (entry.name in OUTPUT_NAMES or TEMPORARY.match(entry.name)):
+                continue
+            if entry.is_symlink():
+                found.append(Found(relative, None, "a symbolic link: not followed, not graded"))
+            elif entry.name.startswith("."):
+                what = "folder" if entry.is_dir(follow_symlinks=False) else "file"
+                found.append(Found(relative, None, (
+                    f"warning: a hidden {what} (its name starts with '.'): not graded"
+                    + (", nothing in it was read" if what == "folder" else "")
+                    + "; rename it to grade it")))
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif not entry.is_file(follow_symlinks=False):
+                found.append(Found(relative, None, f"warning: {_kind(entry)}, not a file: "
+                                                   "not opened, not graded"))
+            elif entry.name.endswith(".ipynb"):
+                found.append(Found(relative, Path(entry.path)))
+            elif entry.name.lower().endswith(".ipynb"):
+                found.append(Found(relative, None, "not graded: the name must end in .ipynb "
+                                                   "(lower case); rename it and grade again"))
+            else:
+                found.append(Found(relative, None, "not a notebook (.ipynb): skipped"))
+    found.sort(key=lambda f: f.relative)
+    # two notebooks of one chapter by one student: both graded, both reported. A student is a
+    # folder below SUBMISSIONS, or, for files directly in it, the prefix of the file name
+    for items in same_chapter(found, assignments).values():
+        if len(items) > 1:
+            for item in items:
+                others = ", ".join(display(o.relative) for o in items if o is not item)
+                item.problem = f"duplicate: the same student's chapter is also in {others}"
+    return found
+
+
+def same_chapter(found: list[Found], assignments: list[Assignment]
+                 ) -> dict[tuple[str, str], list[Found]]:
+    """(student, chapter) -> the notebooks found for it (the chapter each is graded as: by its
+    name or its exercise labels, as ``chapter_of``)."""
+    owners: dict[tuple[str, str], list[Found]] = {}
+    for item in found:
+        assignment = chapter_of_file(item.relative, item.path, assignments)
+        if assignment is not None:
+            parent, _, name = item.relative.rpartition("/")
+            owner = parent or name.split(assignment.name)[0].strip(" _-.")
+            owners.setdefault((owner, assignment.chapter), []).append(item)
+    return owners
+
