@@ -111,7 +111,7 @@ def run_autograder(root: Path, canary: Path | None = None, *, userns: bool = Tru
         for path in (sys.base_prefix, sys.prefix):
             _readable(path, argv)
     else:
-        argv += system.binds(writable=False)
+        argv += system.binds()
     if not userns:
         argv += ["--ro-bind", "/dev/null", shutil.which("bwrap")]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -144,22 +144,26 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mha-gr
 class SystemPython:
     """A root whose only Python is ``python`` (as ``python3`` first on PATH, as a base image's
     /usr/bin/python3 is) and whose /autograder/venv is kept in :data:`CACHE`, one per
-    requirements-grading.txt and setup.sh: :meth:`setup` runs the zip's setup.sh in it."""
+    requirements-grading.txt: :meth:`setup` runs the zip's setup.sh in it, every time (setup.sh
+    installs only what changed: the course's packages, and any other change of setup.sh)."""
 
     def __init__(self, python: Path):
         self.python = python
         key = hashlib.sha256(str(python).encode())
-        for name in ("requirements-grading.txt", "tools/autograder/setup.sh"):
-            key.update((ROOT / name).read_bytes())
+        key.update((ROOT / "requirements-grading.txt").read_bytes())
         self.venv = CACHE / f"venv-{key.hexdigest()[:12]}"
         version = ".".join(python.name.removeprefix("python").split(".")[:2])
         self.wheels = CACHE / f"wheels-{version}"
 
-    def binds(self, *, writable: bool) -> list[str]:
+    def binds(self) -> list[str]:
+        """The Python's own prefix, readable by all; ``python3`` first on PATH; the venv at
+        /autograder/venv, writable as on Gradescope: only its modes (setup.sh's ``chmod``)
+        keep the student's user from changing it (if an attack did, setup.sh's next run
+        reinstalls the course's packages)."""
         argv: list[str] = []
-        _readable(str(self.python.resolve().parent.parent), argv)  # the Python's own prefix
+        _readable(str(self.python.resolve().parent.parent), argv)
         argv += ["--dir", "/root/bin", "--symlink", str(self.python), "/root/bin/python3",
-                 "--bind" if writable else "--ro-bind", str(self.venv), "/autograder/venv"]
+                 "--bind", str(self.venv), "/autograder/venv"]
         return argv
 
     def setup(self, root: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -178,7 +182,7 @@ class SystemPython:
                                 "--requirement", str(ROOT / "requirements-grading.txt")],
                                check=True, timeout=timeout)
             self.venv.mkdir(exist_ok=True)
-            argv = [*_bwrap(root), *self.binds(writable=True),
+            argv = [*_bwrap(root), *self.binds(),
                     "--ro-bind", str(self.wheels), "/wheels"]
             # no PYTHONDONTWRITEBYTECODE: pip byte-compiles what it installs, as on Gradescope
             env = {"PATH": "/root/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
