@@ -169,28 +169,35 @@ class SystemPython:
     def setup(self, root: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
         """Run ``root/source/setup.sh`` as Gradescope does when it builds the image: as root,
         with the network (PyPI here), into the cached venv (the first time: every package;
-        later: the course package again and nothing else). One run at a time per venv."""
+        later: the course's packages again and nothing else). One run at a time per venv."""
         CACHE.mkdir(parents=True, exist_ok=True)
         with open(CACHE / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for old in CACHE.glob("venv-*"):  # an older requirements-grading.txt's: GBs
                 if old != self.venv:
                     shutil.rmtree(old, ignore_errors=True)
-            if not (self.venv / "bin" / "python").exists():  # the wheels, downloaded once
+            if not (self.venv / "pyvenv.cfg").exists():  # the wheels, downloaded once
                 subprocess.run([str(self.python), "-m", "pip", "download", "--quiet", "--dest",
                                 str(self.wheels), "--find-links", str(self.wheels),
                                 "--requirement", str(ROOT / "requirements-grading.txt")],
                                check=True, timeout=timeout)
             self.venv.mkdir(exist_ok=True)
-            argv = [*_bwrap(root), *self.binds(),
-                    "--ro-bind", str(self.wheels), "/wheels"]
             # no PYTHONDONTWRITEBYTECODE: pip byte-compiles what it installs, as on Gradescope
-            env = {"PATH": "/root/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-                   "LANG": "C.UTF-8", "HOME": "/root",
-                   "PIP_FIND_LINKS": " ".join(filter(None, [os.environ.get("PIP_FIND_LINKS"),
+            pip = {"PIP_FIND_LINKS": " ".join(filter(None, [os.environ.get("PIP_FIND_LINKS"),
                                                             "/wheels"]))}
-            return subprocess.run([*argv, "bash", "/autograder/source/setup.sh"], env=env,
-                                  capture_output=True, text=True, timeout=timeout)
+            return self.run(root, "bash /autograder/source/setup.sh", env=pip, timeout=timeout,
+                            binds=["--ro-bind", str(self.wheels), "/wheels"])
+
+    def run(self, root: Path, command: str, *, env: dict | None = None, timeout: float = 600,
+            binds: list[str] = ()) -> subprocess.CompletedProcess:
+        """``bash -c command`` as root in the throwaway root around ``root``. (The venv's
+        python links to the root's ``/root/bin/python3``, as a base image's venv links to
+        /usr/bin/python3: it runs in the root only.)"""
+        base = {"PATH": "/root/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                "LANG": "C.UTF-8", "HOME": "/root"}
+        return subprocess.run([*_bwrap(root), *self.binds(), *binds, "bash", "-c", command],
+                              env=base | (env or {}), capture_output=True, text=True,
+                              timeout=timeout)
 
 
 def system_python(version: str = "3.10") -> SystemPython | None:

@@ -10,6 +10,7 @@ setup.sh and run_autograder run there (tests/test_gradescope_tamper.py, 'Python 
 import ast
 import importlib.metadata
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -111,7 +112,8 @@ def test_every_module_of_mha_and_the_grader_imports_on_python_3_10(tmp_path):
     if why:
         pytest.skip(why)
     system = gradescope_root.SystemPython(PY310)
-    setup = system.setup(gradescope_root.unpack(tmp_path, chapters=False))
+    root = gradescope_root.unpack(tmp_path, chapters=False)
+    setup = system.setup(root)
     assert setup.returncode == 0, setup.stdout + setup.stderr
     script = ("import importlib, pkgutil, sys, mha, mha_grade\n"
               "assert sys.version_info[:2] == (3, 10), sys.version\n"
@@ -119,7 +121,6 @@ def test_every_module_of_mha_and_the_grader_imports_on_python_3_10(tmp_path):
               "         for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]\n"
               "for name in names:\n    importlib.import_module(name)\n"
               "print(len(names))\n")
-    run = subprocess.run([str(system.venv / "bin" / "python"), "-c", script],
-                         capture_output=True, text=True, cwd=tmp_path)
+    run = system.run(root, f"cd /tmp && /autograder/venv/bin/python -c {shlex.quote(script)}")
     assert run.returncode == 0, run.stderr
     assert int(run.stdout) > 30
