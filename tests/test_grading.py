@@ -99,7 +99,8 @@ def submissions():
     made["crashes"] = (insert_before(answer(student(), "scaled_scores", SOLVED_02),
                                      "causal_mask", code("import os\nos._exit(3)")),
                        {"0.2": 1, "0.3": 0})
-    # its answer lives in another cell than the one the student edition gives
+    # its answer comes after its check: the notebook's own check says "not done", and so does
+    # the grader (tests/test_grading_capture.py: answers elsewhere but above the check count)
     nb = student()
     nb["cells"].append(code(SOLVED_03))
     made["answer_at_the_end"] = (nb, {"0.2": 0, "0.3": 0})
@@ -130,6 +131,7 @@ def graded(tmp_path_factory):
     (folder / STRAY).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4,
                                             "nbformat_minor": 5}))
     grades, log, out = grade(folder, "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "15",
+                             "--no-calibrate",
                              "--cell-timeout", "5", "--memory-gb", "1.5", "--disk-mb", "256")
     return {"made": made, "grades": grades, "log": log, "out": out, "folder": folder}
 

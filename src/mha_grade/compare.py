@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from mha.exercises import Result
 from mha_grade.assignments import Assignment
 
+# how a notebook stopped at its time limit is reported (its status and its problem start so;
+# --resume grades such a notebook again)
+TIMED_OUT = "stopped after the time limit"
+
 
 @dataclass
 class Outcome:
@@ -22,6 +26,7 @@ class Outcome:
     problem: str = ""  # what went wrong with the whole notebook, or a warning about it
     errors: int = 0  # cells that ended in an error
     first_error: str = ""  # the first of them: where (as the student sees it) and what raised
+    timed_out: bool = False  # stopped at the notebook's time limit (graded again alone, once)
     flags: list[str] = field(default_factory=list)
 
 

@@ -7,8 +7,9 @@ Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is 
 chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
 failing that, by the exercise labels it contains. For each submission:
 
-1. its cells are read (the submission's own check cells are dropped) and, where each of the
-   instructor's check cells belongs, a *capture* of the answer the check is called with;
+1. its cells are read and, where the submission calls each of the chapter's checks (the cell
+   that calls ``mha.checks...``, whatever its tags or place; at the end if it no longer calls
+   it), a *capture* of the answer the check is called with takes the call's place;
 2. the cells run in a bubblewrap sandbox (mha_grade.sandbox, mha_grade.run_notebook): no network,
    no view of this machine's files, processes or environment, limits on memory, processes, disk
    and time;
@@ -46,9 +47,10 @@ from mha_grade.assignments import load_assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import cell, display, terminal
 from mha_grade.exercise_format import chapter_notebooks
+from mha_grade.limits import FACTOR, calibrate, chapters_of, describe
 from mha_grade.outputs import Writer, summary_line
 from mha_grade.run import CELL_GRACE, Settings
-from mha_grade.submissions import find_submissions
+from mha_grade.submissions import Found, find_submissions
 from mha_grade.workers import _interrupt, grade_all
 
 
@@ -81,8 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="keep the notebooks graded by an interrupted run (the .part files "
                              "in the output folder) and grade only the others")
+    parser.add_argument("--regrade", nargs="+", metavar="NAME", default=None,
+                        help="grade again only these notebooks (as named in the notebook "
+                             "column, or a folder: alice/) and replace their rows in grades.csv "
+                             "and grading_log.csv; @FILE reads names from FILE, one a line")
+    parser.add_argument("--calibrate-factor", type=float, default=FACTOR,
+                        help="each chapter's time limit is max(--timeout, this x the time its "
+                             f"instructor's notebook takes here) (default {FACTOR:g})")
+    parser.add_argument("--no-calibrate", action="store_true",
+                        help="do not time the instructor's notebooks first: --timeout for all")
     parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.regrade and args.resume:
+        parser.error("--regrade and --resume do not go together")
     folder = args.submissions
     if not folder.is_dir():
         parser.error(f"{folder} is not a folder")
@@ -107,12 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
                         sandbox.Limits(memory=int(args.memory_gb * 2**30),
                                        disk=args.disk_mb * 2**20), args.with_stubs)
-    writer = Writer(out, resume=args.resume)
+    regrade = None
+    if args.regrade:
+        try:
+            regrade, found = chosen(args.regrade, found, out)
+        except ValueError as error:
+            parser.error(str(error))
+    writer = Writer(out, resume=args.resume, regrade=regrade)
     for note in writer.notes:
         print(terminal(note), file=sys.stderr)
-    if writer.done:
+    if writer.done and args.resume:
         print(f"resuming: {len(writer.done)} notebook(s) already graded", flush=True)
         found = [f for f in found if cell(display(f.relative)) not in writer.done]
+    if regrade is not None:
+        print(f"grading again {len(found)} notebook(s); the rows of the other "
+              f"{len(writer.done)} are kept", flush=True)
     print(f"grading {sum(1 for f in found if f.path)} notebook(s) against {len(assignments)} "
           f"chapter(s), {args.jobs} at a time, "
           f"{'in a sandbox' if settings.sandboxed else 'WITHOUT a sandbox'}", flush=True)
@@ -120,17 +142,41 @@ def main(argv: list[str] | None = None) -> int:
     hide = [str(prefix.root), str(folder.resolve()), str(out.resolve())]
     start = time.monotonic()
     graded = 0
+    grading = {"seed": seed, "sources": sources, "prefix": prefix, "hide": hide}
+    by_shown = {display(f.relative): f for f in found}
+    again: list = []  # stopped at the time limit beside others: graded again, alone, once
 
     def record(outcome: Outcome) -> None:
         nonlocal graded
+        if outcome.timed_out and outcome.notebook in by_shown and not again_alone:
+            again.append(by_shown[outcome.notebook])
+            print("  " + terminal(f"{outcome.notebook}: stopped after its time limit; "
+                                  "graded again alone at the end"), flush=True)
+            return
+        if again_alone:
+            outcome.problem = "; ".join(filter(None, [outcome.problem, (
+                "graded again alone after it reached the time limit beside other notebooks"
+                if not outcome.timed_out else "also when graded again alone")]))
         writer.add(outcome, args.with_stubs)
         graded += 1
         print("  " + terminal(summary_line(outcome)), flush=True)
 
+    again_alone = False
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        grade_all(found, assignments, settings, seed=seed, sources=sources, prefix=prefix,
-                  hide=hide, jobs=args.jobs, on_outcome=record)
+        if not args.no_calibrate and any(f.path for f in found):
+            limits = calibrate(chapters_of([f for f in found if f.path], assignments),
+                               assignments, settings, factor=args.calibrate_factor,
+                               jobs=args.jobs, **grading)
+            settings.timeouts = {limit.chapter: limit.limit for limit in limits}
+            for line in describe(limits):
+                print(terminal(line), flush=True)
+        grade_all(found, assignments, settings, jobs=args.jobs, on_outcome=record, **grading)
+        if again:
+            print(f"grading again, one at a time, {len(again)} notebook(s) stopped after "
+                  "their time limit", flush=True)
+            again_alone = True
+            grade_all(again, assignments, settings, jobs=1, on_outcome=record, **grading)
     except KeyboardInterrupt:
         writer.close(finish=False)
         print(f"interrupted after {time.monotonic() - start:.1f} s: the {graded} notebook(s) "
@@ -147,6 +193,34 @@ def main(argv: list[str] | None = None) -> int:
           f"({time.monotonic() - start:.1f} s)")
     return 0
 
+
+def chosen(names: list[str], found: list[Found], out: Path) -> tuple[set[str], list[Found]]:
+    """``--regrade``: (the names of the notebooks to grade again, as in the notebook column;
+    those notebooks). A name is a notebook, a folder (``alice/``) or ``@FILE``, a file of
+    names; ``ValueError`` names those that match nothing."""
+    wanted: list[str] = []
+    for name in names:
+        if name.startswith("@"):
+            lines = Path(name[1:]).read_text(encoding="utf-8").splitlines()
+            wanted += [line.strip() for line in lines if line.strip()]
+        else:
+            wanted.append(name)
+    if not (out / "grading_log.csv").is_file():
+        raise ValueError(f"--regrade: no grading_log.csv in {out} to replace rows in")
+    shown = {cell(display(f.relative)): f for f in found if f.path}
+    picked: dict[str, Found] = {}
+    unknown = []
+    for name in wanted:
+        hits = {k: f for k, f in shown.items()
+                if name in (k, display(f.relative)) or (name.endswith("/") and (
+                    k.startswith(name) or display(f.relative).startswith(name)))}
+        if not hits:
+            unknown.append(name)
+        picked.update(hits)
+    if unknown:
+        raise ValueError("--regrade: no notebook to grade is named "
+                         + ", ".join(terminal(n) for n in unknown))
+    return set(picked), list(picked.values())
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import re
 import threading
 from pathlib import Path
 
-from mha_grade.compare import Outcome
+from mha_grade.compare import TIMED_OUT, Outcome
 from mha_grade.escape import cell
 from mha_grade.files import create, read_regular
 
@@ -45,7 +45,11 @@ class Writer:
 
     NAMES = (("grades.csv", GRADES_HEADER), ("grading_log.csv", LOG_HEADER))
 
-    def __init__(self, out: Path, resume: bool = False):
+    def __init__(self, out: Path, resume: bool = False, regrade: set[str] | None = None):
+        """``resume``: keep the notebooks an interrupted run graded (its ``.part`` files), but
+        not those stopped at their time limit; ``regrade``: keep the rows of the finished
+        grades.csv and grading_log.csv but those of the notebooks named (as in their
+        ``notebook`` column). ``done`` is the notebooks kept."""
         self.out = out
         self.files = {}
         self.notes: list[str] = []
@@ -69,6 +73,17 @@ class Writer:
                                   "to go on from it instead")
         if resume:  # a notebook is done when its log rows were written (they come last)
             self.done = {r["notebook"] for r in kept["grading_log.csv"]}
+            stopped = {r["notebook"] for r in kept["grading_log.csv"]
+                       if TIMED_OUT in (r.get("problem") or "")}
+            if stopped:
+                self.notes.append(f"note: {len(stopped)} notebook(s) of the interrupted run "
+                                  "stopped at their time limit: graded again")
+            self.done -= stopped
+        if regrade is not None:  # every finished row but the named notebooks'
+            for name in kept:
+                kept[name] = [r for r in _read_rows(out / name) if r["notebook"] not in regrade]
+            self.done = {r["notebook"] for r in kept["grading_log.csv"]}
+        if resume or regrade is not None:
             kept = {name: [r for r in rows if r["notebook"] in self.done]
                     for name, rows in kept.items()}
         for name, header in self.NAMES:

@@ -5,23 +5,26 @@ the check sends inputs as plain data and reads the answer's results back as plai
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import queue
+import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Container
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
-from mha_grade.compare import Outcome, _not_graded, score
+from mha_grade.compare import TIMED_OUT, Outcome, _not_graded, score
 from mha_grade.escape import display
-from mha_grade.exercise_format import LABEL, source
+from mha_grade.exercise_format import source
 from mha_grade.files import read_regular
 from mha_grade.flags import flags
 from mha_grade.student_edition import stub_regions
@@ -44,51 +47,77 @@ MAX_ERRORS_COUNTED = 10_000
 # on) and, as a backstop, here: a step that sends nothing for this much longer is stopped.
 CELL_GRACE = 10.0
 
-def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[dict]:
-    """The steps the sandbox runs: the submission's code cells (its check cells dropped) and,
-    after the student's last solution cell of each exercise, a capture per instructor check."""
-    cells = [c for c in nb["cells"] if not (c["cell_type"] == "code" and "check" in
-                                            c["metadata"]["tags"])]
-    prompts: dict[str, int] = {}
-    for position, cell in enumerate(cells):
-        if cell["cell_type"] == "markdown":
-            for m in LABEL.finditer(cell["source"]):
-                prompts.setdefault(m.group(1), position)
-    order = sorted(prompts.values())
-    after: dict[int, list[int]] = {}
-    at_end: list[int] = []
-    for exercise in assignment.exercises:
-        if not exercise.checks:
-            continue
-        start = prompts.get(exercise.label)
-        if start is None:  # the prompt was deleted: capture at the end, where all is defined
-            at_end.extend(exercise.checks)
-            continue
-        stop = next((p for p in order if p > start), len(cells))
-        solutions = [p for p in range(start, stop) if cells[p]["cell_type"] == "code"
-                     and "solution" in cells[p]["metadata"]["tags"]]
-        after.setdefault(solutions[-1] if solutions else start, []).extend(exercise.checks)
+CHECK_LINE = re.compile(r"^\s*(?:\w+\s*=\s*)?mha\.checks\.(\w+)\.(\w+)\((.*)\)\s*(?:#.*)?$")
 
-    def captures(indices: list[int], prefix: str = "") -> list[dict]:
-        return [{"capture": f"{prefix}{i}", "expr": assignment.captures[i]} for i in indices]
+
+def check_calls(text: str, known: Container[tuple[str, str]]
+                ) -> tuple[str, list[tuple[str, str, str | None]]]:
+    """A code cell's source without its calls of the checks in ``known`` ((module, check):
+    statements such as ``mha.checks.ch01.stable_softmax(stable_softmax)`` or ``_ =
+    mha.checks...``), and those calls as (module, check, the argument's source, or ``None``
+    unless it is one plain argument). A cell that is not Python (IPython magics) is read line
+    by line. Other code, other calls of ``mha.checks`` included, is left as it is."""
+    lines = text.split("\n")
+    calls, drop = [], set()
+    try:
+        statements = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        for number, line in enumerate(lines):
+            if (m := CHECK_LINE.match(line)) and (m.group(1), m.group(2)) in known:
+                calls.append((m.group(1), m.group(2), None))
+                drop.add(number)
+    else:
+        for node in statements:
+            value = node.value if isinstance(node, ast.Expr | ast.Assign) else None
+            if not isinstance(value, ast.Call):
+                continue
+            name = ast.unparse(value.func).split(".")
+            if len(name) != 4 or name[:2] != ["mha", "checks"] or (name[2], name[3]) not in known:
+                continue
+            one = len(value.args) == 1 and not value.keywords and not isinstance(
+                value.args[0], ast.Starred)
+            calls.append((name[2], name[3], ast.unparse(value.args[0]) if one else None))
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    if not calls:
+        return text, []
+    return "\n".join(line for n, line in enumerate(lines) if n not in drop), calls
+
+
+def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[dict]:
+    """The steps the sandbox runs: the submission's code cells in order, and a *capture* for
+    each of the instructor's checks where the submission calls that check (its cell found by
+    the call it makes, whatever its tags or place; at its last call if it calls it more than
+    once), with the argument it calls it with. The check calls themselves are taken out of the
+    cells (the grader runs the checks, in its own process). A check the submission never calls
+    (its check cell deleted) is captured at the end, with everything the notebook defined."""
+    owner = {call: index for exercise in assignment.exercises
+             for index, call in zip(exercise.checks, exercise.calls, strict=True)}
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    found = [check_calls(c["source"], owner) for c in code]
+    last = {}  # instructor check index -> the submission's code cell that calls it last
+    for position, (_, calls) in enumerate(found):
+        for module, check, _argument in calls:
+            last[owner[(module, check)]] = position
+
+    def capture(index: int, argument: str | None = None, prefix: str = "") -> dict:
+        return {"capture": f"{prefix}{index}", "expr": argument or assignment.captures[index]}
 
     steps: list[dict] = []
-    # each code cell's place as the student sees it: the n-th code cell of their notebook
-    seen = {id(c): n for n, c in enumerate(
-        (c for c in nb["cells"] if c["cell_type"] == "code"), 1)}
-    for position, cell in enumerate(cells):
-        if cell["cell_type"] == "code":
-            steps.append({"source": cell["source"], "at": seen[id(cell)]})
-        steps.extend(captures(after.get(position, [])))
-    steps.extend(captures(at_end))
+    for position, (text, calls) in enumerate(found):
+        if text.strip():  # each with its place as the student sees it: the n-th code cell
+            steps.append({"source": text, "at": position + 1})
+        for module, check, argument in calls:
+            index = owner[(module, check)]
+            if last[index] == position:
+                steps.append(capture(index, argument))
+    steps.extend(capture(i) for i in sorted(assignment.info) if i not in last)
     if with_stubs:  # the student edition's stub of every checked exercise, in the same kernel
         for exercise in assignment.exercises:
             if exercise.checks:
                 for index in exercise.marked:
                     steps.append({"source": stub_regions(source(assignment.nb["cells"][index]))})
-                steps.extend(captures(exercise.checks, "stub:"))
+                steps.extend(capture(i, prefix="stub:") for i in exercise.checks)
     return steps
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +217,7 @@ def first_error(steps: list[dict], message: dict) -> str:
     text = message.get("message") if isinstance(message.get("message"), str) else ""
     line = next((s.strip() for s in step["source"].splitlines() if s.strip()), "")
     where = f"the {ordinal(step['at'])} code cell" if "at" in step else "a cell"
-    start = f" ({line[:40]}{'...' if len(line) > 40 else ''})" if line else ""
+    start = f" ({line[:60]}{'...' if len(line) > 60 else ''})" if line else ""
     return f"{where}{start}: {kind[:80]}" + (f": {text[:200]}" if text else "")
 
 
@@ -200,6 +229,12 @@ class Settings:
     limits: sandbox.Limits
     with_stubs: bool = False
     user: sandbox.User | None = None  # run submissions as this user (the grader is root)
+    # chapter name -> seconds one of its notebooks may run (calibrated: mha_grade.limits);
+    # ``timeout`` for a chapter not in it
+    timeouts: dict[str, float] = field(default_factory=dict)
+
+    def timeout_of(self, assignment: Assignment) -> float:
+        return self.timeouts.get(assignment.name, self.timeout)
 
 
 
@@ -239,7 +274,8 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     if settings.user is not None:
         work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing
     start = time.monotonic()
-    deadline = start + settings.timeout
+    timeout = settings.timeout_of(assignment)
+    deadline = start + timeout
     step_limit = settings.cell_timeout + CELL_GRACE
     unfinished = ""
     if settings.sandboxed:
@@ -249,7 +285,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                                                     settings.user)
     RUNNING.add(process, cgroup)
     # a watchdog: whatever blocks (a sandbox that stops reading its input), the deadline holds
-    watchdog = threading.Timer(settings.timeout + 10, sandbox.stop, (process, cgroup))
+    watchdog = threading.Timer(timeout + 10, sandbox.stop, (process, cgroup))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -294,7 +330,8 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                 finished = True
         if not finished:
             if time.monotonic() >= deadline:
-                unfinished = f"stopped after the time limit of {settings.timeout:.0f} s"
+                unfinished = f"{TIMED_OUT} of {timeout:.0f} s"
+                outcome.timed_out = True
             elif messages.junk > MAX_JUNK_LINES:
                 unfinished = (f"stopped: the notebook wrote more than {MAX_JUNK_LINES} lines "
                               "that are not messages on the grader's channel")

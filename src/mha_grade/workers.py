@@ -70,7 +70,8 @@ def worker(stdin, stdout) -> int:
     prefix = sandbox.Prefix.existing(Path(config["prefix"]))
     user = sandbox.User(**config["user"]) if config["user"] else None
     settings = Settings(config["timeout"], config["cell_timeout"], config["sandboxed"],
-                        sandbox.Limits(**config["limits"]), config["with_stubs"], user)
+                        sandbox.Limits(**config["limits"]), config["with_stubs"], user,
+                        config["timeouts"])
     clean = Sanitiser(config["hide"])
     try:
         for line in stdin:
@@ -204,7 +205,8 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
     user = settings.user
     workers = Workers(jobs, {
         "seed": seed, "sources": [str(p) for p in sources], "prefix": str(prefix.root),
-        "timeout": settings.timeout, "cell_timeout": settings.cell_timeout,
+        "timeout": settings.timeout, "timeouts": settings.timeouts,
+        "cell_timeout": settings.cell_timeout,
         "sandboxed": settings.sandboxed, "limits": asdict(settings.limits),
         "with_stubs": settings.with_stubs, "hide": hide,
         "user": asdict(user) if user else None})
