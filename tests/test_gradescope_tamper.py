@@ -36,7 +36,8 @@ SOLVED = fmt.load(EXAMPLE)
 EDIT_GRADER = """
 import pathlib
 import glob
-for name in [*glob.glob('/autograder/source/src/mha_grade/*.py'),
+# by name too: a glob finds nothing in a folder it cannot read (the source is root's alone)
+for name in ['/autograder/source/src/mha_grade/gradescope.py',
              *glob.glob('/autograder/venv/lib/python*/site-packages/mha_grade/*.py')]:
     target = pathlib.Path(name)
     try:
