@@ -119,7 +119,9 @@ def test_every_module_of_mha_and_the_grader_imports_on_python_3_10(tmp_path):
               "assert sys.version_info[:2] == (3, 10), sys.version\n"
               "names = [m.name for p in (mha, mha_grade)\n"
               "         for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]\n"
-              "for name in names:\n    importlib.import_module(name)\n"
+              "for name in names:\n"
+              "    if not name.endswith('__main__'):  # the command line, not a module\n"
+              "        importlib.import_module(name)\n"
               "print(len(names))\n")
     run = system.run(root, f"cd /tmp && /autograder/venv/bin/python -c {shlex.quote(script)}")
     assert run.returncode == 0, run.stderr
