@@ -35,10 +35,15 @@ SOLVED = fmt.load(EXAMPLE)
 # (a) rewrite the grader so that every test gets its maximum
 EDIT_GRADER = """
 import pathlib
-import glob
-# by name too: a glob finds nothing in a folder it cannot read (the source is root's alone)
-for name in ['/autograder/source/src/mha_grade/gradescope.py',
-             *glob.glob('/autograder/venv/lib/python*/site-packages/mha_grade/*.py')]:
+names = ['/autograder/source/src/mha_grade/gradescope.py',
+         '/autograder/source/src/mha_grade/compare.py']
+try:  # the grader's package as installed (the copy run_autograder imports)
+    import mha_grade
+    names += [str(pathlib.Path(mha_grade.__file__).with_name(n))
+              for n in ('gradescope.py', 'compare.py')]
+except ImportError as error:
+    open('/canary/refused', 'a').write(f'import: {error}\\n')
+for name in names:
     target = pathlib.Path(name)
     try:
         text = target.read_text()
