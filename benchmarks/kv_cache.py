@@ -81,7 +81,8 @@ def cache_sizes(n: int = 512) -> list[dict]:
         if "latent_dim" in attention:
             formula = LAYERS * (attention["latent_dim"] + attention["rope_dim"]) * n * 4
         else:
-            formula = mha.cost.kv_cache_bytes(LAYERS, attention["num_kv_heads"], head_dim, n)
+            formula = mha.analysis.cost.kv_cache_bytes(LAYERS, attention["num_kv_heads"],
+                                                       head_dim, n)
         rows.append({"attention": name, "tokens": n, "cache_bytes": measured,
                      "formula_bytes": formula})
         print(rows[-1], flush=True)

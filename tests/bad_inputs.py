@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 import mha
-from mha import pretrained
+from mha.models import pretrained
 
 LAPTOP = 2**30  # the budget of an 8 GiB laptop (1/8 of its RAM)
 NAN, INF = float("nan"), float("inf")
@@ -731,44 +731,45 @@ PRUNING = [
 # ---------------------------------------------------------------------------------------------
 # cost, measure, the position task, the pretrained encoder's helpers
 
-toy = mha.position_task.PositionToyModel("none", 8)
+toy = mha.tasks.position_task.PositionToyModel("none", 8)
 bert = pretrained.BertEncoder(100, 8, 1, 2, 16, 10)
 MISC = [
-    Bad("flops-bool", lambda: mha.cost.attention_flops(True, 4, 4), words=("n_q", "True")),
-    Bad("flops-zero", lambda: mha.cost.projection_flops(0, 4), words=("n", "0")),
-    Bad("flops-float-kernel", lambda: mha.cost.convolution_flops(4, 4, 2.0),
+    Bad("flops-bool", lambda: mha.analysis.cost.attention_flops(True, 4, 4), words=("n_q", "True")),
+    Bad("flops-zero", lambda: mha.analysis.cost.projection_flops(0, 4), words=("n", "0")),
+    Bad("flops-float-kernel", lambda: mha.analysis.cost.convolution_flops(4, 4, 2.0),
         words=("kernel_size", "2.0")),
-    Bad("bytes-int-dtype", lambda: mha.cost.attention_weights_bytes(4, 4, dtype=torch.int64),
+    Bad("bytes-int-dtype",
+        lambda: mha.analysis.cost.attention_weights_bytes(4, 4, dtype=torch.int64),
         words=("dtype", "int64")),
-    Bad("bytes-str-dtype", lambda: mha.cost.attention_weights_bytes(4, 4, dtype="float32"),
+    Bad("bytes-str-dtype", lambda: mha.analysis.cost.attention_weights_bytes(4, 4, dtype="float32"),
         words=("dtype", "'float32'")),
-    Bad("peak-memory-huge", big(lambda: mha.measure.peak_memory("plain", [10**6])),
+    Bad("peak-memory-huge", big(lambda: mha.analysis.measure.peak_memory("plain", [10**6])),
         error=memory_error(), words=("peak_memory", "GiB")),
-    Bad("peak-memory-method", lambda: mha.measure.peak_memory("fast", [4]),
+    Bad("peak-memory-method", lambda: mha.analysis.measure.peak_memory("fast", [4]),
         words=("method", "'fast'")),
-    Bad("peak-memory-order", lambda: mha.measure.peak_memory("plain", [8, 4]),
+    Bad("peak-memory-order", lambda: mha.analysis.measure.peak_memory("plain", [8, 4]),
         words=("sizes", "increasing")),
-    Bad("peak-memory-str-sizes", lambda: mha.measure.peak_memory("plain", "64"),
+    Bad("peak-memory-str-sizes", lambda: mha.analysis.measure.peak_memory("plain", "64"),
         words=("sizes", "str")),
-    Bad("time-call-not-callable", lambda: mha.measure.time_call("f"), words=("fn", "'f'")),
-    Bad("time-call-repeats", lambda: mha.measure.time_call(lambda: None, repeats=0),
+    Bad("time-call-not-callable", lambda: mha.analysis.measure.time_call("f"), words=("fn", "'f'")),
+    Bad("time-call-repeats", lambda: mha.analysis.measure.time_call(lambda: None, repeats=0),
         words=("repeats", "0")),
-    Bad("loglog-short", lambda: mha.measure.loglog_slope([1], [1]), words=("length",)),
-    Bad("loglog-strings", lambda: mha.measure.loglog_slope("abc", [1, 2, 3]),
+    Bad("loglog-short", lambda: mha.analysis.measure.loglog_slope([1], [1]), words=("length",)),
+    Bad("loglog-strings", lambda: mha.analysis.measure.loglog_slope("abc", [1, 2, 3]),
         words=("sizes", "str")),
     Bad("previous-token-generator",
-        lambda: mha.position_task.previous_token_batch(2, 4, 8, "g"),
+        lambda: mha.tasks.position_task.previous_token_batch(2, 4, 8, "g"),
         words=("generator", "'g'")),
-    Bad("position-model-encoding", lambda: mha.position_task.PositionToyModel("rotary", 8),
+    Bad("position-model-encoding", lambda: mha.tasks.position_task.PositionToyModel("rotary", 8),
         words=("encoding", "'rotary'")),
     Bad("position-model-float-tokens", lambda: toy(tokens.float()),
         words=("tokens", "float32")),
     Bad("position-model-token-range", lambda: toy(tokens + 10), words=("tokens", "0..7")),
     Bad("position-model-empty", lambda: toy(tokens[:, :0]), words=("tokens", "(2, 0)")),
-    Bad("train-position-lr", lambda: mha.position_task.train_position_model("none", lr=0.0),
+    Bad("train-position-lr", lambda: mha.tasks.position_task.train_position_model("none", lr=0.0),
         words=("lr", "positive")),
     Bad("position-accuracy-model",
-        lambda: mha.position_task.previous_token_accuracy("model", 4),
+        lambda: mha.tasks.position_task.previous_token_accuracy("model", 4),
         words=("model", "PositionToyModel")),
     Bad("bert-bool-size", lambda: pretrained.BertEncoder(True, 8, 1, 2, 16, 10),
         words=("vocab_size", "True")),
@@ -831,11 +832,11 @@ PICTURES = [
         words=("tokens", "'abc'")),
     Bad("explorer-nan", lambda: mha.attention_explorer(abc, w_heads * NAN),
         words=("weights", "finite")),
-    Bad("diagram-notation-str", lambda: mha.dataflow.scaled_dot_product_diagram("x"),
+    Bad("diagram-notation-str", lambda: mha.figures.dataflow.scaled_dot_product_diagram("x"),
         words=("notation", "str")),
-    Bad("diagram-heads-str", lambda: mha.dataflow.scaled_dot_product_diagram(heads="no"),
+    Bad("diagram-heads-str", lambda: mha.figures.dataflow.scaled_dot_product_diagram(heads="no"),
         words=("heads", "'no'")),
-    Bad("diagram-weights-str", lambda: mha.dataflow.multi_head_diagram(weights="no"),
+    Bad("diagram-weights-str", lambda: mha.figures.dataflow.multi_head_diagram(weights="no"),
         words=("weights", "'no'")),
     Bad("diagram-box-at-str", lambda: mha.Diagram().box("x", "00"), words=("at", "'00'")),
     Bad("diagram-box-stack-bool", lambda: mha.Diagram().box("x", (0, 0), stack=True),
@@ -858,7 +859,7 @@ def latent(**kwargs) -> mha.MultiHeadLatentAttention:
 
 
 prompt = torch.tensor([[1, 2, 3]])
-text = mha.text_corpus.encode("hello, attention")
+text = mha.tasks.text_corpus.encode("hello, attention")
 
 DECODERS = [
     Bad("decoder-float-tokens", lambda: decoder()(prompt.float()), words=("tokens", "integer")),
@@ -911,8 +912,8 @@ DECODERS = [
     Bad("latent-cache-dict", lambda: latent()(r(1, 3, 16), cache={}), words=("cache", "dict")),
     Bad("latent-absorb-str", lambda: latent()(r(1, 3, 16), absorb="yes"),
         words=("absorb", "'yes'")),
-    Bad("text-encode-bytes", lambda: mha.text_corpus.encode(b"abc"), words=("text", "bytes")),
-    Bad("text-decode-floats", lambda: mha.text_corpus.decode(torch.ones(3)),
+    Bad("text-encode-bytes", lambda: mha.tasks.text_corpus.encode(b"abc"), words=("text", "bytes")),
+    Bad("text-decode-floats", lambda: mha.tasks.text_corpus.decode(torch.ones(3)),
         words=("tokens", "integer")),
     Bad("text-splits-fraction-1", lambda: mha.text_splits(1.0), words=("fraction", "1.0")),
     Bad("translation-dictionary-1", lambda: mha.translation_dictionary(1),

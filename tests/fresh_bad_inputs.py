@@ -476,7 +476,7 @@ CASES: list[Bad] = [
     Bad("t-gen-nan-weight-sampling", lambda: mha.generate(
         nan_weight_decoder(), torch.tensor([[1, 2]]), 2, temperature=1.0, generator=g()),
         words=("logits", "model")),
-    Bad("t-kind-importance-empty", lambda: mha.seq2seq.kind_importance(translator(), []),
+    Bad("t-kind-importance-empty", lambda: mha.models.seq2seq.kind_importance(translator(), []),
         words=("batches",)),
     Bad("t-confidence-not-distributions", lambda: mha.head_confidence(not_distributions()),
         words=("weights",)),

@@ -63,12 +63,13 @@ def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = Tru
 
 def _readable(path: str, argv: list[str]) -> None:
     """Bind ``path`` where it is, under a tmpfs over its first ancestor that others may not
-    enter (pyenv's Python lives under /root, mode 700): the student's user must run it."""
+    enter (pyenv's Python lives under /root, mode 700) or that is one of the fresh tmpfs
+    (a clone's venv under /tmp): the student's user must run it."""
     path = os.path.realpath(path)
     parts = Path(path).parts
     for depth in range(2, len(parts)):
         ancestor = str(Path(*parts[:depth]))
-        if not os.stat(ancestor).st_mode & 0o001:
+        if ancestor in ("/tmp", "/root") or not os.stat(ancestor).st_mode & 0o001:
             for inner in range(depth + 1, len(parts)):  # bwrap would make them 0700
                 argv += ["--perms", "0755", "--dir", str(Path(*parts[:inner]))]
             break
@@ -108,7 +109,9 @@ def run_autograder(root: Path, canary: Path | None = None, *, userns: bool = Tru
         canary.chmod(0o777)
         argv += ["--bind", str(canary), "/canary"]
     if system is None:
-        for path in (sys.base_prefix, sys.prefix):
+        # the Python, and the sources its editable ``mha`` points to (the grader imports it): a
+        # clone under /tmp would be hidden by the fresh /tmp
+        for path in (sys.base_prefix, sys.prefix, str(ROOT / "src")):
             _readable(path, argv)
     else:
         argv += system.binds()

@@ -276,7 +276,7 @@ def test_the_three_lines_reproduce_a_real_heads_weights_and_head_2_looks_back():
     # chapter 1, "The same lines on a real sentence": softmax(Q K^T / sqrt(d_k)) on MiniLM's own
     # queries and keys gives the model's weights, for every head of layer 0; head 2 puts more
     # than 0.99 on the previous token (the lab's positional head), and [CLS] on itself
-    from mha import pretrained
+    from mha.models import pretrained
 
     sentence = "The cat sat on the mat."
     tokens, q, k, v = pretrained.sentence_qkv(sentence, layer=0)

@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import mha.checks.ch08 as ch08
-from mha.pretrained import mean_pool
+from mha.models.pretrained import mean_pool
 
 
 def test_mean_pool_check_accepts_the_reference():

@@ -113,6 +113,34 @@ def test_check_4_1_names_the_call_and_the_shapes_of_a_size_error():
     assert "q_proj.weight (12, 6)" in calling.message
 
 
+def pack_without_head_dim(w_qs, w_ks, w_vs, w_o):
+    """Wrong: forgets head_dim, so the heads get size d / h = 2 instead of d_k = 4."""
+    d, _ = w_qs[0].shape
+    layer = mha.MultiHeadAttention(d, len(w_qs), bias=False)
+    with torch.no_grad():
+        layer.q_proj.weight.copy_(torch.cat(w_qs, dim=1).T)  # the transpose is right
+    return layer
+
+
+def pack_without_head_dim_by_assignment(w_qs, w_ks, w_vs, w_o):
+    """Wrong: forgets head_dim and replaces the weights, so nothing raises while building."""
+    d, _ = w_qs[0].shape
+    layer = mha.MultiHeadAttention(d, len(w_qs), bias=False)
+    layer.q_proj.weight = torch.nn.Parameter(torch.cat(w_qs, dim=1).T.contiguous())
+    return layer
+
+
+def test_check_4_1_blames_a_missing_head_dim_not_the_transpose():
+    for answer in (pack_without_head_dim, pack_without_head_dim_by_assignment):
+        result = mha.checks.ch04.pack_heads(answer)
+        assert result.status == "wrong"
+        assert "pass head_dim=4" in result.message, result.message
+        assert "the transpose" not in result.message, result.message
+    # a transpose missed with head_dim given is still blamed on the transpose
+    transposed = mha.checks.ch04.pack_heads(pack_without_transpose)
+    assert "the transpose" in transposed.message and "head_dim" not in transposed.message
+
+
 def test_check_3_1_names_a_missing_transpose():
     def without_transpose(w_q, w_k, w_v):
         return matrices_solution(w_q.T, w_k.T, w_v.T)

@@ -95,7 +95,7 @@ def test_bad_inputs_raise_with_the_shape():
 
 
 def test_pixel_offsets_are_key_minus_query():
-    from mha.convolution import pixel_offsets
+    from mha.analysis.convolution import pixel_offsets
 
     delta = pixel_offsets(2, 3, padding=1)  # keys on a 4 x 5 grid starting at (-1, -1)
     assert delta.shape == (6, 20, 2)
@@ -161,7 +161,7 @@ def test_error_against_alpha_is_below_the_bound(seed, alpha):
 def test_weights_become_one_hot_on_the_shift_as_alpha_grows():
     layer = mha.conv_to_attention(nn.Conv2d(1, 1, 3, padding=1).double(), alpha=60.0)
     weights = layer.attention_weights(4, 5)  # (9, 20, 6 * 7)
-    offsets = mha.convolution.pixel_offsets(4, 5, padding=1).double()
+    offsets = mha.analysis.convolution.pixel_offsets(4, 5, padding=1).double()
     target = (offsets[None] == layer.centres[:, None, None, :]).all(-1).double()
     torch.testing.assert_close(weights, target, rtol=0, atol=1e-20)
 
@@ -205,7 +205,7 @@ def test_relative_scores_are_the_four_terms_of_cordonnier_eq_8(seed, heads, chan
 def test_the_quadratic_encoding_is_the_position_term_of_the_relative_score():
     """Cordonnier et al.'s eq. (9): W_qry = W_key = 0, u = 0, W^_key = I, v = -alpha (1, -2 Delta)
     leave v . r_delta, which is quadratic_encoding; the layer computes its scores that way."""
-    from mha.convolution import quadratic_offsets
+    from mha.analysis.convolution import quadratic_offsets
 
     torch.manual_seed(13)
     layer = mha.GridSelfAttention(3, 2, 4, padding=1).double()
@@ -646,7 +646,7 @@ def test_the_construction_diagram_shows_the_layers_own_shapes():
     GridSelfAttention really makes for a 3x3 conv from 3 to 4 channels on 5 x 6 images."""
     import re
 
-    from mha.convolution import construction_diagram
+    from mha.analysis.convolution import construction_diagram
 
     conv = nn.Conv2d(3, 4, 3, padding=1)
     layer = mha.conv_to_attention(conv)  # d_v = min(3, 4) = 3, 9 heads, one ring of zeros
@@ -660,7 +660,7 @@ def test_the_construction_diagram_shows_the_layers_own_shapes():
         out = layer(x)
         queries, keys = layer._tokens(x)
     weights = layer.attention_weights(5, 6)
-    offsets = mha.convolution.quadratic_offsets(5, 6, 1)
+    offsets = mha.analysis.convolution.quadratic_offsets(5, 6, 1)
     batch, n_k, inner = seen["v_proj"][1]  # (B, n_k, h d_v), split into heads below
     values = (batch, 9, n_k, inner // 9)  # (B, h, n_k, d_v)
     expected = {

@@ -9,7 +9,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import mha
-from mha import cost, measure
+from mha.analysis import cost, measure
 
 
 def counted_flops(fn, *args):

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import mha
-from mha import dataflow
 from mha.diagrams import COURSE, Diagram, Notation, shape_label
+from mha.figures import dataflow
 
 from conventions import ROOT
 

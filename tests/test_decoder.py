@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import mha
-from mha import text_corpus
+from mha.tasks import text_corpus
 
 
 def small_decoder(kind: str, dtype=torch.float64) -> mha.TinyDecoder:
@@ -72,7 +72,7 @@ def test_cache_bytes_are_two_layers_kv_heads_head_dim_tokens_bytes(kind, kv_head
     measured = sum(cache.nbytes for cache in caches)
     size = torch.tensor([], dtype=dtype).element_size()
     assert measured == 2 * 2 * kv_heads * 8 * 14 * 2 * size  # 2 (K, V) x layers x ... x batch
-    assert measured == mha.cost.kv_cache_bytes(2, kv_heads, 8, 14, batch=2, dtype=dtype)
+    assert measured == mha.analysis.cost.kv_cache_bytes(2, kv_heads, 8, 14, batch=2, dtype=dtype)
 
 
 def test_text_corpus_round_trip_and_shifted_targets():

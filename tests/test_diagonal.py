@@ -467,7 +467,7 @@ def test_real_tokens_weightless_is_flat_or_near_identity_and_trained_heads_are_n
     # self-attention is nearly uniform on the word embeddings (norms near 1, C = 384) and
     # lets the diagonal win every row on the layer-normed layer input, whose learned gain and
     # bias leave the norms unequal; the 72 trained heads put under 0.3 on the diagonal
-    from mha import pretrained
+    from mha.models import pretrained
 
     sentence = "The cat sat on the mat."
     tokens, embedded = pretrained.token_embeddings(sentence)

@@ -124,7 +124,8 @@ def test_head_importance_is_the_absolute_gate_gradient():
 
     def loss_fn(batch, gates):
         tokens, targets = batch
-        return mha.neighbour_task.cross_entropy(model(tokens, head_mask=gates.double())[0], targets)
+        logits = model(tokens, head_mask=gates.double())[0]
+        return mha.tasks.neighbour_task.cross_entropy(logits, targets)
 
     raw = mha.head_importance(loss_fn, batches, 2, 4, normalize_layers=False)
     eps = 1e-6

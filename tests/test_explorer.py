@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import mha
-from mha.explorer import PLOTLY_MIMETYPE, attention_explorer
+from mha.figures.explorer import PLOTLY_MIMETYPE, attention_explorer
 
 from conventions import NOTEBOOKS, ROOT
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import mha
-from mha.decoder import language_model_loss
-from mha.text_corpus import windows
-from mha.trained_models import DECODER_RECIPE as R
+from mha.models.decoder import language_model_loss
+from mha.models.trained_models import DECODER_RECIPE as R
+from mha.tasks.text_corpus import windows
 
 UP_STEPS = R["steps"] // 20  # 5% of the original training, as in Ainslie et al.
 

@@ -26,7 +26,7 @@ from mha.exercises import (
     seed,
     set_grading_seed,
 )
-from mha.single_head import SelfAttention
+from mha.layers.single_head import SelfAttention
 
 
 def no_refs(ref, types):

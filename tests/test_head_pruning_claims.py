@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mha
-from mha.neighbour_task import cross_entropy
+from mha.tasks.neighbour_task import cross_entropy
 
 N, V = 12, 16
 

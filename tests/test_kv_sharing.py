@@ -76,7 +76,7 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="kv_heads, n, head_dim"):
         mha.repeat_kv(torch.randn(2, 3, 4), 2)
     with pytest.raises(ValueError, match="tokens"):
-        mha.cost.kv_cache_bytes(2, 2, 8, 0)
+        mha.analysis.cost.kv_cache_bytes(2, 2, 8, 0)
 
 
 def test_pooling_is_exact_not_only_for_groups_of_equal_heads():

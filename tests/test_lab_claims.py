@@ -10,8 +10,8 @@ import scipy.stats
 import torch
 
 import mha
-from mha.pretrained import embed, load_minilm, minilm_source, prune_encoder
-from mha.similarity_pairs import GRADES, GROUPS, similarity_pairs
+from mha.models.pretrained import embed, load_minilm, minilm_source, prune_encoder
+from mha.tasks.similarity_pairs import GRADES, GROUPS, similarity_pairs
 
 transformers = pytest.importorskip("transformers")
 
@@ -54,9 +54,9 @@ def test_many_minilm_heads_park_on_cls_and_none_on_sep(probe):
     batch, maps, tokenizer = probe
     real = batch["attention_mask"].bool()
     ids = batch["input_ids"]
-    on_cls = torch.stack([mha.pretrained.attention_to(w, ids == tokenizer.cls_token_id, real)
+    on_cls = torch.stack([mha.models.pretrained.attention_to(w, ids == tokenizer.cls_token_id, real)
                           for w in maps])
-    on_sep = torch.stack([mha.pretrained.attention_to(w, ids == tokenizer.sep_token_id, real)
+    on_sep = torch.stack([mha.models.pretrained.attention_to(w, ids == tokenizer.sep_token_id, real)
                           for w in maps])
     parking = (on_cls + on_sep) > 0.5  # more than half their attention on [CLS] or [SEP]
     assert int(parking.sum()) == 38 == int((parking & (on_cls > on_sep)).sum())  # lab, L.1

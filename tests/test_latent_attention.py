@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mha
-from mha.rotary import apply_rotary
+from mha.layers.rotary import apply_rotary
 
 H, D_H, D_C, D_R, WIDTH = 4, 8, 12, 4, 32
 
@@ -152,4 +152,4 @@ def test_deepseek_v2_sizes_cache_as_much_as_gqa_with_2_25_groups():
     assert per_token == 576 == 4.5 * d_h
     gqa_groups = per_token / (2 * d_h)  # a GQA cache holds 2 * groups * d_h numbers per token
     assert gqa_groups == 2.25
-    assert per_token == mha.cost.kv_cache_bytes(1, 1, d_h, 1) // 4 * 2.25
+    assert per_token == mha.analysis.cost.kv_cache_bytes(1, 1, d_h, 1) // 4 * 2.25

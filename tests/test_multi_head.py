@@ -349,7 +349,7 @@ def test_minilm_was_configured_with_attention_dropout_of_one_tenth():
     """Chapter 4 says BERT's configuration, kept by all-MiniLM-L6-v2, drops attention weights
     with p = 0.1."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.AutoConfig.from_pretrained(mha.pretrained.minilm_source())
+    config = transformers.AutoConfig.from_pretrained(mha.models.pretrained.minilm_source())
     assert config.attention_probs_dropout_prob == 0.1
 
 
@@ -361,7 +361,7 @@ def test_heads_of_a_trained_language_model_attend_at_different_ranges():
     largest raw distances sum_j alpha_ij |i - j| put over 0.8 of their weight on [CLS] and [SEP]
     (boundary tokens, not a long range)."""
     transformers = pytest.importorskip("transformers")
-    source = mha.pretrained.minilm_source()
+    source = mha.models.pretrained.minilm_source()
     model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     batch = tokenizer(["The cat sat on the mat because it was tired."], return_tensors="pt")

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mha
-from mha.position_task import (
+from mha.tasks.position_task import (
     IGNORE,
     PositionToyModel,
     order_blind_accuracy,
@@ -61,9 +61,8 @@ def accuracy_by_position(model, n, batch=256, seed=1):
     return (predicted == targets).float().mean(dim=0)[1:]  # positions 1 .. n-1
 
 
-def previous_token_weight(model, n, batch=64, seed=1):
-    """Mean attention weight (over heads and sequences) that the query at each position
-    1 .. n-1 puts on the token just before it."""
+def attention_weights_per_head(model, n, batch=64, seed=1):
+    """Attention weights (heads, n, n) of the model's one layer, averaged over sequences."""
     tokens, _ = previous_token_batch(batch, n, 16, torch.Generator().manual_seed(seed))
     captured = []
     hook = model.attn.register_forward_hook(lambda module, args, out: captured.append(out[1]))
@@ -72,29 +71,35 @@ def previous_token_weight(model, n, batch=64, seed=1):
             model(tokens)
     finally:
         hook.remove()
-    weights = captured[0].mean(dim=(0, 1))  # (n, n), averaged over sequences and heads
-    return torch.diagonal(weights, -1)  # entry i-1: the query at i on the key at i-1
+    return captured[0].mean(dim=0)
 
 
 @pytest.mark.claim("6.8")
 @pytest.mark.parametrize("seed", range(3))
-def test_x_plus_p_attends_to_the_previous_token_only_where_it_was_trained(seed):
-    """Row 6.8, "easily learn to attend by relative positions": the sinusoidal encoding allows a
-    score rule by offset, which would score the previous token above the other keys at every
-    position and so give it at least an even share of the causal query's weight (1/(i + 1),
-    at least 1/64 here). The models trained with X + P (length 16, three seeds) attend to it
-    inside the trained positions (mean weight more than 0.3 at positions 1-15) and hardly
-    beyond them (less than 0.05, and less than 1/64, at positions 32-63): what they learned is
-    tied to absolute positions."""
+def test_x_plus_p_attends_by_absolute_position_in_every_head(seed):
+    """Row 6.8, "easily learn to attend by relative positions". A score rule by offset (contents
+    and i - j) gives the keys at the trained offsets 0..15 of a query at 17..20 the scores the
+    keys of query 15 (the last trained position) had, in distribution; the keys at offsets >= 16
+    can only take weight away. So under such a rule the previous token's mean weight at queries
+    17-20 is at least its weight at query 15 minus the weight on offsets >= 16. The models
+    trained with X + P (length 16, three seeds) break that in every head: more than 0.3 on the
+    previous token at queries 1-15, less than 0.05 on offsets >= 16 at queries 17-20, and yet
+    less than half the query-15 weight on the previous token there."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         model = train_position_model("sinusoidal", steps=200, batch=32, seed=seed)
     finally:
         torch.set_num_threads(threads)
-    weight = previous_token_weight(model, 64)  # index i-1 for the query at position i
-    inside, beyond = weight[:15].mean().item(), weight[31:].mean().item()
-    assert inside > 0.3 and beyond < 0.05 and beyond < 1 / 64, (inside, beyond)
+    weights = attention_weights_per_head(model, 64)  # (heads, 64, 64)
+    on_previous = torch.diagonal(weights, -1, dim1=-2, dim2=-1)  # entry i - 1: query i
+    at_15, at_17_to_20 = on_previous[:, 14], on_previous[:, 16:20].mean(dim=1)
+    untrained = torch.stack([weights[:, i, :i - 15].sum(dim=-1) for i in range(17, 21)], dim=1)
+    assert (on_previous[:, :15].mean(dim=1) > 0.3).all(), on_previous[:, :15].mean(dim=1)
+    assert (untrained < 0.05).all(), untrained
+    assert (at_17_to_20 < at_15 / 2).all(), (at_17_to_20, at_15)
+    # the bound a rule by offset would keep, broken in every head
+    assert (at_17_to_20 < at_15 - untrained.mean(dim=1)).all()
 
 
 @pytest.mark.claim("6.8")
@@ -109,7 +114,7 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for encoding in mha.position_task.ENCODINGS:
+        for encoding in mha.tasks.position_task.ENCODINGS:
             model = train_position_model(encoding, steps=200, batch=32, seed=seed)
             acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
             by_pos[encoding] = accuracy_by_position(model, 64)

@@ -81,7 +81,8 @@ def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
         return (torch.cdist(points, points) + far).min().item()
 
     p = mha.sinusoidal_encoding(1024, 64, dtype=torch.float64)
-    assert 0 < closest(p[:, :2]) < 1e-3 and closest(p) > 1.4
+    first_pair = closest(p[:, :2])
+    assert f"{first_pair:.4f}" == "0.0001" and closest(p) > 1.4  # 1e-4 apart, as row 6.7 says
     # positions 0 and 44: 44 radians is 7 turns minus 0.0177 (pi is irrational: never exact)
     assert 0 < (p[44, :2] - p[0, :2]).norm() < 0.02
     bits = ((torch.arange(1024)[:, None] >> torch.arange(10)) & 1).double()
@@ -219,12 +220,13 @@ def test_attention_takes_a_fixed_number_of_steps_an_rnn_n_and_flops_do_not_decid
     assert attention_ops[8] == attention_ops[64] == attention_ops[512]
     per_step = (rnn_ops[64] - rnn_ops[8]) / 56
     assert per_step >= 1 and rnn_ops[512] - rnn_ops[64] == 448 * per_step
-    assert mha.cost.recurrent_flops(512, d) < mha.cost.attention_flops(512, 512, d)
+    cost = mha.analysis.cost
+    assert cost.recurrent_flops(512, d) < cost.attention_flops(512, 512, d)
     # than the core only for n > d, than a whole layer (core + 8 n d^2) at every n
     for n in (1, 8, d, 64, 512):
-        rnn, core = mha.cost.recurrent_flops(n, d), mha.cost.attention_flops(n, n, d)
+        rnn, core = cost.recurrent_flops(n, d), cost.attention_flops(n, n, d)
         assert (rnn < core) == (n > d)
-        assert rnn < core + mha.cost.projection_flops(n, d)
+        assert rnn < core + cost.projection_flops(n, d)
     layer = mha.MultiHeadAttention(d, 4)
     assert ops_of(layer, torch.randn(1, 8, d)) == ops_of(layer, torch.randn(1, 512, d))
 
@@ -270,7 +272,7 @@ def test_the_positions_diagram_shows_the_shapes_the_code_makes():
     import re
 
     from mha.diagrams import Notation
-    from mha.positional import positions_diagram
+    from mha.layers.positional import positions_diagram
 
     sizes = Notation(batch="2", tokens="5", width="12", heads="3", key="4", value="4")
     torch.manual_seed(0)
@@ -306,7 +308,7 @@ def test_minilms_learned_positions_are_relative_only_nearby():
     0.6 and 0.8 among 1-127 and under half over all 511 (position 0, [CLS], left out); next-door
     positions have nearly the same cosine everywhere, offset-32 ones do not."""
     transformers = pytest.importorskip("transformers")
-    from mha import pretrained
+    from mha.models import pretrained
 
     model = transformers.AutoModel.from_pretrained(pretrained.minilm_source())
     table = model.embeddings.position_embeddings.weight.detach().double().numpy()

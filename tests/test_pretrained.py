@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mha
-from mha import pretrained
+from mha.models import pretrained
 
 transformers = pytest.importorskip("transformers")
 
@@ -189,7 +189,7 @@ def test_attention_to_keys_against_a_loop():
 
 
 def test_public_names():
-    assert mha.pretrained.load_minilm is pretrained.load_minilm
+    assert mha.pretrained.load_minilm is pretrained.load_minilm  # the old path, kept for readers
 
 
 def test_fused_path_without_attentions_gives_the_same_hidden_states(ours):

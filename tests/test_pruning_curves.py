@@ -59,7 +59,7 @@ def test_iterative_order_adapts_where_one_shot_cannot():
 def test_lookup_targets_against_a_loop():
     tokens, targets = mha.lookup_batch(20, 7, 5, torch.Generator().manual_seed(0))
     assert tokens.shape == targets.shape == (20, 8)
-    assert (tokens[:, 0] == 5).all() and (targets[:, 0] == mha.neighbour_task.IGNORE).all()
+    assert (tokens[:, 0] == 5).all() and (targets[:, 0] == mha.tasks.neighbour_task.IGNORE).all()
     for b in range(20):
         x = tokens[b, 1:].tolist()
         for i in range(7):

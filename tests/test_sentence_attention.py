@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from mha import pretrained
+from mha.models import pretrained
 
 transformers = pytest.importorskip("transformers")
 

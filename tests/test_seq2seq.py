@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import mha
-from mha.seq2seq import KINDS, kind_importance, kind_pruning_curves, translate
-from mha.trained_models import TRANSLATOR_RECIPE
+from mha.models.seq2seq import KINDS, kind_importance, kind_pruning_curves, translate
+from mha.models.trained_models import TRANSLATOR_RECIPE
 
 
 def test_translation_follows_the_rule_word_by_word():

@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from mha.similarity_pairs import GROUPS, similarity_pairs
+from mha.tasks.similarity_pairs import GROUPS, similarity_pairs
 
 
 def test_at_least_100_pairs_with_every_grade_equally_often():

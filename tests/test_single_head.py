@@ -250,7 +250,7 @@ def test_no_head_of_a_trained_language_model_has_a_symmetric_psd_m():
     (counting from 0, as the book does) scores the previous token highest in every row after the
     first, and [CLS] (row 0) scores itself."""
     transformers = pytest.importorskip("transformers")
-    source = mha.pretrained.minilm_source()
+    source = mha.models.pretrained.minilm_source()
     model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager").eval()
     config = model.config
     d_k = config.hidden_size // config.num_attention_heads

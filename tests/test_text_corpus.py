@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import mha
-from mha import text_corpus
+from mha.tasks import text_corpus
 
 # sha256 of the UTF-8 text, taken once from Python 3.11.7's pydoc_data.topics
 SHA256 = "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mha
-from mha.trained_models import (
+from mha.models.trained_models import (
     DECODER_RECIPE,
     TRANSLATOR_RECIPE,
     decoder_fingerprint,
@@ -36,7 +36,7 @@ def test_the_shipped_encoder_solves_chapter_7s_task():
     with torch.no_grad():
         accuracy = mha.token_accuracy(mha.load_lookup_encoder()(tokens)[0], targets)
     assert accuracy > 0.97
-    assert mha.trained_models.lookup_encoder_training_log()["loss"] < 0.2
+    assert mha.models.trained_models.lookup_encoder_training_log()["loss"] < 0.2
 
 
 @pytest.mark.parametrize("name", list(DECODER_RECIPE["variants"]))
@@ -67,7 +67,7 @@ def test_every_shipped_translator_loads_and_translates():
 
 
 def test_stopping_early_runs_the_first_steps_of_the_whole_schedule():
-    from mha.neighbour_task import train
+    from mha.tasks.neighbour_task import train
 
     def run(stop_after):
         torch.manual_seed(0)

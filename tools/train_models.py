@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mha.trained_models import (
+from mha.models.trained_models import (
     DECODER_RECIPE,
     ENCODER_RECIPE,
     TRANSLATOR_RECIPE,

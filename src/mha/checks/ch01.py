@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from mha.attention import attention
 from mha.exercises import Wrong, exercise_check, expect_close
 from mha.exercises import seed as hidden_seed
+from mha.layers.attention import attention
 
 
 def _generator(seed: int) -> torch.Generator:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from mha.attention import attention, self_attention
-from mha.diagonal import diagonal_violations
+from mha.analysis.diagonal import diagonal_violations
 from mha.exercises import Wrong, exercise_check, finite_number, seed, within
+from mha.layers.attention import attention, self_attention
 
 
 def _cases_for_prefers_other() -> list[torch.Tensor]:

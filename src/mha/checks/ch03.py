@@ -15,7 +15,7 @@ from mha.exercises import (
     is_instance,
     seed,
 )
-from mha.single_head import SelfAttention
+from mha.layers.single_head import SelfAttention
 
 
 @exercise_check("3.1")

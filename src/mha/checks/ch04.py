@@ -7,7 +7,7 @@ import math
 import torch
 
 from mha.exercises import AnswerRaised, Wrong, exercise_check, expect_close, is_instance, seed
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 @exercise_check("4.1")
@@ -37,13 +37,18 @@ def pack_heads(answer) -> None:
     except AnswerRaised as raised:
         if raised.name != "RuntimeError" or "size" not in raised.message:
             raise
+        if _rows_are_d(raised.message, d, h * dk):
+            raise Wrong(f"pack_heads raised RuntimeError for {given}: {raised.message}. "
+                        f"{_HEAD_DIM.format(d=d, h=h, dk=dk, hdk=h * dk, default=d // h)}"
+                        ) from None
         raise Wrong(f"pack_heads raised RuntimeError for {given}: {raised.message}. "
                     f"{_PROJECTION_SHAPES.format(hdk=h * dk, d=d)}") from None
     if not is_instance(layer, MultiHeadAttention):
         raise Wrong(f"expected an mha.MultiHeadAttention, got {type(layer).__name__}")
     if (layer.num_heads, layer.head_dim) != (h, dk):
+        hint = f" (pass head_dim={dk})" if layer.num_heads == h else ""
         raise Wrong(f"expected {h} heads of size {dk}, got {layer.num_heads} of size "
-                    f"{layer.head_dim}")
+                    f"{layer.head_dim}{hint}")
     try:
         out, weights = layer(x)
     except AnswerRaised as raised:
@@ -60,6 +65,19 @@ def pack_heads(answer) -> None:
 _PROJECTION_SHAPES = ("nn.Linear stores its weight as (out_features, in_features): q_proj, "
                       "k_proj and v_proj need ({hdk}, {d}), the transpose of the heads' "
                       "matrices side by side, and out_proj needs ({d}, {hdk}), W_O transposed")
+
+
+# what is wrong when the layer was built without head_dim
+_HEAD_DIM = ("Your layer's projections have {d} output features, not h * d_k = {hdk}: "
+             "MultiHeadAttention({d}, {h}) makes heads of size d / h = {default} unless told "
+             "otherwise; pass head_dim={dk}")
+
+
+def _rows_are_d(message: str, d: int, hdk: int) -> bool:
+    """Whether a copy failed because the layer's weight has d rows where h * d_k were given
+    (torch says: tensor a, the layer's, has d at dimension 0, tensor b has h * d_k)."""
+    return (f"tensor a ({d}) must match the size of tensor b ({hdk}) at non-singleton "
+            f"dimension 0") in message
 
 
 def _shape(layer, name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha.convolution import conv_to_attention
+from mha.analysis.convolution import conv_to_attention
 from mha.exercises import Built, Wrong, build, exercise_check, expect_close, seed
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from mha.analysis.hard_concrete import hard_concrete_sample
 from mha.exercises import Wrong, call_seeing_inputs, exercise_check, finite_number, seed, within
-from mha.hard_concrete import hard_concrete_sample
 
 
 @exercise_check("7.1", reference_names=("mha.hard_concrete_sample",

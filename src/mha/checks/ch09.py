@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from mha.exercises import Wrong, exercise_check, expect_close, seed
-from mha.kv_cache import KVCache
-from mha.multi_head import MultiHeadAttention
+from mha.layers.kv_cache import KVCache
+from mha.layers.multi_head import MultiHeadAttention
 
 
 @exercise_check("9.1", reference_names=("mha.KVCache", "mha.kv_cache.KVCache"))

@@ -26,10 +26,10 @@ from mha._checks import (
     require_positive,
     require_token_ids,
 )
-from mha.alibi import alibi_bias
-from mha.multi_head import MultiHeadAttention
-from mha.positional import sinusoidal_encoding
-from mha.rotary import RotaryMultiHeadAttention
+from mha.layers.alibi import alibi_bias
+from mha.layers.multi_head import MultiHeadAttention
+from mha.layers.positional import sinusoidal_encoding
+from mha.layers.rotary import RotaryMultiHeadAttention
 
 #: The position encodings the toy model can use.
 ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")

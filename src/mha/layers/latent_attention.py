@@ -28,7 +28,7 @@ from mha._checks import (
     require_same_device,
     require_same_dtype,
 )
-from mha.rotary import apply_rotary
+from mha.layers.rotary import apply_rotary
 
 
 class LatentCache:

@@ -13,7 +13,7 @@ from mha._checks import (
     require_module_dtype,
     require_optional_int,
 )
-from mha.attention import attention
+from mha.layers.attention import attention
 
 
 class SelfAttention(nn.Module):

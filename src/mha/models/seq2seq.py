@@ -33,8 +33,8 @@ from mha._checks import (
     require_tensor,
     require_token_ids,
 )
-from mha.encoder import EncoderBlock
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
+from mha.models.encoder import EncoderBlock
 
 #: The three kinds of attention of an encoder-decoder, in the order of ``head_mask`` rows.
 KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder attention")
@@ -228,7 +228,7 @@ def kind_importance(
     r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
     ``(3, layers, heads)`` (kinds in the order of :data:`KINDS`), each layer's scores divided
     by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
-    from mha.neighbour_task import cross_entropy
+    from mha.tasks.neighbour_task import cross_entropy
 
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
     shape = (len(KINDS), model.num_layers, model.num_heads)
@@ -261,7 +261,7 @@ def kind_pruning_curves(
     how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
     right.
     """
-    from mha.pruning_curves import pruning_order
+    from mha.analysis.pruning_curves import pruning_order
 
     def accuracies(gates):
         predicted = model(source, target_in, gates).argmax(-1)

@@ -166,7 +166,7 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     r"""An interactive chart of attention weights $\alpha_{ij}$, every head side by side.
 
     ``weights``: ``(layers, heads, n_q, n_k)`` or ``(heads, n_q, n_k)``, e.g. from
-    :func:`mha.pretrained.sentence_attention`; row ``i`` of a head is query ``tokens[i]``'s
+    :func:`mha.models.pretrained.sentence_attention`; row ``i`` of a head is query ``tokens[i]``'s
     weights over the keys ``key_tokens`` (default: ``tokens``, self-attention).
     ``layer`` and ``head`` (counting from 0; ``head=None`` shows all heads) choose what is
     shown first; menus change both. Weights are rounded to ``decimals`` places (the hover

@@ -17,8 +17,8 @@ from mha._checks import (
     require_optional_int,
     require_token_ids,
 )
-from mha.multi_head import MultiHeadAttention
-from mha.pruning import prune_heads
+from mha.analysis.pruning import prune_heads
+from mha.layers.multi_head import MultiHeadAttention
 
 
 class EncoderBlock(nn.Module):

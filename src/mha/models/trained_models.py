@@ -21,12 +21,12 @@ from importlib import resources
 import torch
 from torch import nn
 
-from mha.decoder import TinyDecoder
-from mha.encoder import TinyEncoder
-from mha.latent_attention import MultiHeadLatentAttention
-from mha.neighbour_task import lookup_batch, train
-from mha.seq2seq import TinyTranslator
-from mha.text_corpus import VOCAB_SIZE
+from mha.layers.latent_attention import MultiHeadLatentAttention
+from mha.models.decoder import TinyDecoder
+from mha.models.encoder import TinyEncoder
+from mha.models.seq2seq import TinyTranslator
+from mha.tasks.neighbour_task import lookup_batch, train
+from mha.tasks.text_corpus import VOCAB_SIZE
 
 #: Chapter 7's encoder for the neighbour look-up (mha.neighbour_task): 12 symbols from a
 #: vocabulary of 16, a start symbol in front; two layers of eight heads.
@@ -111,8 +111,8 @@ def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[Tin
     """Initialise and train decoder ``name`` by ``DECODER_RECIPE`` on ``mha.text_splits()``'s
     training bytes (``stop_after``: only the first steps of that run). Returns the model and
     ``train``'s log."""
-    from mha.decoder import train_decoder
-    from mha.text_corpus import text_splits
+    from mha.models.decoder import train_decoder
+    from mha.tasks.text_corpus import text_splits
 
     r = DECODER_RECIPE
     text, _ = text_splits()
@@ -133,7 +133,7 @@ def train_translator(init_seed: int = 0,
     """Initialise (``torch.manual_seed(init_seed)``) and train a translator by
     ``TRANSLATOR_RECIPE`` (``stop_after``: only the first steps of that run). Returns the model
     and ``train``'s log."""
-    from mha.seq2seq import translation_batch, translation_dictionary
+    from mha.models.seq2seq import translation_batch, translation_dictionary
 
     r = TRANSLATOR_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])

@@ -40,7 +40,7 @@ from mha._checks import (
     require_same_dtype,
 )
 from mha.diagrams import COURSE, Diagram
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 def pixel_offsets(height: int, width: int, padding: int = 0) -> torch.Tensor:

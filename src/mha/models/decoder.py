@@ -24,9 +24,9 @@ from mha._checks import (
     require_tensor,
     require_token_ids,
 )
-from mha.kv_cache import KVCache
-from mha.latent_attention import LatentCache, MultiHeadLatentAttention
-from mha.multi_head import MultiHeadAttention
+from mha.layers.kv_cache import KVCache
+from mha.layers.latent_attention import LatentCache, MultiHeadLatentAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 class DecoderBlock(nn.Module):
@@ -260,12 +260,12 @@ def train_decoder(
 ) -> dict[str, float]:
     """Train ``model`` to predict the next token of random windows of ``data`` (1-D tokens).
 
-    Adam with a cosine-decaying learning rate (:func:`mha.neighbour_task.train`), windows drawn
-    with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
+    Adam with a cosine-decaying learning rate (:func:`mha.tasks.neighbour_task.train`), windows
+    drawn with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
     ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
     """
-    from mha.neighbour_task import train
-    from mha.text_corpus import windows
+    from mha.tasks.neighbour_task import train
+    from mha.tasks.text_corpus import windows
 
     require_module("model", model)
     steps, length = require_int("steps", steps), require_int("length", length)

@@ -40,8 +40,8 @@ from mha._checks import (
     require_same_dtype,
     require_tensor,
 )
-from mha.attention import additive_mask, attend, causal_mask, combine_masks
-from mha.kv_cache import KVCache
+from mha.layers.attention import additive_mask, attend, causal_mask, combine_masks
+from mha.layers.kv_cache import KVCache
 
 
 class MultiHeadAttention(nn.Module):

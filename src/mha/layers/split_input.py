@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 class _BlockDiagonal(nn.Module):

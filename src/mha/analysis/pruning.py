@@ -14,7 +14,7 @@ from mha._checks import (
     require_indices,
     require_int,
 )
-from mha.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention
 
 
 def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAttention:
