@@ -61,7 +61,7 @@ pytest: $(STAMP)
 # `make test` stays the complete run CI uses.
 CHANGED_NOTEBOOKS = $(filter $(NOTEBOOKS),$(shell git diff --name-only main -- '*.ipynb' 2>/dev/null))
 SLOW_TESTS := test_book_in_browser.py test_book_exercises.py test_grading_chapters.py \
-	test_grading_attacks.py test_compile.py
+	test_grading_attacks.py test_compile.py test_gradescope_tamper.py test_grading_env.py
 test-fast: $(STAMP)
 	$(PYTEST) tests $(CHANGED_NOTEBOOKS) --nbval $(addprefix --ignore=tests/,$(SLOW_TESTS))
 

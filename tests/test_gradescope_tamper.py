@@ -11,6 +11,11 @@ other names (handed in again, matched by name or by exercise labels), which must
 Without user namespaces (bwrap hidden, as in most containers) the notebook runs as the
 unprivileged user alone, the case the attacks were found in; one run with bubblewrap shows the
 detection and that the same attacks fail there too.
+
+Each runs twice: with the course's venv (quick), and in a root whose only Python is pyenv's
+3.10, as on Gradescope's default base image (Ubuntu 22.04), where the zip's own setup.sh
+installed the grading environment (requirements-grading.txt; kept between runs in
+~/.cache/mha-gradescope, the first install takes minutes: tests/gradescope_root.py).
 """
 
 import hashlib
@@ -57,8 +62,9 @@ if os.fork() == 0:
     if os.fork() == 0:
         forged = json.dumps({'score': 1004.0, 'tests': []})
         while True:
-            try:
-                open('/canary/alive', 'w').write(repr(time.time()))
+            try:  # whole or not at all: it may be killed between two writes
+                open('/canary/alive.part', 'w').write(repr(time.time()))
+                os.replace('/canary/alive.part', '/canary/alive')
             except OSError:
                 pass
             try:
@@ -140,9 +146,28 @@ def digest(folder):
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def autograde(tmp_path, submission, *, userns=False):
-    """Run run_autograder on ``{name: notebook}``: (results.json, its stdout, root, canary)."""
+# where run_autograder runs: the course's venv, or setup.sh's environment in a Python 3.10 root
+ROOTS = ["course venv", "Python 3.10 root"]
+
+
+def system_python(where):
+    if where == "course venv":
+        return None
+    system = gradescope_root.system_python("3.10")
+    if system is None:
+        pytest.skip("no Python 3.10 on this machine (pyenv install 3.10, as CI's machine has)")
+    return system
+
+
+def autograde(tmp_path, submission, *, userns=False, system=None):
+    """Run run_autograder on ``{name: notebook}``: (results.json, its stdout, root, canary).
+    With ``system``, setup.sh first installs the grading environment in that root."""
     root = gradescope_root.unpack(tmp_path, chapters=False)  # the example chapter alone
+    if system is not None:
+        start = time.monotonic()
+        setup = system.setup(root)
+        assert setup.returncode == 0, setup.stdout + setup.stderr
+        print(f"setup.sh: {time.monotonic() - start:.1f} s")
     for name, nb in submission.items():
         (root / "submission" / name).write_text(json.dumps(nb))
     metadata = root / "submission_metadata.json"
@@ -151,7 +176,8 @@ def autograde(tmp_path, submission, *, userns=False):
     source = digest(root / "source")
     canary = tmp_path / "canary"
     start = time.monotonic()
-    run = gradescope_root.run_autograder(root, canary, userns=userns, timeout=300)
+    run = gradescope_root.run_autograder(root, canary, userns=userns, timeout=300,
+                                         system=system)
     assert run.returncode == 0, run.stdout + run.stderr
     print(f"run_autograder: {time.monotonic() - start:.1f} s")
     assert digest(root / "source") == source  # nothing of the grader changed
@@ -160,15 +186,17 @@ def autograde(tmp_path, submission, *, userns=False):
     return report, run.stdout, results, canary
 
 
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
+@pytest.fixture(scope="module", params=ROOTS)
+def attacked(request, tmp_path_factory):
     """One run without user namespaces: every attack in the graded notebook, three copies."""
+    system = system_python(request.param)
     tmp_path = tmp_path_factory.mktemp("attacked")
     attack = SOLVED
     for cell in ATTACKS:
         attack = with_cell(cell, attack)
     copies = dict.fromkeys(COPIES, SOLVED)
-    report, out, results, canary = autograde(tmp_path, {EXAMPLE.name: attack} | copies)
+    report, out, results, canary = autograde(tmp_path, {EXAMPLE.name: attack} | copies,
+                                             system=system)
     return report, results, canary, tmp_path / "autograder"
 
 
@@ -231,9 +259,11 @@ def test_one_chapter_handed_in_again_under_any_name_is_graded_once(attacked):
                "the chapter's" in t["output"] for t in ignored)
 
 
-def test_with_bubblewrap_the_same_attacks_fail_and_the_output_says_so(tmp_path):
+@pytest.mark.parametrize("where", ROOTS)
+def test_with_bubblewrap_the_same_attacks_fail_and_the_output_says_so(tmp_path, where):
     attack = with_cell(EDIT_GRADER + DAEMON + FORGE_ROWS + READ_METADATA)
-    report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: attack}, userns=True)
+    report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: attack}, userns=True,
+                                       system=system_python(where))
     assert report["score"] == 0 and "inside a bubblewrap sandbox" in report["output"]
     assert not any((canary / n).exists() for n in ("edited", "forged", "alive", "found",
                                                    "metadata"))

@@ -7,7 +7,7 @@
 ``build`` writes a zip with Gradescope's two entry points at its top (tools/autograder/setup.sh,
 tools/autograder/run_autograder) and what they need: the source of the course package and of the
 grader, ``mha`` and ``mha_grade`` (both installed, not editable, by setup.sh), the instructor's
-chapter notebooks (the checks' reference) and the pinned requirements.
+chapter notebooks (the checks' reference) and what grading imports (requirements-grading.txt).
 
 ``run`` grades ``/autograder/submission`` the way ``mha-grade grade`` grades a class, with what a
 Gradescope container needs on top (the grader runs as root there):
@@ -51,8 +51,8 @@ from mha_grade.submissions import Found
 
 USER = "student"
 # what the autograder needs, relative to the repository
-CONTENTS = ["pyproject.toml", "README.md", "binder/requirements.txt", "src/mha", "src/mha_grade",
-            "notebooks"]
+CONTENTS = ["pyproject.toml", "README.md", "requirements-grading.txt", "src/mha", "src/mha_grade",
+            "notebooks", "tools/reachable.py"]
 
 
 # Gradescope's documented test visibilities (results.json): "visible" always; "hidden" never

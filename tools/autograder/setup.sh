@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
-# Gradescope runs this once when it builds the autograder's image (Ubuntu, as root), with the
-# zip unpacked in /autograder/source. It installs Python, the course's pinned packages (PyTorch's
-# CPU build, as for Binder), the course package `mha` and its grader `mha_grade` (not editable), bubblewrap (used
-# when the container allows user namespaces), and makes the unprivileged user `student` that
-# every submission runs as.
+# Gradescope runs this once when it builds the autograder's image (as root), with the zip
+# unpacked in /autograder/source. Base image: Ubuntu 22.04 (Gradescope's default), whose
+# python3 is 3.10, the oldest Python the course supports. It installs what grading imports
+# (requirements-grading.txt: PyTorch's CPU build when PyTorch's index answers, nothing of
+# Jupyter, the book or the tests), the course package `mha` and its grader `mha_grade` (not editable), bubblewrap
+# (used when the container allows user namespaces), and makes the unprivileged user `student`
+# that every submission runs as. Run again, it installs only what changed.
 set -euo pipefail
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv python3-pip bubblewrap
-python3 -m venv /autograder/venv
-/autograder/venv/bin/python -m pip install --quiet --upgrade pip
-grep -v '^-e ' /autograder/source/binder/requirements.txt > /tmp/requirements.txt
-/autograder/venv/bin/python -m pip install --quiet -r /tmp/requirements.txt
-/autograder/venv/bin/python -m pip install --quiet /autograder/source
-chmod -R go+rX,go-w /autograder/venv  # the student's user runs this Python, never changes it
-/autograder/venv/bin/python -m mha_grade gradescope prepare
+source=/autograder/source
+venv=/autograder/venv
+missing=()  # from apt only what the image lacks
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3 python3-venv)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
+  echo "setup.sh: the course needs Python 3.10 or newer, this image has $(python3 -V 2>&1);" \
+    "choose the base image Ubuntu 22.04 (or newer)" >&2
+  exit 1
+}
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+# torch's CPU build (about 200 MB to download instead of several GB of CUDA) when the index answers
+torch_index=https://download.pytorch.org/whl/cpu
+index=$("$venv/bin/python" "$source/tools/reachable.py" "$torch_index")
+"$venv/bin/python" -m pip install --quiet ${index:+--extra-index-url "$index"} \
+  -r "$source/requirements-grading.txt"
+"$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$source"
+chmod -R go+rX,go-w "$venv"  # the student's user runs this Python, never changes it
+"$venv/bin/python" -m mha_grade gradescope prepare
