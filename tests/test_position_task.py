@@ -1,5 +1,7 @@
 """Chapter 6: the previous-token task, and what each position encoding makes of it."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -76,6 +78,19 @@ def previous_token_weight(model, n, batch=64, seed=1):
     return torch.diagonal(weights, -1)  # entry i-1: the query at i on the key at i-1
 
 
+@functools.cache
+def trained(encoding, seed):
+    """A model trained as in the notebook (length 16, 200 steps, one thread: tiny matrices gain
+    nothing from more, and lose much on a busy machine), once per module: two tests read the
+    sinusoidal ones. Training draws everything from ``seed``, so a second run would be equal."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train_position_model(encoding, steps=200, batch=32, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.claim("6.8")
 @pytest.mark.parametrize("seed", range(3))
 def test_x_plus_p_attends_to_the_previous_token_only_where_it_was_trained(seed):
@@ -86,13 +101,8 @@ def test_x_plus_p_attends_to_the_previous_token_only_where_it_was_trained(seed):
     inside the trained positions (mean weight more than 0.3 at positions 1-15) and hardly
     beyond them (less than 0.05, and less than 1/64, at positions 32-63): what they learned is
     tied to absolute positions."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = train_position_model("sinusoidal", steps=200, batch=32, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
-    weight = previous_token_weight(model, 64)  # index i-1 for the query at position i
+    # index i-1: the query at position i
+    weight = previous_token_weight(trained("sinusoidal", seed), 64)
     inside, beyond = weight[:15].mean().item(), weight[31:].mean().item()
     assert inside > 0.3 and beyond < 0.05 and beyond < 1 / 64, (inside, beyond)
 
@@ -106,15 +116,10 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
     to position 31; ALiBi is weakest at 16 and loses least of those with positions; none is
     order-blind."""
     acc, by_pos = {}, {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for encoding in mha.position_task.ENCODINGS:
-            model = train_position_model(encoding, steps=200, batch=32, seed=seed)
-            acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
-            by_pos[encoding] = accuracy_by_position(model, 64)
-    finally:
-        torch.set_num_threads(threads)
+    for encoding in mha.position_task.ENCODINGS:
+        model = trained(encoding, seed)
+        acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
+        by_pos[encoding] = accuracy_by_position(model, 64)
     assert acc["none"][16] < 0.5  # content alone cannot find the previous token
     for encoding in ("sinusoidal", "learned", "rope"):
         assert acc[encoding][16] > 0.95
