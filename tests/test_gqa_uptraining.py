@@ -150,7 +150,7 @@ def test_other_uptraining_seeds_rates_and_lengths_also_stay_behind(models, gqa_a
     """The chapter's uptraining is one run of one recipe; the same pooled model uptrained with
     another batch seed (8), a ten times larger learning rate (the original training's) and
     twice the steps (10% of the original) stays more than 0.3 bits per byte behind the
-    multi-head model in every case (one thread; about 30 s on an idle core)."""
+    multi-head model in every case (one thread; the runs are shared with the next test)."""
     base = mha.bits_per_byte(models["mha"], models["held_out"])
     for recipe, after in zip(OTHER_RECIPES, gqa_after_other_recipes, strict=True):
         print("uptrained GQA", recipe, "behind multi-head by", after - base)
@@ -163,7 +163,7 @@ def test_pooling_stays_ahead_of_pruning_after_other_training_seeds_rates_and_len
     """The second half of row 9.8 rests on one run (4.030 against 4.243 bits per byte). Train
     the pooled and the pruned model (the results fixture's recipe) with another batch seed (8),
     the original training's learning rate and twice the steps: pooling stays ahead in every case,
-    by more than 0.15 bits per byte (one thread; about 20 s on an idle core)."""
+    by more than 0.15 bits per byte (one thread; the pooled runs are the test above's)."""
     for recipe, gqa_after in zip(OTHER_RECIPES, gqa_after_other_recipes, strict=True):
         steps, lr, seed = recipe
         net = copy.deepcopy(models["pruned"])
