@@ -180,9 +180,19 @@ def test_plain_formula_in_the_memory_script_is_attention():
 
 def test_without_fork_each_measurement_gets_a_fresh_python(monkeypatch):
     """Windows has no os.fork: there every measurement runs in a Python process of its own.
-    That path, forced here on Linux (where the child still reads VmHWM), measures the same."""
+    That path, forced here on Linux (where the child still reads VmHWM), measures the same:
+    one process per method (each imports PyTorch, so one size is enough here)."""
     monkeypatch.setattr(measure, "_FORK", False)
-    memory = measure.peak_memories(["plain", "chunked"], [2048, 4096], d=16, chunk_size=256)
-    for n, used in zip([2048, 4096], memory["plain"], strict=True):
-        assert 0.95 <= used / (2 * cost.attention_weights_bytes(n, n)) <= 1.5
-    assert memory["chunked"][-1] <= memory["plain"][-1] / 8
+    commands = []
+    run = measure.subprocess.run
+
+    def counted_run(command, **kwargs):
+        commands.append(command)
+        return run(command, **kwargs)
+
+    monkeypatch.setattr(measure.subprocess, "run", counted_run)
+    memory = measure.peak_memories(["plain", "chunked"], [4096], d=16, chunk_size=256)
+    assert [c[3:] for c in commands] == [[m, "16", "256", "single", "4096"]
+                                         for m in ("plain", "chunked")]
+    assert 0.95 <= memory["plain"][0] / (2 * cost.attention_weights_bytes(4096, 4096)) <= 1.5
+    assert memory["chunked"][0] <= memory["plain"][0] / 8

@@ -28,16 +28,16 @@ def uptrain(net, train):
     return net
 
 
+OTHER_RECIPES = [(UP_STEPS, 1e-3, 8), (UP_STEPS, R["lr"], 7), (2 * UP_STEPS, 1e-3, 7)]
+
+
 @pytest.fixture(scope="module")
-def results():
+def models():
+    """The trained multi-head decoder, its pooled (GQA, 2 key/value heads) and its pruned
+    (each layer's two most important heads) versions, and the data: built once for the module."""
     torch.set_num_threads(1)
     train, held_out = mha.text_splits()
     model = mha.load_decoder("mha")
-
-    def bpb(net, **kwargs):
-        return mha.bits_per_byte(net, held_out, **kwargs)
-
-    gqa = pooled(model, 2)
     gen = torch.Generator().manual_seed(5)
     batches = [windows(train, 16, R["length"], gen) for _ in range(2)]
 
@@ -50,6 +50,30 @@ def results():
         keep = torch.zeros(R["num_heads"], dtype=torch.bool)
         keep[row.topk(2).indices] = True
         block.attn = mha.prune_heads(block.attn, (~keep).nonzero().flatten().tolist())
+    return {"train": train, "held_out": held_out, "mha": model, "gqa": pooled(model, 2),
+            "pruned": pruned}
+
+
+@pytest.fixture(scope="module")
+def gqa_after_other_recipes(models):
+    """Bits per byte of the pooled model trained by each of OTHER_RECIPES (two tests read them:
+    each recipe is trained once)."""
+    after = []
+    for steps, lr, seed in OTHER_RECIPES:
+        net = copy.deepcopy(models["gqa"])
+        mha.train_decoder(net, models["train"], steps, batch_size=R["batch_size"],
+                          length=R["length"], lr=lr, seed=seed)
+        after.append(mha.bits_per_byte(net, models["held_out"]))
+    return after
+
+
+@pytest.fixture(scope="module")
+def results(models):
+    train, held_out, model = models["train"], models["held_out"], models["mha"]
+    gqa, pruned = models["gqa"], models["pruned"]
+
+    def bpb(net, **kwargs):
+        return mha.bits_per_byte(net, held_out, **kwargs)
 
     def cache_bytes(net):
         caches = net.new_caches()
@@ -122,50 +146,29 @@ def test_sharing_removes_key_value_heads_whole_but_merges_them_and_keeps_every_q
 
 
 @pytest.mark.claim("9.7")
-def test_other_uptraining_seeds_rates_and_lengths_also_stay_behind():
+def test_other_uptraining_seeds_rates_and_lengths_also_stay_behind(models, gqa_after_other_recipes):
     """The chapter's uptraining is one run of one recipe; the same pooled model uptrained with
     another batch seed (8), a ten times larger learning rate (the original training's) and
     twice the steps (10% of the original) stays more than 0.3 bits per byte behind the
-    multi-head model in every case (one thread; about 30 s on an idle core)."""
-    torch.set_num_threads(1)
-    train, held_out = mha.text_splits()
-    model = mha.load_decoder("mha")
-    base = mha.bits_per_byte(model, held_out)
-    gqa = pooled(model, 2)
-    for steps, lr, seed in [(UP_STEPS, 1e-3, 8), (UP_STEPS, R["lr"], 7), (2 * UP_STEPS, 1e-3, 7)]:
-        net = copy.deepcopy(gqa)
-        mha.train_decoder(net, train, steps, batch_size=R["batch_size"], length=R["length"],
-                          lr=lr, seed=seed)
-        assert mha.bits_per_byte(net, held_out) > base + 0.3, (steps, lr, seed)
+    multi-head model in every case (one thread; the runs are shared with the next test)."""
+    base = mha.bits_per_byte(models["mha"], models["held_out"])
+    for recipe, after in zip(OTHER_RECIPES, gqa_after_other_recipes, strict=True):
+        print("uptrained GQA", recipe, "behind multi-head by", after - base)
+        assert after > base + 0.3, recipe
 
 
 @pytest.mark.claim("9.8")
-def test_pooling_stays_ahead_of_pruning_after_other_training_seeds_rates_and_lengths():
+def test_pooling_stays_ahead_of_pruning_after_other_training_seeds_rates_and_lengths(
+        models, gqa_after_other_recipes):
     """The second half of row 9.8 rests on one run (4.030 against 4.243 bits per byte). Train
     the pooled and the pruned model (the results fixture's recipe) with another batch seed (8),
     the original training's learning rate and twice the steps: pooling stays ahead in every case,
-    by more than 0.15 bits per byte (one thread; about 20 s on an idle core)."""
-    torch.set_num_threads(1)
-    train, held_out = mha.text_splits()
-    model = mha.load_decoder("mha")
-    gqa = pooled(model, 2)
-    gen = torch.Generator().manual_seed(5)
-    batches = [windows(train, 16, R["length"], gen) for _ in range(2)]
-
-    def loss_with_gates(batch, gates):
-        return language_model_loss(model(batch[0], head_mask=gates), batch[1])
-
-    importance = mha.head_importance(loss_with_gates, batches, R["num_layers"], R["num_heads"])
-    pruned = copy.deepcopy(model)
-    for block, row in zip(pruned.blocks, importance, strict=True):
-        keep = torch.zeros(R["num_heads"], dtype=torch.bool)
-        keep[row.topk(2).indices] = True
-        block.attn = mha.prune_heads(block.attn, (~keep).nonzero().flatten().tolist())
-    for steps, lr, seed in [(UP_STEPS, 1e-3, 8), (UP_STEPS, R["lr"], 7), (2 * UP_STEPS, 1e-3, 7)]:
-        after = []
-        for start in (gqa, pruned):
-            net = copy.deepcopy(start)
-            mha.train_decoder(net, train, steps, batch_size=R["batch_size"], length=R["length"],
-                              lr=lr, seed=seed)
-            after.append(mha.bits_per_byte(net, held_out))
-        assert after[0] < after[1] - 0.15, (steps, lr, seed, after)
+    by more than 0.15 bits per byte (one thread; the pooled runs are the test above's)."""
+    for recipe, gqa_after in zip(OTHER_RECIPES, gqa_after_other_recipes, strict=True):
+        steps, lr, seed = recipe
+        net = copy.deepcopy(models["pruned"])
+        mha.train_decoder(net, models["train"], steps, batch_size=R["batch_size"],
+                          length=R["length"], lr=lr, seed=seed)
+        pruned_after = mha.bits_per_byte(net, models["held_out"])
+        print("pooling ahead of pruning", recipe, "by", pruned_after - gqa_after)
+        assert gqa_after < pruned_after - 0.15, (recipe, gqa_after, pruned_after)

@@ -1,5 +1,7 @@
 """Chapter 6: the previous-token task, and what each position encoding makes of it."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -74,6 +76,19 @@ def attention_weights_per_head(model, n, batch=64, seed=1):
     return captured[0].mean(dim=0)
 
 
+@functools.cache
+def trained(encoding, seed):
+    """A model trained as in the notebook (length 16, 200 steps, one thread: tiny matrices gain
+    nothing from more, and lose much on a busy machine), once per module: two tests read the
+    sinusoidal ones. Training draws everything from ``seed``, so a second run would be equal."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train_position_model(encoding, steps=200, batch=32, seed=seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.claim("6.8")
 @pytest.mark.parametrize("seed", range(3))
 def test_x_plus_p_attends_by_absolute_position_in_every_head(seed):
@@ -85,13 +100,7 @@ def test_x_plus_p_attends_by_absolute_position_in_every_head(seed):
     trained with X + P (length 16, three seeds) break that in every head: more than 0.3 on the
     previous token at queries 1-15, less than 0.05 on offsets >= 16 at queries 17-20, and yet
     less than half the query-15 weight on the previous token there."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = train_position_model("sinusoidal", steps=200, batch=32, seed=seed)
-    finally:
-        torch.set_num_threads(threads)
-    weights = attention_weights_per_head(model, 64)  # (heads, 64, 64)
+    weights = attention_weights_per_head(trained("sinusoidal", seed), 64)  # (heads, 64, 64)
     on_previous = torch.diagonal(weights, -1, dim1=-2, dim2=-1)  # entry i - 1: query i
     at_15, at_17_to_20 = on_previous[:, 14], on_previous[:, 16:20].mean(dim=1)
     untrained = torch.stack([weights[:, i, :i - 15].sum(dim=-1) for i in range(17, 21)], dim=1)
@@ -111,15 +120,10 @@ def test_which_encodings_solve_the_task_and_which_extrapolate(seed):
     to position 31; ALiBi is weakest at 16 and loses least of those with positions; none is
     order-blind."""
     acc, by_pos = {}, {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for encoding in mha.tasks.position_task.ENCODINGS:
-            model = train_position_model(encoding, steps=200, batch=32, seed=seed)
-            acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
-            by_pos[encoding] = accuracy_by_position(model, 64)
-    finally:
-        torch.set_num_threads(threads)
+    for encoding in mha.tasks.position_task.ENCODINGS:
+        model = trained(encoding, seed)
+        acc[encoding] = {n: previous_token_accuracy(model, n) for n in (16, 64)}
+        by_pos[encoding] = accuracy_by_position(model, 64)
     assert acc["none"][16] < 0.5  # content alone cannot find the previous token
     for encoding in ("sinusoidal", "learned", "rope"):
         assert acc[encoding][16] > 0.95

@@ -178,9 +178,12 @@ def read_citations(path: Path) -> dict[str, tuple[str, str]]:
 
 
 def latex_to_text(text: str) -> str:
+    from pybtex.backends.plaintext import Backend
     from pybtex.richtext import Text
 
-    return Text.from_latex(text).render_as("text")
+    # render_as("text") would look the backend up among every installed package's entry
+    # points on each call: most of the time of load_book
+    return Text.from_latex(text).render(Backend())
 
 
 # ---------------------------------------------------------------------------------------------
