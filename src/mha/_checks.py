@@ -89,6 +89,7 @@ def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch
     if tokens.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{name} must be torch.int64 or torch.int32 (what nn.Embedding "
                          f"takes), got {tokens.dtype}; convert it with {name}.long()")
+    require_values(name, tokens)
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
                          f"{int(tokens.min())} to {int(tokens.max())}")
@@ -199,6 +200,27 @@ def check_attention_inputs(
     return require_number("scale", scale), batch
 
 
+def require_values(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Return ``x`` if it holds values: a tensor on the ``meta`` device has only a shape, and
+    code that must read ``x`` (token ids, weights to draw) cannot work on it."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds shapes but no values, "
+                         f"and its values are read here; pass a tensor on a real device, "
+                         f"e.g. {name}.to('cpu') after filling it")
+    return x
+
+
+def require_module_device(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
+    """``x`` must be on the device of ``module``'s parameters (torch would stop deep inside)."""
+    param = next(module.parameters(), None)
+    if param is not None and x.device != param.device:
+        raise ValueError(
+            f"{name} is on {x.device} but {type(module).__name__}'s parameters are on "
+            f"{param.device}; move {name} with {name}.to({str(param.device)!r}) or the module "
+            f"with module.to({str(x.device)!r})"
+        )
+
+
 def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
     """``x`` must have the dtype of ``module``'s parameters (torch would stop deep inside)."""
     param = next(module.parameters(), None)
@@ -216,6 +238,7 @@ def require_features(name: str, x: object, size: int, module: torch.nn.Module) -
     if x.dim() != 3 or x.shape[-1] != size:
         raise ValueError(f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}")
     require_module_dtype(name, x, module)
+    require_module_device(name, x, module)
     return x
 
 
@@ -431,7 +454,7 @@ def may_read_values(x: torch.Tensor) -> bool:
     """Whether code may branch on ``x``'s values on the host: in eager mode, outside
     ``torch.compile`` and ``torch.func`` transforms (vmap, grad) that cannot trace such a
     branch. Code that says no takes the branch-free route (same results for finite inputs)."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or x.device.type == "meta":  # meta: shapes, no values
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(x)
 
@@ -552,3 +575,12 @@ def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
             f"the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
             f"mha.memory_budget(nbytes)"
         )
+
+
+def check_output_allocation(what: str, name: str, x: torch.Tensor, shape: Iterable[int],
+                            dtype: torch.dtype, hint: str) -> None:
+    """:func:`check_allocation` for a tensor whose size follows from the shape of the tensor
+    argument ``name`` (``x``), e.g. an output or activation: the message names ``name`` and its
+    shape. A stride-0 view (``expand``) costs nothing itself but not what is computed from it.
+    """
+    check_allocation(f"{what} for {name} of shape {tuple(x.shape)}", shape, dtype, hint)
