@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from mha._checks import (
-    check_allocation,
+    check_output_allocation,
     require_base,
     require_features,
     require_float_tensor,
@@ -72,6 +72,11 @@ def apply_rotary(
     # float32's resolution, beyond it the scores would stop depending on offsets only
     require_within("positions", positions, MAX_POSITION, "float64 angles lose the offsets "
                    "beyond 2**32; subtract a common offset (only differences matter)")
+    check_output_allocation("apply_rotary's output", "x", x, x.shape, x.dtype,
+                            "use fewer tokens or smaller batches")
+    check_output_allocation("apply_rotary's angles", "positions", positions,
+                            (*positions.shape, d // 2), torch.float64,
+                            "use fewer positions")
     # angles in float64 so that large positions keep their precision, then x's dtype
     omega = encoding_frequencies(d, base).to(x.device)
     angles = positions.to(torch.float64)[..., None] * omega  # (..., n, d/2)
@@ -128,8 +133,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                 raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
                                  f"{tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
-        check_allocation("the attention weights", (batch, self.num_heads, n, n), x.dtype,
-                         "use a smaller n")
+        check_output_allocation("the attention weights", "x", x,
+                                (batch, self.num_heads, n, n), x.dtype,
+                                "use fewer tokens or smaller batches")
+        self._check_projections(x, x)
         if mask is not None:
             self._check_mask(mask, batch, n, n)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)
