@@ -221,9 +221,13 @@ def loglog_slope(sizes: object, values: object) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"sizes and values must be sequences of numbers, got "
                          f"{type(sizes).__name__} and {type(values).__name__}") from None
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
-                         f"and {y.shape}")
+    if x.ndim != 1 or y.ndim != 1 or len(x) < 2:
+        raise ValueError(f"sizes and values must be 1-D sequences of length >= 2 (a slope "
+                         f"needs two points), got sizes of shape {x.shape} and values "
+                         f"of shape {y.shape}")
+    if x.shape != y.shape:
+        raise ValueError(f"sizes and values must have the same length (one value per size), "
+                         f"got {len(x)} sizes and {len(y)} values")
     if not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
         raise ValueError(f"sizes and values must be positive and finite, got {x} and {y}")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
