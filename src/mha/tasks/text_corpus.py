@@ -16,6 +16,8 @@ from importlib import resources
 
 import torch
 
+from mha._checks import require_number
+
 #: A byte-level model reads and writes the 256 possible byte values.
 VOCAB_SIZE = 256
 
@@ -76,6 +78,7 @@ def windows(
 def text_splits(fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference text as bytes, split into a training part (the first ``fraction``) and a
     held-out part (the rest), both 1-D int64 tensors."""
+    fraction = require_number("fraction", fraction)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must lie strictly between 0 and 1, got {fraction!r}")
     data = encode(reference_text())
