@@ -2,9 +2,9 @@
 
 The tables are ``tests/bad_inputs.py`` and the outsiders' fresh sets of issue #27,
 ``tests/fresh_bad_inputs.py`` and ``tests/fresh_bad_inputs_r3.py``; ``tools/bad_input_tally.py``
-counts their outcomes for any version of ``mha``. A row that expects an error asserts its class and that the message holds
-the row's words (the argument's name, and what was received); a row that expects a result
-asserts the documented result.
+counts their outcomes for any version of ``mha``. A row that expects an error asserts its class
+and that the message holds the row's words (the argument's name, and what was received); a
+row that expects a result asserts the documented result.
 """
 
 import pytest

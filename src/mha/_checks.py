@@ -560,9 +560,10 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
-                     hint: str = "use smaller sizes") -> None:
+def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype, hint: str) -> None:
     """Raise :class:`MemoryBudgetError` if a tensor of ``shape`` and ``dtype`` is over budget.
+    ``hint`` says which argument to make smaller, with its value (e.g. ``use a smaller
+    embed_dim (4096)``).
 
     O(1): multiplies the sizes as Python ints (no overflow) and allocates nothing.
     """

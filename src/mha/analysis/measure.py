@@ -178,11 +178,13 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
     # the child processes allocate these; refuse here what would take the machine down
     n = sizes[-1]
-    check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
+    check_allocation("peak_memory's inputs", (3, n, d), torch.float32,
+                     f"use smaller sizes (largest {n}) or d ({d})")
     for method in methods:
         block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
         check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
-                         "use smaller sizes (or a smaller chunk_size)")
+                         f"use smaller sizes (largest {n}) or a smaller chunk_size "
+                         f"({chunk_size})")
     runs = ([(methods, sizes)] if _FORK  # one process, a forked child per measurement
             else [([m], [n]) for m in methods for n in sizes])  # a fresh process per measurement
     results: dict[str, list[int]] = {m: [] for m in methods}

@@ -47,7 +47,9 @@ class SelfAttention(nn.Module):
         value_dim = require_optional_int("value_dim", value_dim)
         bias = require_flag("bias", bias)
         check_allocation("SelfAttention's projections", (embed_dim, max(key_dim or embed_dim,
-                         value_dim or embed_dim)), torch.get_default_dtype(), "use smaller sizes")
+                         value_dim or embed_dim)), torch.get_default_dtype(),
+                         f"use a smaller embed_dim ({embed_dim}), key_dim ({key_dim}) or "
+                         f"value_dim ({value_dim})")
         self.embed_dim = embed_dim
         self.key_dim = key_dim or embed_dim
         self.value_dim = value_dim or embed_dim
