@@ -90,6 +90,9 @@ def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch
         raise ValueError(f"{name} must be torch.int64 or torch.int32 (what nn.Embedding "
                          f"takes), got {tokens.dtype}; convert it with {name}.long()")
     require_values(name, tokens)
+    if not tokens.is_contiguous():  # reading a strided view (an expand) may copy it
+        check_output_allocation("reading the ids", name, tokens, tokens.shape, tokens.dtype,
+                                f"pass fewer {name}")
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
                          f"{int(tokens.min())} to {int(tokens.max())}")
@@ -243,18 +246,22 @@ def require_features(name: str, x: object, size: int, module: torch.nn.Module) -
 
 
 def require_head_mask(head_mask: object, heads: int, batch: int,
-                      dtype: torch.dtype) -> torch.Tensor:
-    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``; returned as
-    ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape ``(B, h, n, d)``."""
+                      dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``, on its
+    ``device``; returned as ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape
+    ``(B, h, n, d)``."""
     require_tensor("head_mask", head_mask)
+    if head_mask.device != device:
+        raise ValueError(f"head_mask is on {head_mask.device} but the module is on {device}; "
+                         f"move it with head_mask.to({str(device)!r})")
     if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
         raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
                          f"{head_mask.dtype}")
     if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
         raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
                          f"{heads} heads, got {tuple(head_mask.shape)}")
-    if head_mask.is_floating_point():  # a NaN gate would turn every output NaN, not one head's
-        require_no_nan("head_mask", head_mask, "gates are numbers, usually in [0, 1]")
+    if head_mask.is_floating_point():  # a NaN or inf gate turns every output NaN, not one head's
+        require_finite("head_mask", head_mask, "gates are numbers, usually in [0, 1]")
     return head_mask.reshape(-1, heads, 1, 1)
 
 
@@ -466,6 +473,15 @@ def require_no_nan(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     if may_read_values(x) and bool(x.isnan().any()):
         raise ValueError(f"{name} holds NaN ({int(x.isnan().sum())} of {x.numel()} values); "
                          f"{hint}")
+    return x
+
+
+def require_finite(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
+    """Return ``x`` if it holds no NaN or inf (reads its values: skipped where
+    :func:`may_read_values` says no); ``hint`` says what the values should be."""
+    if may_read_values(x) and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} holds NaN or inf ({int((~torch.isfinite(x)).sum())} of "
+                         f"{x.numel()} values); {hint}")
     return x
 
 

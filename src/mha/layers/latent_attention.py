@@ -187,7 +187,7 @@ class MultiHeadLatentAttention(nn.Module):
         and ``W_UV,i`` is applied after the weighted sum. ``head_mask`` gates heads as in
         :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
         False (the arguments exist so a decoder block can call any of the course's layers
-        alike).
+        alike). NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
         """
         require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
@@ -207,8 +207,9 @@ class MultiHeadLatentAttention(nn.Module):
         if cache is not None and past and cache.latents.shape[0] != batch:
             raise ValueError(f"cache holds a batch of {cache.latents.shape[0]} sequences, x has "
                              f"{batch}: use one cache per batch (model.new_caches())")
+        weight = self.out_proj.weight
         gates = None if head_mask is None else require_head_mask(
-            head_mask, h, batch, self.out_proj.weight.dtype)  # (1 or B, h, 1, 1)
+            head_mask, h, batch, weight.dtype, weight.device)  # (1 or B, h, 1, 1)
         # the keys (or latents) every head reads, and the mask: the largest tensors made here
         width = self.latent_dim + r if absorb else d + r
         check_output_allocation("the keys of MultiHeadLatentAttention", "x", x,

@@ -166,6 +166,9 @@ class MultiHeadAttention(nn.Module):
           are appended to it, and the queries attend over everything it holds: incremental
           decoding, one token (or a few) at a time, gives what recomputing the prefix gives.
 
+        NaN and inf in the inputs reach the outputs they touch (the rule of
+        :func:`mha.attention`: nothing non-finite is hidden; see :func:`mha.set_debug`).
+
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
         """
@@ -322,7 +325,8 @@ class MultiHeadAttention(nn.Module):
                                 "use shorter sequences or smaller batches")
 
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
-        return require_head_mask(head_mask, self.num_heads, batch, self.out_proj.weight.dtype)
+        weight = self.out_proj.weight
+        return require_head_mask(head_mask, self.num_heads, batch, weight.dtype, weight.device)
 
     def _check_inputs(self, query, key, value) -> None:
         for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),
