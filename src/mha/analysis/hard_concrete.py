@@ -31,7 +31,9 @@ from mha._checks import (
     require_no_nan,
     require_number,
     require_positive,
+    require_same_device,
     require_shape,
+    require_values,
 )
 
 # why a log_alpha holds NaN, for the error message
@@ -60,6 +62,7 @@ def hard_concrete_sample(
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
     require_float_tensor("u", u, min_dim=0)
+    require_same_device(("log_alpha", log_alpha), ("u", u))
     shape = broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
     # before any look at the values: a stride-0 view of u costs nothing, the gates do
     name, larger = max([("log_alpha", log_alpha), ("u", u)], key=lambda item: item[1].numel())
@@ -67,6 +70,7 @@ def hard_concrete_sample(
                             torch.promote_types(log_alpha.dtype, u.dtype),
                             "use fewer gates or a smaller batch of noise")
     require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
+    require_values("u", u)  # noise must be read to be checked
     if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
         raise ValueError("u must be uniform noise strictly inside (0, 1), got values outside")
     low, high = stretch

@@ -13,6 +13,7 @@ from mha._checks import (
     require_callable,
     require_shape,
     require_tensor,
+    require_values,
 )
 
 
@@ -27,6 +28,7 @@ def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
                          f"{scores.dtype} of shape {tuple(scores.shape)}")
     if shape is not None and tuple(scores.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(scores.shape)}")
+    require_values(name, scores)  # a ranking reads the values
     if not nan_ok and scores.is_floating_point() and scores.isnan().any():
         raise ValueError(f"{name} must not be NaN (a NaN has no place in a ranking)")
 
