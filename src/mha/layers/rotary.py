@@ -41,7 +41,8 @@ def apply_rotary(
     ``positions`` ``(n,)`` (default ``0 .. n-1``) or with ``x.dim() - 1`` dimensions that
     broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, n)`` for per-sequence positions.
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm. Positions beyond
-    ``+-2**32`` are refused (their angles would no longer resolve the offsets).
+    ``+-2**32`` are refused (their angles would no longer resolve the offsets). NaN and inf
+    in ``x`` stay in the rotated pairs that hold them (a rotation mixes the two of a pair).
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
@@ -123,15 +124,16 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
 
         ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
         (``num_kv_heads``) and dropout (in training) as there too. Returns
-        ``(output (B, n, embed_dim), weights (B, h, n, n))``.
+        ``(output (B, n, embed_dim), weights (B, h, n, n))``. NaN and inf in ``x`` reach the
+        outputs (the rule of :func:`mha.attention`).
         """
         require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape
         if positions is not None:
             require_tensor("positions", positions)
             if tuple(positions.shape) not in [(n,), (batch, n)]:
-                raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
-                                 f"{tuple(positions.shape)}")
+                raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}) to match "
+                                 f"x of shape {tuple(x.shape)}, got {tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
         check_output_allocation("the attention weights", "x", x,
                                 (batch, self.num_heads, n, n), x.dtype,

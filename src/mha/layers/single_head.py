@@ -7,9 +7,11 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_flag,
     require_float_tensor,
     require_int,
+    require_module_device,
     require_module_dtype,
     require_optional_int,
 )
@@ -60,6 +62,9 @@ class SelfAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x``: ``(..., n, embed_dim)``; returns ``(output (..., n, value_dim), weights
+        (..., n, n))``. NaN and inf in ``x`` reach the outputs (the rule of
+        :func:`mha.attention`)."""
         require_float_tensor("x", x, min_dim=2)
         if x.shape[-1] != self.embed_dim:
             raise ValueError(
@@ -67,4 +72,8 @@ class SelfAttention(nn.Module):
                 f"got shape {tuple(x.shape)}"
             )
         require_module_dtype("x", x, self)
+        require_module_device("x", x, self)
+        check_output_allocation("SelfAttention's projections", "x", x,
+                                (*x.shape[:-1], max(self.key_dim, self.value_dim)), x.dtype,
+                                "use fewer or shorter sequences")
         return attention(self.w_q(x), self.w_k(x), self.w_v(x), mask=mask)

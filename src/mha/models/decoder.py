@@ -70,8 +70,12 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, *, cache=None,
                 head_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``."""
+        """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``. NaN and inf
+        in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
         require_features("x", x, self.norm1.normalized_shape[0], self)
+        check_output_allocation("DecoderBlock's activations", "x", x,
+                                (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
+                                x.dtype, "use fewer or shorter sequences")
         attended, _ = self.attn(self.norm1(x), is_causal=True, need_weights=False, cache=cache,
                                 head_mask=head_mask)
         x = x + attended
@@ -298,6 +302,9 @@ def train_decoder(
     steps, length = require_int("steps", steps), require_int("length", length)
     _require_length_fits(model, length)
     seed = require_int("seed", seed, minimum=None)  # manual_seed would say "expected a long"
+    require_int_tensor("data", data, dim=1)  # else the model would complain about "tokens"
+    if hasattr(model, "vocab_size"):
+        require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
     return train(model, lambda step: windows(data, batch_size, length, generator), steps,
                  lr=lr, forward=model, stop_after=stop_after)

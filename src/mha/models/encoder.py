@@ -44,8 +44,12 @@ class EncoderBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``."""
+        """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``.
+        NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
         require_features("x", x, self.attn.embed_dim, self)
+        check_output_allocation("EncoderBlock's activations", "x", x,
+                                (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
+                                x.dtype, "use fewer or shorter sequences")
         attended, weights = self.attn(self.norm1(x), head_mask=head_mask,
                                       need_weights=need_weights)
         x = x + attended

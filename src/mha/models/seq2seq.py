@@ -33,6 +33,7 @@ from mha._checks import (
     require_optional_int,
     require_tensor,
     require_token_ids,
+    require_values,
 )
 from mha.layers.multi_head import MultiHeadAttention
 from mha.models.encoder import EncoderBlock
@@ -102,6 +103,10 @@ def _require_permutation(dictionary: object) -> None:
     if dictionary.numel() < 2:
         raise ValueError(f"dictionary must hold a permutation of 0..V-1 with V >= 2, got "
                          f"{dictionary.numel()} entries")
+    require_values("dictionary", dictionary)
+    # the check sorts a copy (a stride-0 view costs nothing, its sort does)
+    check_output_allocation("the permutation check", "dictionary", dictionary,
+                            (2, dictionary.numel()), torch.int64, "use a smaller vocabulary")
     if not torch.equal(dictionary.sort().values.cpu(), torch.arange(dictionary.numel())):
         raise ValueError("dictionary must be a permutation of 0..V-1 (each word once), as "
                          "translation_dictionary(V) makes; it repeats or skips a value")

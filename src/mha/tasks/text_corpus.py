@@ -16,7 +16,7 @@ from importlib import resources
 
 import torch
 
-from mha._checks import require_number
+from mha._checks import check_allocation, require_number
 
 #: A byte-level model reads and writes the 256 possible byte values.
 VOCAB_SIZE = 256
@@ -66,6 +66,8 @@ def windows(
     for name, value in [("batch_size", batch_size), ("length", length)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_allocation("windows", (batch_size, length + 1), torch.int64,
+                     f"use a smaller batch_size ({batch_size}) or length ({length})")
     if length + 1 > data.numel():
         raise ValueError(f"length={length} needs at least {length + 1} tokens, data has "
                          f"{data.numel()}")
