@@ -59,13 +59,14 @@ def test_default_budget_allows_chapter_6_on_a_24_gib_machine_and_stops_40000_on_
     from mha._checks import DEFAULT_FRACTION, check_allocation
 
     with mha.memory_budget(int(24 * 2**30 * DEFAULT_FRACTION)):  # this machine's default
-        check_allocation("scores", (16384, 16384), torch.float32)
+        check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")
         with pytest.raises(mha.MemoryBudgetError, match=r"5\.96 GiB"):
-            check_allocation("scores", (40000, 40000), torch.float32)
+            check_allocation("scores", (40000, 40000), torch.float32, "use a smaller n")
     with mha.memory_budget(int(8 * 2**30 * DEFAULT_FRACTION)):  # an 8 GiB laptop
-        check_allocation("scores", (16384, 16384), torch.float32)  # exactly 1 GiB: allowed
+        # exactly 1 GiB: allowed
+        check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")
         with pytest.raises(mha.MemoryBudgetError):
-            check_allocation("scores", (16385, 16384), torch.float32)
+            check_allocation("scores", (16385, 16384), torch.float32, "use a smaller n")
 
 
 def test_budget_is_overridable_and_restored():

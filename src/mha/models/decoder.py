@@ -302,7 +302,7 @@ def train_decoder(
     steps, length = require_int("steps", steps), require_int("length", length)
     _require_length_fits(model, length)
     seed = require_int("seed", seed, minimum=None)  # manual_seed would say "expected a long"
-    require_int_tensor("data", data, dim=1)  # else the model would complain about "tokens"
+    require_int_tensor("data", data)  # else the model would complain about "tokens"
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
