@@ -441,7 +441,8 @@ def set_debug(flag: bool) -> bool:
     the open so that nothing non-finite is hidden (the rule of :func:`mha.attention`). That
     look is a host synchronisation per call on a GPU and a data-dependent branch that
     ``torch.compile(fullgraph=True)`` and ``torch.func.vmap`` cannot trace. With the switch
-    off, and always inside ``torch.compile`` or a ``torch.func`` transform, it is skipped:
+    off, and always inside ``torch.compile`` or a ``torch.func`` transform and on ``meta``
+    tensors (shapes without values: the layer then runs on meta, as torch's does), it is skipped:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
     kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
     kernel never reads a future key, so a NaN there does not reach earlier queries).
