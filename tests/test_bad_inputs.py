@@ -1,15 +1,17 @@
 """Bad input, tried as a student would: each call gives a clear error or a documented result.
 
-The table is ``tests/bad_inputs.py``; ``tools/bad_input_tally.py`` counts its outcomes for any
-version of ``mha``. A row that expects an error asserts its class and that the message holds
-the row's words (the argument's name, and what was received); a row that expects a result
-asserts the documented result.
+The tables are ``tests/bad_inputs.py`` and the outsiders' fresh sets of issue #27,
+``tests/fresh_bad_inputs.py`` and ``tests/fresh_bad_inputs_r3.py``; ``tools/bad_input_tally.py``
+counts their outcomes for any version of ``mha``. A row that expects an error asserts its class
+and that the message holds the row's words (the argument's name, and what was received); a
+row that expects a result asserts the documented result.
 """
 
 import pytest
 import torch
 from bad_inputs import CASES, LAPTOP, Bad
 from fresh_bad_inputs import CASES as FRESH_CASES
+from fresh_bad_inputs_r3 import CASES as R3_CASES
 
 import mha
 
@@ -26,8 +28,16 @@ def test_the_fresh_table_of_issue_27_is_large_and_its_ids_new():
     assert not set(ids) & {case.id for case in CASES}
 
 
-@pytest.mark.parametrize("case", CASES + FRESH_CASES,
-                         ids=[case.id for case in CASES + FRESH_CASES])
+def test_the_third_fresh_table_is_large_and_its_ids_new():
+    ids = [case.id for case in R3_CASES]
+    assert len(ids) == len(set(ids)) and len(ids) >= 400
+    assert not set(ids) & {case.id for case in CASES + FRESH_CASES}
+
+
+ALL_CASES = CASES + FRESH_CASES + R3_CASES
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[case.id for case in ALL_CASES])
 def test_bad_input(case: Bad):
     if case.error is None:
         assert case.check(case.call()), f"{case.id}: not the documented result"
@@ -49,13 +59,14 @@ def test_default_budget_allows_chapter_6_on_a_24_gib_machine_and_stops_40000_on_
     from mha._checks import DEFAULT_FRACTION, check_allocation
 
     with mha.memory_budget(int(24 * 2**30 * DEFAULT_FRACTION)):  # this machine's default
-        check_allocation("scores", (16384, 16384), torch.float32)
+        check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")
         with pytest.raises(mha.MemoryBudgetError, match=r"5\.96 GiB"):
-            check_allocation("scores", (40000, 40000), torch.float32)
+            check_allocation("scores", (40000, 40000), torch.float32, "use a smaller n")
     with mha.memory_budget(int(8 * 2**30 * DEFAULT_FRACTION)):  # an 8 GiB laptop
-        check_allocation("scores", (16384, 16384), torch.float32)  # exactly 1 GiB: allowed
+        # exactly 1 GiB: allowed
+        check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")
         with pytest.raises(mha.MemoryBudgetError):
-            check_allocation("scores", (16385, 16384), torch.float32)
+            check_allocation("scores", (16385, 16384), torch.float32, "use a smaller n")
 
 
 def test_budget_is_overridable_and_restored():

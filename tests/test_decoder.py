@@ -121,3 +121,38 @@ def test_bad_input_raises_value_error():
         model(torch.zeros(1, 4, dtype=torch.int64), caches=[mha.KVCache()])
     with pytest.raises(ValueError, match="length"):
         text_corpus.windows(torch.arange(10), 2, 10, torch.Generator())
+
+
+def test_a_block_refuses_attention_it_cannot_call_at_construction():
+    """DecoderBlock calls attn(x, is_causal=True, cache=...): a Linear, a layer of another width
+    or a RotaryMultiHeadAttention (whose forward takes positions, not a cache) would fail only at
+    the first forward, inside the block."""
+    with pytest.raises(ValueError, match="attn must be a mha.MultiHeadAttention"):
+        mha.DecoderBlock(torch.nn.Linear(8, 8), 8, 16)
+    with pytest.raises(ValueError, match="attn has width 4, but embed_dim is 8"):
+        mha.DecoderBlock(mha.MultiHeadAttention(4, 2), 8, 16)
+    with pytest.raises(ValueError, match="RotaryMultiHeadAttention, whose forward"):
+        mha.DecoderBlock(mha.RotaryMultiHeadAttention(8, 2), 8, 16)
+    with pytest.raises(ValueError, match=r"make_attention\(\) must be"):
+        mha.TinyDecoder(16, 8, embed_dim=8, num_heads=2,
+                        make_attention=lambda: mha.RotaryMultiHeadAttention(8, 2))
+    x = torch.randn(2, 3, 8)
+    for attn in (mha.MultiHeadAttention(8, 2, num_kv_heads=1),
+                 mha.MultiHeadLatentAttention(8, 2, latent_dim=4, rope_dim=2)):
+        assert mha.DecoderBlock(attn, 8, 16)(x).shape == (2, 3, 8)
+
+
+def test_a_layer_runs_on_meta_like_torchs():
+    """On the meta device (shapes, no values) the debug look at the values is skipped, so the
+    layer gives the shapes nn.MultiheadAttention gives there."""
+    ours = mha.MultiHeadAttention(8, 2).to("meta")
+    theirs = torch.nn.MultiheadAttention(8, 2, batch_first=True).to("meta")
+    x = torch.empty(2, 5, 8, device="meta")
+    for need_weights in (False, True):
+        out, weights = ours(x, need_weights=need_weights)
+        ref_out, ref_weights = theirs(x, x, x, need_weights=need_weights,
+                                      average_attn_weights=False)
+        assert out.device.type == "meta" and out.shape == ref_out.shape
+        assert (weights is None) == (ref_weights is None)
+        if need_weights:
+            assert weights.shape == ref_weights.shape

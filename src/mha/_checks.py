@@ -89,6 +89,10 @@ def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch
     if tokens.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{name} must be torch.int64 or torch.int32 (what nn.Embedding "
                          f"takes), got {tokens.dtype}; convert it with {name}.long()")
+    require_values(name, tokens)
+    if not tokens.is_contiguous():  # reading a strided view (an expand) may copy it
+        check_output_allocation("reading the ids", name, tokens, tokens.shape, tokens.dtype,
+                                f"pass fewer {name}")
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
                          f"{int(tokens.min())} to {int(tokens.max())}")
@@ -199,6 +203,27 @@ def check_attention_inputs(
     return require_number("scale", scale), batch
 
 
+def require_values(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Return ``x`` if it holds values: a tensor on the ``meta`` device has only a shape, and
+    code that must read ``x`` (token ids, weights to draw) cannot work on it."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds shapes but no values, "
+                         f"and its values are read here; pass a tensor on a real device, "
+                         f"e.g. {name}.to('cpu') after filling it")
+    return x
+
+
+def require_module_device(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
+    """``x`` must be on the device of ``module``'s parameters (torch would stop deep inside)."""
+    param = next(module.parameters(), None)
+    if param is not None and x.device != param.device:
+        raise ValueError(
+            f"{name} is on {x.device} but {type(module).__name__}'s parameters are on "
+            f"{param.device}; move {name} with {name}.to({str(param.device)!r}) or the module "
+            f"with module.to({str(x.device)!r})"
+        )
+
+
 def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
     """``x`` must have the dtype of ``module``'s parameters (torch would stop deep inside)."""
     param = next(module.parameters(), None)
@@ -216,22 +241,27 @@ def require_features(name: str, x: object, size: int, module: torch.nn.Module) -
     if x.dim() != 3 or x.shape[-1] != size:
         raise ValueError(f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}")
     require_module_dtype(name, x, module)
+    require_module_device(name, x, module)
     return x
 
 
 def require_head_mask(head_mask: object, heads: int, batch: int,
-                      dtype: torch.dtype) -> torch.Tensor:
-    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``; returned as
-    ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape ``(B, h, n, d)``."""
+                      dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Gates ``(heads,)`` or ``(batch, heads)``, bool or of the module's ``dtype``, on its
+    ``device``; returned as ``(1 or batch, heads, 1, 1)``, ready to multiply heads of shape
+    ``(B, h, n, d)``."""
     require_tensor("head_mask", head_mask)
+    if head_mask.device != device:
+        raise ValueError(f"head_mask is on {head_mask.device} but the module is on {device}; "
+                         f"move it with head_mask.to({str(device)!r})")
     if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
         raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
                          f"{head_mask.dtype}")
     if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
         raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
                          f"{heads} heads, got {tuple(head_mask.shape)}")
-    if head_mask.is_floating_point():  # a NaN gate would turn every output NaN, not one head's
-        require_no_nan("head_mask", head_mask, "gates are numbers, usually in [0, 1]")
+    if head_mask.is_floating_point():  # a NaN or inf gate turns every output NaN, not one head's
+        require_finite("head_mask", head_mask, "gates are numbers, usually in [0, 1]")
     return head_mask.reshape(-1, heads, 1, 1)
 
 
@@ -411,7 +441,8 @@ def set_debug(flag: bool) -> bool:
     the open so that nothing non-finite is hidden (the rule of :func:`mha.attention`). That
     look is a host synchronisation per call on a GPU and a data-dependent branch that
     ``torch.compile(fullgraph=True)`` and ``torch.func.vmap`` cannot trace. With the switch
-    off, and always inside ``torch.compile`` or a ``torch.func`` transform, it is skipped:
+    off, and always inside ``torch.compile`` or a ``torch.func`` transform and on ``meta``
+    tensors (shapes without values: the layer then runs on meta, as torch's does), it is skipped:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
     kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
     kernel never reads a future key, so a NaN there does not reach earlier queries).
@@ -431,7 +462,7 @@ def may_read_values(x: torch.Tensor) -> bool:
     """Whether code may branch on ``x``'s values on the host: in eager mode, outside
     ``torch.compile`` and ``torch.func`` transforms (vmap, grad) that cannot trace such a
     branch. Code that says no takes the branch-free route (same results for finite inputs)."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or x.device.type == "meta":  # meta: shapes, no values
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(x)
 
@@ -443,6 +474,15 @@ def require_no_nan(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     if may_read_values(x) and bool(x.isnan().any()):
         raise ValueError(f"{name} holds NaN ({int(x.isnan().sum())} of {x.numel()} values); "
                          f"{hint}")
+    return x
+
+
+def require_finite(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
+    """Return ``x`` if it holds no NaN or inf (reads its values: skipped where
+    :func:`may_read_values` says no); ``hint`` says what the values should be."""
+    if may_read_values(x) and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} holds NaN or inf ({int((~torch.isfinite(x)).sum())} of "
+                         f"{x.numel()} values); {hint}")
     return x
 
 
@@ -537,9 +577,10 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
-                     hint: str = "use smaller sizes") -> None:
+def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype, hint: str) -> None:
     """Raise :class:`MemoryBudgetError` if a tensor of ``shape`` and ``dtype`` is over budget.
+    ``hint`` says which argument to make smaller, with its value (e.g. ``use a smaller
+    embed_dim (4096)``).
 
     O(1): multiplies the sizes as Python ints (no overflow) and allocates nothing.
     """
@@ -552,3 +593,12 @@ def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
             f"the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
             f"mha.memory_budget(nbytes)"
         )
+
+
+def check_output_allocation(what: str, name: str, x: torch.Tensor, shape: Iterable[int],
+                            dtype: torch.dtype, hint: str) -> None:
+    """:func:`check_allocation` for a tensor whose size follows from the shape of the tensor
+    argument ``name`` (``x``), e.g. an output or activation: the message names ``name`` and its
+    shape. A stride-0 view (``expand``) costs nothing itself but not what is computed from it.
+    """
+    check_allocation(f"{what} for {name} of shape {tuple(x.shape)}", shape, dtype, hint)

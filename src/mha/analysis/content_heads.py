@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor, require_int_tensor, require_same_device
+from mha._checks import (
+    check_output_allocation,
+    require_finite,
+    require_float_tensor,
+    require_int_tensor,
+    require_same_device,
+    require_values,
+)
 
 
 def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -24,9 +31,16 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     batch, _, n, _ = weights.shape
     require_int_tensor("tokens", tokens)
     if tuple(tokens.shape) != (batch, n):
-        raise ValueError(f"tokens must be an integer tensor of shape ({batch}, {n}), got "
-                         f"{tuple(tokens.shape)}")
+        raise ValueError(f"tokens must be an integer tensor of shape ({batch}, {n}) to match "
+                         f"weights of shape {tuple(weights.shape)}, got {tuple(tokens.shape)}")
     require_same_device(("weights", weights), ("tokens", tokens))
+    # the product below is weights-sized (a stride-0 view of weights costs nothing, it does)
+    check_output_allocation("same_token_weight's product", "weights", weights, weights.shape,
+                            weights.dtype, "use fewer sequences or heads")
+    # a NaN weight would make its head's score NaN, silently: attention weights are finite
+    require_values("weights", weights)  # the score is read off the values
+    require_finite("weights", weights, "attention weights are numbers in [0, 1]; check the "
+                   "model that produced them")
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n)
     same &= ~torch.eye(n, dtype=torch.bool, device=tokens.device)  # other positions only
     return (weights * same[:, None].to(weights.dtype)).sum(dim=-1).mean(dim=(0, 2))

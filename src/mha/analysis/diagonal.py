@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_tensor
+from mha._checks import check_output_allocation, require_float_tensor, require_values
 
 
 def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
@@ -25,6 +25,10 @@ def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
             f"weights must be square in the last two dimensions (n, n), got shape "
             f"{tuple(weights.shape)}"
         )
+    require_values("weights", weights)  # the violations are read off the values
+    # the result and the bounds are weights-sized (a stride-0 view costs nothing, they do)
+    check_output_allocation("diagonal_violations' comparison", "weights", weights,
+                            weights.shape, weights.dtype, "pass fewer or shorter sequences")
     if not torch.isfinite(weights).all():  # NaN compares False: it would hide violations
         raise ValueError("weights must be finite, got NaN or inf")
     diag = weights.diagonal(dim1=-2, dim2=-1)  # (..., n): alpha_ii

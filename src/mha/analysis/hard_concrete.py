@@ -24,13 +24,16 @@ from torch import nn
 from mha._checks import (
     broadcast_batch,
     check_allocation,
+    check_output_allocation,
     require_float_tensor,
     require_generator,
     require_int,
     require_no_nan,
     require_number,
     require_positive,
+    require_same_device,
     require_shape,
+    require_values,
 )
 
 # why a log_alpha holds NaN, for the error message
@@ -58,9 +61,16 @@ def hard_concrete_sample(
     """
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
-    require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
     require_float_tensor("u", u, min_dim=0)
-    broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
+    require_same_device(("log_alpha", log_alpha), ("u", u))
+    shape = broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
+    # before any look at the values: a stride-0 view of u costs nothing, the gates do
+    name, larger = max([("log_alpha", log_alpha), ("u", u)], key=lambda item: item[1].numel())
+    check_output_allocation("hard_concrete_sample's gates", name, larger, shape,
+                            torch.promote_types(log_alpha.dtype, u.dtype),
+                            "use fewer gates or a smaller batch of noise")
+    require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
+    require_values("u", u)  # noise must be read to be checked
     if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
         raise ValueError("u must be uniform noise strictly inside (0, 1), got values outside")
     low, high = stretch
@@ -76,6 +86,8 @@ def prob_nonzero(
     r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise."""
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
+    check_output_allocation("prob_nonzero's output", "log_alpha", log_alpha, log_alpha.shape,
+                            log_alpha.dtype, "use fewer gates")
     require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
     low, high = stretch
     return torch.sigmoid(log_alpha - temperature * math.log(-low / high))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import torch
 
 from mha._checks import (
+    check_output_allocation,
     require_bool_tensor,
     require_distributions,
     require_float_tensor,
     require_number,
     require_same_device,
+    require_values,
 )
 
 
@@ -25,6 +27,10 @@ def _check(weights: torch.Tensor, token_mask: torch.Tensor | None,
             f"weights must be self-attention weights of shape (batch, heads, n, n), "
             f"got {tuple(weights.shape)}"
         )
+    require_values("weights", weights)  # a head's role is read off its weights' values
+    # the scores made from weights are weights-sized (a stride-0 view costs nothing, they do)
+    check_output_allocation("the analysis of the heads", "weights", weights, weights.shape,
+                            weights.dtype, "pass fewer or shorter sequences")
     if not torch.isfinite(weights).all():  # a max or argmax of NaN is NaN or meaningless
         raise ValueError("weights hold NaN or inf: attention weights are finite numbers in "
                          "[0, 1]; check the model that produced them")

@@ -178,11 +178,13 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
         raise ValueError(f"sizes must be a non-empty increasing list, got {sizes}")
     # the child processes allocate these; refuse here what would take the machine down
     n = sizes[-1]
-    check_allocation("peak_memory's inputs", (3, n, d), torch.float32, "use smaller sizes")
+    check_allocation("peak_memory's inputs", (3, n, d), torch.float32,
+                     f"use smaller sizes (largest {n}) or d ({d})")
     for method in methods:
         block = (n, n) if method == "plain" else (min(chunk_size, n),) * 2
         check_allocation(f"peak_memory({method!r})'s scores", block, torch.float32,
-                         "use smaller sizes (or a smaller chunk_size)")
+                         f"use smaller sizes (largest {n}) or a smaller chunk_size "
+                         f"({chunk_size})")
     runs = ([(methods, sizes)] if _FORK  # one process, a forked child per measurement
             else [([m], [n]) for m in methods for n in sizes])  # a fresh process per measurement
     results: dict[str, list[int]] = {m: [] for m in methods}
@@ -221,9 +223,13 @@ def loglog_slope(sizes: object, values: object) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"sizes and values must be sequences of numbers, got "
                          f"{type(sizes).__name__} and {type(values).__name__}") from None
-    if x.shape != y.shape or x.ndim != 1 or len(x) < 2:
-        raise ValueError(f"need two 1-D sequences of equal length >= 2, got shapes {x.shape} "
-                         f"and {y.shape}")
+    if x.ndim != 1 or y.ndim != 1 or len(x) < 2:
+        raise ValueError(f"sizes and values must be 1-D sequences of length >= 2 (a slope "
+                         f"needs two points), got sizes of shape {x.shape} and values "
+                         f"of shape {y.shape}")
+    if x.shape != y.shape:
+        raise ValueError(f"sizes and values must have the same length (one value per size), "
+                         f"got {len(x)} sizes and {len(y)} values")
     if not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
         raise ValueError(f"sizes and values must be positive and finite, got {x} and {y}")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])

@@ -7,19 +7,30 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from mha._checks import check_allocation, require_callable, require_shape, require_tensor
+from mha._checks import (
+    check_allocation,
+    check_output_allocation,
+    require_callable,
+    require_shape,
+    require_tensor,
+    require_values,
+)
 
 
 def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
-                  nan_ok: bool = False) -> None:
-    require_tensor("scores", scores)
+                  nan_ok: bool = False, name: str = "scores") -> None:
+    """``scores`` ``(layers, heads)``, real; ``name`` is what the user passed (``scores``, or
+    ``importance(mask)`` for the scores a callable returned)."""
+    if not isinstance(scores, torch.Tensor):
+        require_tensor(name, scores)
     if scores.dim() != 2 or scores.is_complex() or scores.dtype == torch.bool or 0 in scores.shape:
-        raise ValueError(f"scores must be a real tensor of shape (layers, heads), got "
+        raise ValueError(f"{name} must be a real tensor of shape (layers, heads), got "
                          f"{scores.dtype} of shape {tuple(scores.shape)}")
     if shape is not None and tuple(scores.shape) != shape:
-        raise ValueError(f"scores must have shape {shape}, got {tuple(scores.shape)}")
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(scores.shape)}")
+    require_values(name, scores)  # a ranking reads the values
     if not nan_ok and scores.is_floating_point() and scores.isnan().any():
-        raise ValueError("scores must not be NaN (a NaN has no place in a ranking)")
+        raise ValueError(f"{name} must not be NaN (a NaN has no place in a ranking)")
 
 
 def _check_order(order: object, shape: tuple[int, int]) -> list[tuple[int, int]]:
@@ -47,6 +58,10 @@ def pruning_order(scores: torch.Tensor) -> list[tuple[int, int]]:
     ``scores``: ``(layers, heads)``, e.g. Michel et al.'s importance; the curve removes the
     least important heads first.
     """
+    require_tensor("scores", scores)
+    # the NaN check and the sort copy the values (a stride-0 view costs nothing, they do)
+    check_output_allocation("pruning_order's sort", "scores", scores, (scores.numel(),),
+                            torch.int64, "use fewer layers or heads")
     _check_scores(scores)
     heads = scores.shape[1]
     flat = torch.sort(scores.flatten(), stable=True).indices.tolist()
@@ -62,6 +77,8 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int]) -> tor
     shape = require_shape("shape", shape, 2)
     check_allocation("masks_along", shape, torch.float32, "use a smaller shape")
     order = _check_order(order, shape)
+    check_allocation("masks_along", (len(order) + 1, *shape), torch.float32,
+                     "use a smaller shape or a shorter order")
     layers, heads = shape
     masks = torch.ones(len(order) + 1, layers, heads)
     for k, (layer, head) in enumerate(order, start=1):
@@ -108,7 +125,8 @@ def iterative_pruning_order(
     order = []
     for _ in range(shape[0] * shape[1]):
         scores = importance(mask.clone())
-        _check_scores(scores, shape, nan_ok=True)  # removed heads' scores are ignored
+        # removed heads' scores are ignored
+        _check_scores(scores, shape, nan_ok=True, name="the scores importance(mask) returned")
         scores = scores.double().masked_fill(mask == 0, float("inf"))
         layer, head = pruning_order(scores)[0]
         order.append((layer, head))

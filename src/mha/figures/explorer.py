@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mha._checks import require_int
+from mha._checks import check_output_allocation, require_int, require_values
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 HEIGHT = 560  # pixels
@@ -50,7 +50,13 @@ MENU_BAND = 0.1  # the top part of the figure that holds the menus
 
 
 def _as_array(weights: object) -> np.ndarray:
+    if isinstance(weights, torch.Tensor | np.ndarray):
+        # the chart copies weights as float64 (a stride-0 view costs nothing, its copy does)
+        check_output_allocation("attention_explorer's copy", "weights", weights,
+                                weights.shape, torch.float64,
+                                "show fewer layers, heads or tokens")
     if isinstance(weights, torch.Tensor):
+        require_values("weights", weights)  # the chart shows the values: meta has none
         weights = weights.detach().cpu().double().numpy()
     if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.floating):
         raise ValueError(f"weights must be a float torch.Tensor or numpy array, got "

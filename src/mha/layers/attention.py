@@ -158,9 +158,12 @@ def self_attention(
     r"""Self-attention without weights: ``softmax(X X^T / sqrt(C)) X`` (chapter 2).
 
     ``x``: ``(..., n, C)``; the queries, keys and values are all ``x`` itself.
-    Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``.
+    Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``. NaN and inf in ``x``
+    reach the outputs (the rule of :func:`mha.attention`: nothing non-finite is hidden).
     """
     require_float_tensor("x", x, min_dim=2)
     if x.shape[-1] == 0:
         raise ValueError(f"x needs C >= 1 features, got shape {tuple(x.shape)}")
+    if isinstance(mask, torch.Tensor):  # attention() would name x "query"
+        require_same_device(("x", x), ("mask", mask))
     return attention(x, x, x, mask=mask)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import check_allocation, check_attention_inputs, require_flag, require_int
+from mha._checks import (
+    check_allocation,
+    check_attention_inputs,
+    check_output_allocation,
+    require_flag,
+    require_int,
+)
 
 
 def chunked_attention(
@@ -52,6 +58,13 @@ def chunked_attention(
     check_allocation("chunked_attention", (*out_batch, min(chunk_size, query.shape[-2]),
                                            min(chunk_size, key.shape[-2])), query.dtype,
                      "use a smaller chunk_size")
+    # the output (kept whole, like any output) and, when causal, a look at every key
+    check_output_allocation("chunked_attention's output", "query", query,
+                            (*out_batch, query.shape[-2], value.shape[-1]), value.dtype,
+                            "use fewer queries or smaller batches")
+    if causal:
+        check_output_allocation("chunked_attention's check of the keys", "key", key,
+                                key.shape, torch.bool, "use fewer keys or smaller batches")
 
     n_q, n_k = query.shape[-2], key.shape[-2]
     last_bad = -1  # the last key whose key or value holds NaN or inf

@@ -52,6 +52,9 @@ class KVCache:
         require_same_dtype(("keys", keys), ("values", values),
                            *([("the cached keys", self.keys)] if self.keys is not None else []))
         require_same_device(("keys", keys), ("values", values))
+        if self.keys is not None and keys.device != self.keys.device:
+            raise ValueError(f"keys are on {keys.device} but this cache holds keys on "
+                             f"{self.keys.device}: use one cache per device (a new KVCache)")
         if keys.shape[:3] != values.shape[:3]:
             raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must "
                              f"agree in (B, h_kv, n_new)")
@@ -60,7 +63,9 @@ class KVCache:
                              f"values of shape {tuple(self.values.shape)}: d_v must agree")
         n = len(self) + keys.shape[-2]
         check_allocation("the KV cache", (2, *keys.shape[:2], n, max(keys.shape[-1],
-                         values.shape[-1])), keys.dtype, "use shorter sequences")
+                         values.shape[-1])), keys.dtype,
+                         f"use shorter sequences (the cache holds {len(self)} tokens, keys "
+                         f"adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
         if self.keys is None or self.values is None:
             self.keys, self.values = keys, values
         else:

@@ -23,7 +23,7 @@ def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     ``x``: ``(B, h_kv, n, d)`` -> ``(B, h_kv * groups, n, d)`` with head ``i`` of the result
     equal to head ``i // groups`` of ``x`` (the layout of ``scaled_dot_product_attention(...,
     enable_gqa=True)``). Attention with the repeated heads is grouped-query attention written
-    as ordinary multi-head attention.
+    as ordinary multi-head attention. A copy: NaN and inf in ``x`` are copied as they are.
     """
     require_float_tensor("x", x)
     if x.dim() != 4:

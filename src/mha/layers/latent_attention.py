@@ -18,11 +18,13 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_base,
     require_flag,
     require_float_tensor,
     require_head_mask,
     require_int,
+    require_module_device,
     require_module_dtype,
     require_optional_int,
     require_same_device,
@@ -73,7 +75,8 @@ class LatentCache:
             require_same_device(("latents", latents), ("the cached latents", self.latents))
         check_allocation("the latent cache", (batch, len(self) + n_new,
                          latents.shape[2] + rope_keys.shape[3]), latents.dtype,
-                         "use shorter sequences")
+                         f"use shorter sequences (the cache holds {len(self)} tokens, latents "
+                         f"adds {n_new}) or a smaller batch ({batch})")
         if self.latents is None:
             self.latents, self.rope_keys = latents, rope_keys
         else:
@@ -145,7 +148,9 @@ class MultiHeadLatentAttention(nn.Module):
         numel = (embed_dim * latent_dim + latent_dim + 2 * latent_dim * inner
                  + embed_dim * (inner + num_heads * rope_dim + rope_dim) + inner * embed_dim)
         check_allocation("MultiHeadLatentAttention's weights", (numel,),
-                         torch.get_default_dtype(), "use smaller sizes")
+                         torch.get_default_dtype(),
+                         f"use a smaller embed_dim ({embed_dim}), latent_dim ({latent_dim}), "
+                         f"rope_dim ({rope_dim}) or head_dim ({head_dim})")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
         self.latent_dim, self.rope_dim, self.base = latent_dim, rope_dim, base
         self.kv_down = nn.Linear(embed_dim, latent_dim, bias=False)  # W_DKV
@@ -182,13 +187,14 @@ class MultiHeadLatentAttention(nn.Module):
         and ``W_UV,i`` is applied after the weighted sum. ``head_mask`` gates heads as in
         :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
         False (the arguments exist so a decoder block can call any of the course's layers
-        alike).
+        alike). NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
         """
         require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (batch, tokens, {self.embed_dim}), "
                              f"got {tuple(x.shape)}")
         require_module_dtype("x", x, self)
+        require_module_device("x", x, self)
         absorb = require_flag("absorb", absorb)
         if not require_flag("is_causal", is_causal) or require_flag("need_weights", need_weights):
             raise ValueError("MultiHeadLatentAttention is causal self-attention without "
@@ -201,14 +207,17 @@ class MultiHeadLatentAttention(nn.Module):
         if cache is not None and past and cache.latents.shape[0] != batch:
             raise ValueError(f"cache holds a batch of {cache.latents.shape[0]} sequences, x has "
                              f"{batch}: use one cache per batch (model.new_caches())")
+        weight = self.out_proj.weight
         gates = None if head_mask is None else require_head_mask(
-            head_mask, h, batch, self.out_proj.weight.dtype)  # (1 or B, h, 1, 1)
+            head_mask, h, batch, weight.dtype, weight.device)  # (1 or B, h, 1, 1)
         # the keys (or latents) every head reads, and the mask: the largest tensors made here
         width = self.latent_dim + r if absorb else d + r
-        check_allocation("the keys of MultiHeadLatentAttention", (batch, h, past + n, width),
-                         x.dtype, "use shorter sequences")
-        check_allocation("MultiHeadLatentAttention's causal mask", (n, past + n), torch.bool,
-                         "use shorter sequences")
+        check_output_allocation("the keys of MultiHeadLatentAttention", "x", x,
+                                (batch, h, past + n, width), x.dtype,
+                                f"use shorter sequences (x has {n} tokens, the cache {past}) "
+                                f"or smaller batches")
+        check_output_allocation("MultiHeadLatentAttention's causal mask", "x", x,
+                                (n, past + n), torch.bool, "use shorter sequences")
         positions = torch.arange(past, past + n, device=x.device)
 
         latents = self.latent_norm(self.kv_down(x))  # (B, n, d_c)

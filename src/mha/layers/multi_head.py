@@ -26,6 +26,7 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     get_debug,
     may_read_values,
     require_broadcastable_mask,
@@ -33,6 +34,7 @@ from mha._checks import (
     require_float_tensor,
     require_head_mask,
     require_int,
+    require_module_device,
     require_module_dtype,
     require_optional_int,
     require_probability,
@@ -164,6 +166,9 @@ class MultiHeadAttention(nn.Module):
           are appended to it, and the queries attend over everything it holds: incremental
           decoding, one token (or a few) at a time, gives what recomputing the prefix gives.
 
+        NaN and inf in the inputs reach the outputs they touch (the rule of
+        :func:`mha.attention`: nothing non-finite is hidden; see :func:`mha.set_debug`).
+
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
         """
@@ -181,10 +186,12 @@ class MultiHeadAttention(nn.Module):
                              f"{key.shape[0]}: use one cache per batch (a new KVCache, or "
                              f"model.new_caches() for a TinyDecoder)")
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
+        self._check_projections(query, key)
         if need_weights:
-            check_allocation("the attention weights", (batch, self.num_heads, n_q, n_k),
-                             query.dtype, "pass need_weights=False (fused kernel), or a "
-                             "smaller n")
+            check_output_allocation("the attention weights", "query", query,
+                                    (batch, self.num_heads, n_q, n_k), query.dtype,
+                                    f"pass need_weights=False (fused kernel), or use fewer "
+                                    f"than n_q = {n_q} queries and n_k = {n_k} keys")
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
         if key_padding_mask is not None:
@@ -305,8 +312,21 @@ class MultiHeadAttention(nn.Module):
             out = out.masked_fill(~has_key, 0.0)
         return out
 
+    def _check_projections(self, query: torch.Tensor, key: torch.Tensor) -> None:
+        """Q, K, V and the heads' output are ``(B, n, h * d)``: refuse them over the budget
+        (a stride-0 ``expand`` of a small input costs nothing, its projections do)."""
+        batch, n_q, n_k = query.shape[0], query.shape[1], key.shape[1]
+        check_output_allocation("the queries of MultiHeadAttention", "query", query,
+                                (batch, n_q, max(self.num_heads * self.head_dim,
+                                                 self.embed_dim)), query.dtype,
+                                "use shorter sequences or smaller batches")
+        check_output_allocation("the keys of MultiHeadAttention", "key", key,
+                                (batch, n_k, self.num_kv_heads * self.head_dim), key.dtype,
+                                "use shorter sequences or smaller batches")
+
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
-        return require_head_mask(head_mask, self.num_heads, batch, self.out_proj.weight.dtype)
+        weight = self.out_proj.weight
+        return require_head_mask(head_mask, self.num_heads, batch, weight.dtype, weight.device)
 
     def _check_inputs(self, query, key, value) -> None:
         for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),
@@ -317,6 +337,7 @@ class MultiHeadAttention(nn.Module):
                     f"{name} must have shape (batch, tokens, {size}), got {tuple(x.shape)}"
                 )
         require_module_dtype("query", query, self)
+        require_module_device("query", query, self)
         require_same_dtype(("query", query), ("key", key), ("value", value))
         require_same_device(("query", query), ("key", key), ("value", value))
         if not query.shape[0] == key.shape[0] == value.shape[0]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from mha._checks import (
-    check_allocation,
+    check_output_allocation,
     require_base,
     require_features,
     require_float_tensor,
@@ -41,7 +41,8 @@ def apply_rotary(
     ``positions`` ``(n,)`` (default ``0 .. n-1``) or with ``x.dim() - 1`` dimensions that
     broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, n)`` for per-sequence positions.
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm. Positions beyond
-    ``+-2**32`` are refused (their angles would no longer resolve the offsets).
+    ``+-2**32`` are refused (their angles would no longer resolve the offsets). NaN and inf
+    in ``x`` stay in the rotated pairs that hold them (a rotation mixes the two of a pair).
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
@@ -72,6 +73,11 @@ def apply_rotary(
     # float32's resolution, beyond it the scores would stop depending on offsets only
     require_within("positions", positions, MAX_POSITION, "float64 angles lose the offsets "
                    "beyond 2**32; subtract a common offset (only differences matter)")
+    check_output_allocation("apply_rotary's output", "x", x, x.shape, x.dtype,
+                            "use fewer tokens or smaller batches")
+    check_output_allocation("apply_rotary's angles", "positions", positions,
+                            (*positions.shape, d // 2), torch.float64,
+                            "use fewer positions")
     # angles in float64 so that large positions keep their precision, then x's dtype
     omega = encoding_frequencies(d, base).to(x.device)
     angles = positions.to(torch.float64)[..., None] * omega  # (..., n, d/2)
@@ -118,18 +124,21 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
 
         ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
         (``num_kv_heads``) and dropout (in training) as there too. Returns
-        ``(output (B, n, embed_dim), weights (B, h, n, n))``.
+        ``(output (B, n, embed_dim), weights (B, h, n, n))``. NaN and inf in ``x`` reach the
+        outputs (the rule of :func:`mha.attention`).
         """
         require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape
         if positions is not None:
             require_tensor("positions", positions)
             if tuple(positions.shape) not in [(n,), (batch, n)]:
-                raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}), got "
-                                 f"{tuple(positions.shape)}")
+                raise ValueError(f"positions must have shape ({n},) or ({batch}, {n}) to match "
+                                 f"x of shape {tuple(x.shape)}, got {tuple(positions.shape)}")
             positions = positions[:, None, :] if positions.dim() == 2 else positions  # (B, 1, n)
-        check_allocation("the attention weights", (batch, self.num_heads, n, n), x.dtype,
-                         "use a smaller n")
+        check_output_allocation("the attention weights", "x", x,
+                                (batch, self.num_heads, n, n), x.dtype,
+                                "use fewer tokens or smaller batches")
+        self._check_projections(x, x)
         if mask is not None:
             self._check_mask(mask, batch, n, n)
         q = apply_rotary(self._split_heads(self.q_proj(x)), positions, self.base)

@@ -110,7 +110,9 @@ class AdditiveScore(nn.Module):
         query_dim, key_dim = require_int("query_dim", query_dim), require_int("key_dim", key_dim)
         hidden_dim, bias = require_int("hidden_dim", hidden_dim), require_flag("bias", bias)
         check_allocation("AdditiveScore's weights", (max(query_dim, key_dim), hidden_dim),
-                         torch.get_default_dtype(), "use smaller sizes")
+                         torch.get_default_dtype(),
+                         f"use a smaller query_dim ({query_dim}), key_dim ({key_dim}) or "
+                         f"hidden_dim ({hidden_dim})")
         # One bias for the hidden layer is enough: a second one (on the key side) would add to
         # the same sum, and a bias after w_v adds the same constant to a whole row of scores,
         # which the softmax ignores.

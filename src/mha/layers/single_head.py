@@ -7,9 +7,11 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_flag,
     require_float_tensor,
     require_int,
+    require_module_device,
     require_module_dtype,
     require_optional_int,
 )
@@ -47,7 +49,9 @@ class SelfAttention(nn.Module):
         value_dim = require_optional_int("value_dim", value_dim)
         bias = require_flag("bias", bias)
         check_allocation("SelfAttention's projections", (embed_dim, max(key_dim or embed_dim,
-                         value_dim or embed_dim)), torch.get_default_dtype(), "use smaller sizes")
+                         value_dim or embed_dim)), torch.get_default_dtype(),
+                         f"use a smaller embed_dim ({embed_dim}), key_dim ({key_dim}) or "
+                         f"value_dim ({value_dim})")
         self.embed_dim = embed_dim
         self.key_dim = key_dim or embed_dim
         self.value_dim = value_dim or embed_dim
@@ -58,6 +62,9 @@ class SelfAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x``: ``(..., n, embed_dim)``; returns ``(output (..., n, value_dim), weights
+        (..., n, n))``. NaN and inf in ``x`` reach the outputs (the rule of
+        :func:`mha.attention`)."""
         require_float_tensor("x", x, min_dim=2)
         if x.shape[-1] != self.embed_dim:
             raise ValueError(
@@ -65,4 +72,8 @@ class SelfAttention(nn.Module):
                 f"got shape {tuple(x.shape)}"
             )
         require_module_dtype("x", x, self)
+        require_module_device("x", x, self)
+        check_output_allocation("SelfAttention's projections", "x", x,
+                                (*x.shape[:-1], max(self.key_dim, self.value_dim)), x.dtype,
+                                "use fewer or shorter sequences")
         return attention(self.w_q(x), self.w_k(x), self.w_v(x), mask=mask)

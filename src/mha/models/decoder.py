@@ -11,6 +11,7 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_callable,
     require_features,
     require_flag,
@@ -29,6 +30,23 @@ from mha.layers.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.layers.multi_head import MultiHeadAttention
 
 
+def require_decoder_attention(name: str, attn: object, embed_dim: int) -> nn.Module:
+    """``attn`` if a decoder block can call it: a :class:`mha.MultiHeadAttention` or
+    :class:`mha.MultiHeadLatentAttention` of width ``embed_dim`` whose ``forward`` takes
+    ``is_causal`` and ``cache`` (a subclass with another ``forward``, such as
+    :class:`mha.RotaryMultiHeadAttention`, does not). Else the first forward would fail
+    inside the block."""
+    require_module(name, attn, (MultiHeadAttention, MultiHeadLatentAttention))
+    if type(attn).forward not in (MultiHeadAttention.forward, MultiHeadLatentAttention.forward):
+        raise ValueError(f"{name} must be a layer whose forward takes is_causal and cache "
+                         f"(mha.MultiHeadAttention or mha.MultiHeadLatentAttention), got "
+                         f"{type(attn).__name__}, whose forward has other arguments")
+    if attn.embed_dim != embed_dim:
+        raise ValueError(f"{name} has width {attn.embed_dim}, but embed_dim is {embed_dim}: "
+                         f"they must be equal")
+    return attn
+
+
 class DecoderBlock(nn.Module):
     r"""One pre-norm decoder block: ``x + Attn(LN(x))`` (causal), then ``x + MLP(LN(x))``.
 
@@ -40,10 +58,10 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
         super().__init__()
-        require_module("attn", attn)
         embed_dim, mlp_dim = require_int("embed_dim", embed_dim), require_int("mlp_dim", mlp_dim)
+        require_decoder_attention("attn", attn, embed_dim)
         check_allocation("DecoderBlock's MLP", (embed_dim, mlp_dim), torch.get_default_dtype(),
-                         "use smaller sizes")
+                         f"use a smaller embed_dim ({embed_dim}) or mlp_dim ({mlp_dim})")
         self.norm1 = nn.LayerNorm(embed_dim)
         self.attn = attn
         self.norm2 = nn.LayerNorm(embed_dim)
@@ -52,8 +70,12 @@ class DecoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, *, cache=None,
                 head_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``."""
+        """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``. NaN and inf
+        in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
         require_features("x", x, self.norm1.normalized_shape[0], self)
+        check_output_allocation("DecoderBlock's activations", "x", x,
+                                (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
+                                x.dtype, "use fewer or shorter sequences")
         attended, _ = self.attn(self.norm1(x), is_causal=True, need_weights=False, cache=cache,
                                 head_mask=head_mask)
         x = x + attended
@@ -100,11 +122,15 @@ class TinyDecoder(nn.Module):
                                                                                  num_layers)
         mlp_dim = require_optional_int("mlp_dim", mlp_dim)  # 0 is an error, not the default
         check_allocation("TinyDecoder's embeddings", (vocab_size + max_len, embed_dim),
-                         torch.get_default_dtype(), "use smaller sizes")
+                         torch.get_default_dtype(),
+                         f"use a smaller vocab_size ({vocab_size}), max_len ({max_len}) or "
+                         f"embed_dim ({embed_dim})")
         width = 4 * embed_dim if mlp_dim is None else mlp_dim
         check_allocation("TinyDecoder's blocks", (num_layers, 4 * embed_dim * embed_dim
                                                   + 2 * embed_dim * width),
-                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
+                         torch.get_default_dtype(),
+                         f"use a smaller num_layers ({num_layers}), embed_dim ({embed_dim}) "
+                         f"or mlp_dim ({width})")
         if make_attention is None:
             def make_attention():
                 return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
@@ -123,11 +149,7 @@ class TinyDecoder(nn.Module):
         self.position_embedding = nn.Parameter(0.02 * torch.randn(max_len, embed_dim))
         blocks = []
         for _ in range(num_layers):  # attention, then its block: the order of the random draws
-            layer = require_module("make_attention()", make_attention(),
-                                   (MultiHeadAttention, MultiHeadLatentAttention))
-            if layer.embed_dim != embed_dim:  # else the first forward fails inside the layer
-                raise ValueError(f"make_attention() built a layer of width {layer.embed_dim}, "
-                                 f"but embed_dim is {embed_dim}: they must be equal")
+            layer = require_decoder_attention("make_attention()", make_attention(), embed_dim)
             if any(block.attn is layer for block in blocks):
                 raise ValueError("make_attention must build a new layer at each call, not "
                                  "return the same one (blocks would share weights and caches)")
@@ -182,6 +204,12 @@ class TinyDecoder(nn.Module):
                              f"{len(self.blocks)} layers, got "
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
         n = tokens.shape[1]
+        # the widest activation: the logits, the MLP's hidden layer or the residual stream
+        width = max(self.vocab_size, self.token_embedding.embedding_dim,
+                    *(block.mlp[0].out_features for block in self.blocks))
+        check_output_allocation("TinyDecoder's activations", "tokens", tokens,
+                                (tokens.shape[0], n, width), self.token_embedding.weight.dtype,
+                                "use smaller batches or shorter sequences")
         x = self.token_embedding(tokens) + self.position_embedding[past:past + n]
         for layer, block in enumerate(self.blocks):
             x = block(x, cache=None if caches is None else caches[layer],
@@ -222,6 +250,9 @@ def generate(
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
                          f"{tuple(prompt.shape)}")
+    check_output_allocation("generate's tokens", "prompt", prompt,
+                            (prompt.shape[0], prompt.shape[1] + steps), prompt.dtype,
+                            "use a smaller batch of prompts")
     require_token_ids("prompt", prompt, model.vocab_size)
     if prompt.shape[1] + steps > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
@@ -270,6 +301,10 @@ def train_decoder(
     require_module("model", model)
     steps, length = require_int("steps", steps), require_int("length", length)
     _require_length_fits(model, length)
+    seed = require_int("seed", seed, minimum=None)  # manual_seed would say "expected a long"
+    require_int_tensor("data", data)  # else the model would complain about "tokens"
+    if hasattr(model, "vocab_size"):
+        require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
     return train(model, lambda step: windows(data, batch_size, length, generator), steps,
                  lr=lr, forward=model, stop_after=stop_after)

@@ -10,6 +10,7 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_features,
     require_flag,
     require_int,
@@ -31,8 +32,9 @@ class EncoderBlock(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
         super().__init__()
         mlp_dim = require_int("mlp_dim", mlp_dim)
-        check_allocation("EncoderBlock's MLP", (require_int("embed_dim", embed_dim), mlp_dim),
-                         torch.get_default_dtype(), "use smaller sizes")
+        embed_dim = require_int("embed_dim", embed_dim)
+        check_allocation("EncoderBlock's MLP", (embed_dim, mlp_dim), torch.get_default_dtype(),
+                         f"use a smaller embed_dim ({embed_dim}) or mlp_dim ({mlp_dim})")
         self.norm1 = nn.LayerNorm(embed_dim)
         self.attn = MultiHeadAttention(embed_dim, num_heads)
         self.norm2 = nn.LayerNorm(embed_dim)
@@ -42,8 +44,12 @@ class EncoderBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``."""
+        """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``.
+        NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
         require_features("x", x, self.attn.embed_dim, self)
+        check_output_allocation("EncoderBlock's activations", "x", x,
+                                (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
+                                x.dtype, "use fewer or shorter sequences")
         attended, weights = self.attn(self.norm1(x), head_mask=head_mask,
                                       need_weights=need_weights)
         x = x + attended
@@ -82,10 +88,12 @@ class TinyEncoder(nn.Module):
         max_len, num_layers = require_int("max_len", max_len), require_int("num_layers", num_layers)
         embed_dim, mlp_dim = require_int("embed_dim", embed_dim), require_optional_int(
             "mlp_dim", mlp_dim)
-        for what, rows in [("token embedding", vocab_size), ("position table", max_len),
-                           ("read-out", num_classes)]:
+        for what, name, rows in [("token embedding", "vocab_size", vocab_size),
+                                 ("position table", "max_len", max_len),
+                                 ("read-out", "num_classes", num_classes)]:
             check_allocation(f"TinyEncoder's {what}", (rows, embed_dim),
-                             torch.get_default_dtype(), "use smaller sizes")
+                             torch.get_default_dtype(),
+                             f"use a smaller {name} ({rows}) or embed_dim ({embed_dim})")
         self.max_len = max_len
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = nn.Parameter(torch.randn(max_len, embed_dim))
@@ -120,6 +128,12 @@ class TinyEncoder(nn.Module):
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= n <= {self.max_len}, "
                              f"got {tuple(tokens.shape)}")
+        # the widest activation: the MLPs' hidden layers, the residual stream or the read-out
+        width = max(self.readout.in_features, self.readout.out_features,
+                    *(block.mlp[0].out_features for block in self.blocks))
+        check_output_allocation("TinyEncoder's activations", "tokens", tokens,
+                                (tokens.shape[0], tokens.shape[1], width),
+                                self.readout.weight.dtype, "use smaller batches")
         require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
         need_weights = require_flag("need_weights", need_weights)
         gates = self._split_head_mask(head_mask, tokens.shape[0])

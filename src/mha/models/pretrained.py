@@ -29,12 +29,14 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_flag,
     require_float_tensor,
     require_indices,
     require_int,
     require_positive,
     require_tensor,
+    require_values,
 )
 from mha.analysis.pruning import prune_heads
 from mha.layers.multi_head import MultiHeadAttention
@@ -121,7 +123,8 @@ class BertEncoder(nn.Module):
         require_positive("eps", eps)
         for name in ("vocab_size", "ffn_width", "max_positions"):
             check_allocation(f"BertEncoder's {name} weights", (sizes[name], width),
-                             torch.get_default_dtype(), "use smaller sizes")
+                             torch.get_default_dtype(),
+                             f"use a smaller {name} ({sizes[name]}) or width ({width})")
         self.word_embeddings = nn.Embedding(vocab_size, width)
         self.position_embeddings = nn.Embedding(max_positions, width)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, width)
@@ -172,6 +175,13 @@ class BertEncoder(nn.Module):
         if input_ids.shape[1] > max_n:
             raise ValueError(f"at most {max_n} tokens fit, got input_ids of shape "
                              f"{tuple(input_ids.shape)}")
+        # the widest activation: the feed-forward's hidden layer (or the residual stream)
+        widest = max([self.word_embeddings.embedding_dim]
+                     + [layer.ffn[0].out_features for layer in self.layers])
+        check_output_allocation("BertEncoder's activations", "input_ids", input_ids,
+                                (*input_ids.shape, widest), self.word_embeddings.weight.dtype,
+                                "use smaller batches")
+        require_values("input_ids", input_ids)
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= vocab):
             raise ValueError(f"input_ids must lie in 0..{vocab - 1}, got values from "
                              f"{int(input_ids.min())} to {int(input_ids.max())}")

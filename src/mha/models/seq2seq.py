@@ -25,6 +25,7 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_generator,
     require_int,
     require_int_tensor,
@@ -32,6 +33,7 @@ from mha._checks import (
     require_optional_int,
     require_tensor,
     require_token_ids,
+    require_values,
 )
 from mha.layers.multi_head import MultiHeadAttention
 from mha.models.encoder import EncoderBlock
@@ -101,6 +103,10 @@ def _require_permutation(dictionary: object) -> None:
     if dictionary.numel() < 2:
         raise ValueError(f"dictionary must hold a permutation of 0..V-1 with V >= 2, got "
                          f"{dictionary.numel()} entries")
+    require_values("dictionary", dictionary)
+    # the check sorts a copy (a stride-0 view costs nothing, its sort does)
+    check_output_allocation("the permutation check", "dictionary", dictionary,
+                            (2, dictionary.numel()), torch.int64, "use a smaller vocabulary")
     if not torch.equal(dictionary.sort().values.cpu(), torch.arange(dictionary.numel())):
         raise ValueError("dictionary must be a permutation of 0..V-1 (each word once), as "
                          "translation_dictionary(V) makes; it repeats or skips a value")
@@ -165,10 +171,14 @@ class TinyTranslator(nn.Module):
         mlp_dim = 2 * embed_dim if mlp_dim is None else mlp_dim
         check_allocation("TinyTranslator's embeddings", (source_vocab + target_vocab
                          + 2 * max_len + num_classes, embed_dim), torch.get_default_dtype(),
-                         "use smaller sizes")
+                         f"use a smaller source_vocab ({source_vocab}), target_vocab "
+                         f"({target_vocab}), num_classes ({num_classes}), max_len ({max_len}) "
+                         f"or embed_dim ({embed_dim})")
         check_allocation("TinyTranslator's blocks", (3 * num_layers, 4 * embed_dim * embed_dim
                                                      + 2 * embed_dim * mlp_dim),
-                         torch.get_default_dtype(), "use fewer layers or smaller sizes")
+                         torch.get_default_dtype(),
+                         f"use a smaller num_layers ({num_layers}), embed_dim ({embed_dim}) "
+                         f"or mlp_dim ({mlp_dim})")
         self.num_layers, self.num_heads, self.max_len = num_layers, num_heads, max_len
         self.source_embedding = nn.Embedding(source_vocab, embed_dim)
         self.target_embedding = nn.Embedding(target_vocab, embed_dim)
@@ -199,6 +209,12 @@ class TinyTranslator(nn.Module):
                 raise ValueError(f"{name} must be an integer tensor of shape (batch, n) with "
                                  f"1 <= n <= {self.max_len}, got {tokens.dtype} of shape "
                                  f"{tuple(tokens.shape)}")
+            # the widest activation made from these tokens: the MLPs' or the read-out's
+            width = max(self.readout.in_features, self.readout.out_features,
+                        self.encoder[0].mlp[0].out_features)
+            check_output_allocation("TinyTranslator's activations", name, tokens,
+                                    (*tokens.shape, width), self.readout.weight.dtype,
+                                    "use smaller batches")
             require_token_ids(name, tokens, vocab)  # ids out of range: say so, not torch
         if source.shape[0] != target_in.shape[0]:
             raise ValueError(f"source and target_in need the same batch size, got "

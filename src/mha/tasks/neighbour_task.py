@@ -27,12 +27,15 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_callable,
     require_float_tensor,
     require_generator,
     require_int,
     require_int_tensor,
     require_positive,
+    require_same_device,
+    require_values,
 )
 
 #: The target of the start position: ignored by the loss and the accuracy.
@@ -42,6 +45,10 @@ IGNORE = -100
 def lookup_targets(tokens: torch.Tensor) -> torch.Tensor:
     """The answers ``y`` (same shape as ``tokens`` ``(B, n)``) of the look-up task."""
     require_int_tensor("tokens", tokens, dim=2)
+    # every pair of tokens is compared: (B, n, n), from a (B, n) that may be a stride-0 view
+    check_output_allocation("lookup_targets' comparison", "tokens", tokens,
+                            (*tokens.shape, tokens.shape[1]), torch.bool,
+                            "use fewer or shorter sequences")
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n): x_i == x_j
     repeated = same.sum(dim=-1) > 1  # x_i == x_j for some j != i
     previous = tokens.roll(1, dims=1)  # previous[:, i] = x_{i-1}
@@ -84,6 +91,8 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} do not match targets "
                          f"{tuple(targets.shape)}")
+    require_same_device(("logits", logits), ("targets", targets))
+    require_values("targets", targets)  # the accuracy reads them
     scored = targets != IGNORE
     if not scored.any():
         raise ValueError(f"targets has no scored position (all are IGNORE = {IGNORE})")

@@ -49,7 +49,8 @@ def previous_token_batch(
     batch, length = require_int("batch", batch), require_int("length", length)
     vocab_size = require_int("vocab_size", vocab_size)
     require_generator("generator", generator)
-    check_allocation("previous_token_batch", (batch, length), torch.int64, "use smaller sizes")
+    check_allocation("previous_token_batch", (batch, length), torch.int64,
+                     f"use a smaller batch ({batch}) or length ({length})")
     tokens = torch.randint(vocab_size, (batch, length), generator=generator)
     targets = torch.full_like(tokens, IGNORE)
     targets[:, 1:] = tokens[:, :-1]
@@ -74,7 +75,8 @@ class PositionToyModel(nn.Module):
             "max_positions", max_positions)
         check_allocation("PositionToyModel's tables", (max(vocab_size, max_positions),
                          require_int("embed_dim", embed_dim)), torch.get_default_dtype(),
-                         "use smaller sizes")
+                         f"use a smaller vocab_size ({vocab_size}), max_positions "
+                         f"({max_positions}) or embed_dim ({embed_dim})")
         self.encoding = encoding
         self.num_heads = num_heads
         self.max_positions = max_positions

@@ -16,6 +16,8 @@ from importlib import resources
 
 import torch
 
+from mha._checks import check_allocation, require_number
+
 #: A byte-level model reads and writes the 256 possible byte values.
 VOCAB_SIZE = 256
 
@@ -64,6 +66,8 @@ def windows(
     for name, value in [("batch_size", batch_size), ("length", length)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_allocation("windows", (batch_size, length + 1), torch.int64,
+                     f"use a smaller batch_size ({batch_size}) or length ({length})")
     if length + 1 > data.numel():
         raise ValueError(f"length={length} needs at least {length + 1} tokens, data has "
                          f"{data.numel()}")
@@ -76,6 +80,7 @@ def windows(
 def text_splits(fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference text as bytes, split into a training part (the first ``fraction``) and a
     held-out part (the rest), both 1-D int64 tensors."""
+    fraction = require_number("fraction", fraction)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must lie strictly between 0 and 1, got {fraction!r}")
     data = encode(reference_text())
