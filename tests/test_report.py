@@ -272,6 +272,65 @@ def test_a_gradescope_export_names_its_students_and_credits_every_group_member(t
     assert "not on the roster" in rows["bob@example.edu"]["notes"]
 
 
+GRADESCOPE_METADATA = (
+    "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :email: alice@example.edu\n"
+    "submission_12:\n  :submitters:\n  - :name: Mallory M\n    :email: mallory@example.edu\n")
+
+
+def test_a_metadata_file_a_student_hands_in_names_nobody(tmp_path, capsys):
+    """Attack (round 3, #2): mallory uploads a submission_metadata.yml beside her notebook,
+    crediting her friend fred, who handed in nothing. Only Gradescope's own file, at the top of
+    the export, names students: fred gets 0, mallory her 3."""
+    export = tmp_path / "export"
+    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["zed"]}
+    for name, spec in graded.items():
+        (export / name).parent.mkdir(parents=True)
+        (export / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(export, graded)
+    (export / "submission_metadata.yml").write_text(GRADESCOPE_METADATA)
+    (export / "submission_12" / "submission_metadata.yml").write_text(
+        f"{NAME}:\n  :submitters:\n  - :name: Mallory M\n    :email: mallory@example.edu\n"
+        "  - :name: Fred Friend\n    :email: fred@example.edu\n"
+        "submission_12:\n  :submitters:\n  - :name: Fred Friend\n    :email: fred@example.edu\n")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,sis_user_id,login\nAlice Archer,1,A1,alice@example.edu\n"
+                      "Mallory M,2,M2,mallory@example.edu\nFred Friend,3,F3,fred@example.edu\n")
+    assert run(export, "--out", tmp_path / "out", "--roster", roster, "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice@example.edu", "mallory@example.edu",
+                         "fred@example.edu"}
+    assert [rows[f"{who}@example.edu"]["total"] for who in ("alice", "mallory", "fred")] == \
+        ["3", "3", "0"]
+    assert "handed in nothing" in rows["fred@example.edu"]["notes"]
+    canvas = {r[3]: r[5] for r in rows_of(tmp_path / "out" / "canvas_import.csv")[2:]}
+    assert canvas == {"alice@example.edu": "3", "mallory@example.edu": "3",
+                      "fred@example.edu": "0"}
+    capsys.readouterr()
+
+
+def test_a_metadata_file_in_a_students_folder_moves_no_notebook(tmp_path, capsys):
+    """Attack (round 3, #2), the LMS layout (a folder per student): mallory's folder holds a
+    0-point notebook named as the chapter and a submission_metadata.yml naming alice as its
+    author (also as a fake submission_NNN folder); alice's own copy is "-1". The file is not
+    read (and said so): alice keeps her 3 points, mallory has her own row."""
+    folder = tmp_path / "lms"
+    graded = {f"alice/{STEM}-1.ipynb": CLASS["alice"], f"mallory/{NAME}": CLASS["carol"],
+              f"mallory/submission_1/{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    (folder / "mallory" / "submission_metadata.yml").write_text(
+        f"{NAME}:\n  :submitters:\n  - :name: alice\n    :email: alice\n"
+        "submission_1:\n  :submitters:\n  - :name: alice\n    :email: alice\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice", "mallory"}
+    assert (rows["alice"]["total"], rows["mallory"]["total"]) == ("3", "0")
+    assert "handed in twice" not in rows["alice"]["notes"]
+    assert "submission_metadata.yml in mallory not read" in capsys.readouterr().out
+
+
 def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
     """Chapter 0 and chapter 3 (its exercises and points as the grader would write them):
     columns in chapter order, per-chapter totals, and zeros for a chapter not handed in."""

@@ -256,44 +256,76 @@ def read_roster(path: Path) -> tuple[list[Student], list[str], dict[str, str]]:
     return students, notes, assignments
 
 
-def gradescope_names(folder: Path) -> dict[str, list[Owner]]:
-    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
-    ``submission_NNN`` folder (every member of a group). The export is SUBMISSIONS itself, or
-    one folder in it per assignment (``ch03/submission_NNN``). A student is then known by their
-    e-mail (or SIS id), the same in every assignment's export. Keys: ``submission_NNN`` or
-    ``ch03/submission_NNN``."""
-    found: dict[str, list[Owner]] = {}
-    places = [("", folder)]
-    try:
-        places += [(f"{e.name}/", Path(e.path)) for e in os.scandir(folder)
-                   if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
-    except OSError:
-        pass
-    for prefix, place in places:
-        try:
-            text = read_regular(place / "submission_metadata.yml", MAX_CSV_BYTES).decode(
-                "utf-8", errors="replace")
-        except ValueError:
-            continue
-        import yaml
+GRADESCOPE_METADATA = "submission_metadata.yml"
+GRADESCOPE_FOLDER = re.compile(r"^submission_\d+$")  # Gradescope's name of a submission
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
+
+def gradescope_names(folder: Path) -> tuple[dict[str, list[Owner]], list[str]]:
+    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
+    ``submission_NNN`` folder (every member of a group). A student is then known by their
+    e-mail (or SIS id), the same in every assignment's export. Returns the owners by key
+    (``submission_NNN``, or ``ch03/submission_NNN``) and notes.
+
+    Only metadata no student can write is read: Gradescope's own file at the top of its export,
+    beside the ``submission_NNN`` folders. The export is SUBMISSIONS itself (its file is read,
+    and no other), or one folder in SUBMISSIONS per assignment (``ch03/submission_NNN``): then
+    every folder of SUBMISSIONS must hold one, since a folder of a student (an LMS download,
+    or a submission's own files) could hold a file of that name written by the student. A key
+    names a ``submission_NNN`` folder beside the file, nothing else."""
+    notes: list[str] = []
+    top = _read_metadata(folder, "", notes)
+    if top is not None:
+        return top, notes
+    try:
+        folders = sorted(e.name for e in os.scandir(folder)
+                          if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except OSError:
+        return {}, notes
+    exports = [name for name in folders if os.path.lexists(folder / name / GRADESCOPE_METADATA)]
+    if not exports:
+        return {}, notes
+    if exports != folders:
+        notes.append(f"{GRADESCOPE_METADATA} in {', '.join(exports[:5])}"
+                     f"{', ...' if len(exports) > 5 else ''} not read: only Gradescope's own, "
+                     "at the top of SUBMISSIONS or of every folder in it (one export per "
+                     "assignment), names students; a student's folder is the student's")
+        return {}, notes
+    found: dict[str, list[Owner]] = {}
+    for name in exports:
+        found.update(_read_metadata(folder / name, f"{name}/", notes) or {})
+    return found, notes
+
+
+def _read_metadata(place: Path, prefix: str, notes: list[str]) -> dict[str, list[Owner]] | None:
+    """The submitters of each ``submission_NNN`` named by ``place``'s metadata file; ``None``
+    if there is no such file."""
+    import yaml
+
+    try:
+        text = read_regular(place / GRADESCOPE_METADATA, MAX_CSV_BYTES).decode(
+            "utf-8", errors="replace")
+    except ValueError:
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        notes.append(f"{prefix}{GRADESCOPE_METADATA} is not YAML ({error}): not read")
+        return {}
+    found: dict[str, list[Owner]] = {}
+    for name, entry in data.items() if isinstance(data, dict) else []:
+        people = entry.get(":submitters") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not GRADESCOPE_FOLDER.match(name) \
+                or not isinstance(people, list):
             continue
-        for name, entry in data.items() if isinstance(data, dict) else []:
-            people = entry.get(":submitters") if isinstance(entry, dict) else None
-            if not isinstance(people, list):
-                continue
-            owners = []
-            for person in people:
-                if isinstance(person, dict):
-                    email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
-                    owners.append(Owner(email or sid or f"{prefix}{name}",
-                                        str(person.get(":name") or email or sid or name),
-                                        sis_id=sid, email=email))
-            if owners:
-                found[f"{prefix}{name}"] = owners
+        owners = []
+        for person in people:
+            if isinstance(person, dict):
+                email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
+                owners.append(Owner(email or sid or f"{prefix}{name}",
+                                    str(person.get(":name") or email or sid or name),
+                                    sis_id=sid, email=email))
+        if owners:
+            found[f"{prefix}{name}"] = owners
     return found
 
 
@@ -418,8 +450,9 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
             continue
         owner = owner_of(book.name, chapter_names.get(book.chapter, ""))
         parts = book.name.split("/")
+        # the submission_NNN folder (or ch03/submission_NNN) the notebook sits in
         group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
-                      if len(parts) > 1 and k in (gradescope or {})), None)
+                      if len(parts) > k.count("/") + 1 and k in (gradescope or {})), None)
         for member in group or [owner]:
             _count(book, member, students, by_key, matcher if roster is not None else None,
                    chapter_names)

@@ -120,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not header:
             raise ValueError(f"--canvas-column {value!r}: write NN=HEADER")
         canvas_columns[chapter] = header
-    book = gradebook.build(notebooks, names, roster=roster,
-                           gradescope=gradebook.gradescope_names(submissions),
+    gradescope, metadata_notes = gradebook.gradescope_names(submissions)
+    book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max)
-    book.notes[:0] = notes
+    book.notes[:0] = notes + metadata_notes
     errors = by_hand.read_points(args.hand_points, book) if args.hand_points else []
 
     folder(out)
