@@ -331,6 +331,72 @@ def test_a_metadata_file_in_a_students_folder_moves_no_notebook(tmp_path, capsys
     assert "submission_metadata.yml in mallory not read" in capsys.readouterr().out
 
 
+MERGED_METADATA = (
+    "submission_11:\n  :submitters:\n  - :name: John Smith\n    :email: john.smith@uni.edu\n"
+    "submission_12:\n  :submitters:\n  - :name: Jon Smith\n    :email: JohnSmith@uni.edu\n"
+    "submission_13:\n  :submitters:\n  - :name: Jon Smith\n    :email: johnsmith@UNI.edu\n")
+
+
+@pytest.mark.parametrize("with_roster", [False, True], ids=["no roster", "roster"])
+def test_students_whose_keys_differ_in_dots_or_case_are_two_students(tmp_path, capsys,
+                                                                     with_roster):
+    """Attack (round 3, #3): john.smith@ and johnsmith@ are two students, each with their own
+    notebook and points (an e-mail is compared without case only: Jon's two submissions are
+    his, handed in twice); with a roster each is matched by login, and Canvas gets one row per
+    login."""
+    export = tmp_path / "export"
+    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["bob"],
+              f"submission_13/{STEM}-1.ipynb": CLASS["carol"]}
+    for name, spec in graded.items():
+        (export / name).parent.mkdir(parents=True)
+        (export / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(export, graded)
+    (export / "submission_metadata.yml").write_text(MERGED_METADATA)
+    args = [export, "--out", tmp_path / "out", "--source", EXAMPLE]
+    if with_roster:
+        roster = tmp_path / "roster.csv"
+        roster.write_text("name,id,sis_user_id,login\nJohn Smith,1,S1,john.smith@uni.edu\n"
+                          "Jon Smith,2,S2,johnsmith@uni.edu\n")
+        args += ["--roster", roster]
+    assert run(*args) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    john, jon = ("john.smith@uni.edu", "johnsmith@uni.edu") if with_roster else \
+        ("john.smith@uni.edu", "JohnSmith@uni.edu")
+    assert set(rows) == {"max points", john, jon}
+    assert (rows[john]["total"], rows[jon]["total"]) == ("3", "1")
+    assert "handed in twice" not in rows[john]["notes"]
+    assert f"submission_12/{NAME} counted" in rows[jon]["notes"]
+    if with_roster:
+        assert "not on the roster" not in rows[john]["notes"] + rows[jon]["notes"]
+        canvas = rows_of(tmp_path / "out" / "canvas_import.csv")[2:]
+        assert sorted((r[3], r[5]) for r in canvas) == [(john, "3"), (jon, "1")]
+    capsys.readouterr()
+
+
+def test_a_name_two_submissions_match_on_the_roster_merges_nobody(tmp_path, capsys):
+    """Folders "john-smith" and "John_Smith" both match the roster's John Smith by name only:
+    neither is taken for him (two students are never merged by a name), each keeps its row,
+    and the gradebook says why."""
+    folder = tmp_path / "folders"
+    graded = {f"john-smith/{NAME}": CLASS["alice"], f"John_Smith/{NAME}": CLASS["bob"],
+              f"Carol Cole/{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,login\nJohn Smith,1,jsmith\nCarol Cole,3,ccole\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "jsmith", "ccole", "john-smith", "John_Smith"}
+    assert (rows["john-smith"]["total"], rows["John_Smith"]["total"]) == ("3", "1")
+    assert rows["jsmith"]["total"] == "0" and "handed in nothing" in rows["jsmith"]["notes"]
+    assert "its name matches John Smith, who is also matched by John_Smith: not matched" in \
+        rows["john-smith"]["notes"]
+    assert "not on the roster" not in rows["ccole"]["notes"]  # one name match: taken
+    capsys.readouterr()
+
+
 def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
     """Chapter 0 and chapter 3 (its exercises and points as the grader would write them):
     columns in chapter order, per-chapter totals, and zeros for a chapter not handed in."""
