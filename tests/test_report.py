@@ -32,7 +32,7 @@ NAME = EXAMPLE.name
 STEM = EXAMPLE.stem
 GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
 LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
-              "problem", "first_error"]
+              "problem", "first_error", "parts"]
 FAILED_FIRST = "cell 1: ModuleNotFoundError: No module named 'mha'"
 NOT_DEFINED = "NameError: name 'mha' is not defined"
 HOSTILE = "<script>alert('x')</script> $\\frac{a}{b}$ =1+1"
@@ -96,7 +96,8 @@ def grader_files(folder, graded):
                         "status": spec["status"][index], "message": spec["messages"][index],
                         "seconds": "3.0", "errors": 0, "flags": "",
                         "problem": spec.get("problem", ""),
-                        "first_error": spec.get("first_error", "")})
+                        "first_error": spec.get("first_error", ""),
+                        "parts": spec.get("parts", ("", ""))[index]})
     write_csv(folder / "grades.csv", GRADES_HEADER, grades)
     write_csv(folder / "grading_log.csv", LOG_HEADER, log)
 
@@ -486,6 +487,53 @@ def test_feedback_names_the_first_cell_that_failed_and_why_later_checks_fail(rep
     assert "The first cell that failed" not in feedback_of(reported, "alice")
 
 
+# 0.3 as the grader logs it for the attack's causal_mask that squeezes (round 3, #7): the
+# visible part passes, the hidden one fails, and its message names the hidden case
+VISIBLE_PART = "n = 2 and two sizes"
+HIDDEN_PART = "one token (n = 1), and a longer sequence"
+HIDDEN_MESSAGE = "for n=1: expected shape (1, 1), got ()"
+PARTS = [{"name": VISIBLE_PART, "points": 1, "max_points": 1, "hidden": False,
+          "status": "correct", "message": "correct"},
+         {"name": HIDDEN_PART, "points": 0, "max_points": 1, "hidden": True,
+          "status": "wrong", "message": HIDDEN_MESSAGE}]
+LOGGED = f"part '{VISIBLE_PART}' [1/1]: correct; hidden part '{HIDDEN_PART}' [0/1]: " \
+    + HIDDEN_MESSAGE
+
+
+@pytest.mark.parametrize("logged_parts", [True, False], ids=["parts logged", "older log"])
+def test_feedback_shows_a_hidden_parts_points_not_its_message_unless_asked(tmp_path, capsys,
+                                                                           logged_parts):
+    """Attack (round 3, #7): by default a page shows the hidden part's points and not its
+    message (nor its name, which names the case), and says so; --show-hidden (after the due
+    date) shows it. A log without the parts column shows no message that names a hidden part."""
+    folder = tmp_path / "hidden"
+    dana = dict(CLASS["bob"], points=(1, 1), status=("correct", "wrong"),
+                messages=("correct", LOGGED),
+                parts=("", json.dumps(PARTS) if logged_parts else ""))
+    graded = {f"dana/{NAME}": dana, f"alice/{NAME}": CLASS["alice"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    page = (tmp_path / "out" / "feedback" / file_name("dana")).read_text()
+    assert HIDDEN_PART not in page and "expected shape" not in page
+    assert "<td>0.3</td><td>1 / 2</td><td>wrong</td>" in page
+    if logged_parts:
+        assert f"part &#x27;{VISIBLE_PART}&#x27; [1/1]: correct; hidden part [0/1]: message " \
+            "shown after the due date" in page
+    else:
+        assert "this check has hidden parts: its message shown after the due date" in page
+    assert "their messages are shown after the due date" in page
+    # a student with no hidden part's message withheld gets no such note
+    assert "hidden parts" not in (tmp_path / "out" / "feedback" / file_name("alice")).read_text()
+    assert run(folder, "--out", tmp_path / "shown", "--source", EXAMPLE, "--show-hidden") == 0
+    page = (tmp_path / "shown" / "feedback" / file_name("dana")).read_text()
+    assert f"hidden part &#x27;{HIDDEN_PART}&#x27; [0/1]: {HIDDEN_MESSAGE}" in page
+    assert "This page shows the messages of the checks' hidden parts" in page
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("key", ["..", "../../etc/passwd", "a/b", "CON", "", ".hidden", "<x>",
                                  "=cmd|' /C calc'!A0", "ａｌｉｃｅ", "alice", "Alice",
                                  "\u202egnp.exe", "x" * 300])
@@ -813,8 +861,9 @@ def test_max_points_must_agree_within_an_exercise(reported, capsys):
 # End to end: the real grader on a small class, then the report
 
 def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
-    """`mha-grade grade` then `mha-grade report` on three students of the example chapter:
-    full marks, a derivation only, and a notebook whose second cell imports a missing package."""
+    """`mha-grade grade` then `mha-grade report` on four students of the example chapter:
+    full marks, a derivation only, a notebook whose second cell imports a missing package, and
+    a causal_mask that squeezes (passes 0.3's visible part, fails its hidden one)."""
     folder = tmp_path / "class"
     full = fmt.load(EXAMPLE)
     notebooks = {"ann": full, "ben": student_nb("My derivation: " + HOSTILE)}
@@ -822,6 +871,12 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     broken["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
                                "execution_count": None, "source": "import no_such_package"})
     notebooks["cid"] = broken
+    squeezed = student_nb()
+    mask = next(c for c in squeezed["cells"] if c["cell_type"] == "code"
+                and "def causal_mask" in "".join(c["source"]))
+    mask["source"] = ("def causal_mask(n):\n"
+                      "    return torch.ones(n, n, dtype=torch.bool).tril().squeeze()")
+    notebooks["dana"] = squeezed
     for who, nb in notebooks.items():
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
@@ -834,7 +889,15 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     for row in grades:
         who = row["notebook"].split("/")[0]
         expected[who] = expected.get(who, 0) + int(row["points"] or 0)
-    assert expected == {"ann": 3, "ben": 0, "cid": 0}
+    assert expected == {"ann": 3, "ben": 0, "cid": 0, "dana": 1}
+    # the grader logs 0.3's parts, the hidden one with its message, for the report to leave out
+    log = {(r["notebook"], r["exercise"]): r
+           for r in csv.DictReader((folder / "grading_log.csv").open())}
+    parts = json.loads(log[(f"dana/{NAME}", "0.3")]["parts"])
+    assert [(p["name"], p["hidden"], p["points"]) for p in parts] == \
+        [(VISIBLE_PART, False, 1), (HIDDEN_PART, True, 0)]
+    hidden_message = parts[1]["message"]
+    assert "n=1" in hidden_message and hidden_message in log[(f"dana/{NAME}", "0.3")]["message"]
     out = tmp_path / "out"
     reported = subprocess.run([sys.executable, "-m", "mha_grade", "report", str(folder), "--out",
                                str(out), "--source", str(EXAMPLE)],
@@ -847,4 +910,7 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     cid = (out / "feedback" / file_name("cid")).read_text()
     assert "The first cell that failed" in cid and "No module named" in cid
     assert "no_such_package" in cid
+    dana = (out / "feedback" / file_name("dana")).read_text()
+    assert "<td>0.3</td><td>1 / 2</td>" in dana and "hidden part [0/1]" in dana
+    assert HIDDEN_PART not in dana and "n=1" not in dana
     capsys.readouterr()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -103,7 +104,10 @@ class Result:
     points: float | None  # None: graded by hand (or not graded)
     max_points: float | None
     status: str = ""
-    message: str = ""
+    message: str = ""  # as the grader wrote it: with hidden parts' messages
+    # the parts that ran when the check has hidden parts (grading_log.csv's ``parts``): dicts
+    # with name, points, max_points, hidden, status, message; None when not written
+    parts: list[dict] | None = None
 
 
 @dataclass
@@ -144,7 +148,8 @@ def load_results(folder: Path) -> list[Notebook]:
         exercise = row.get("exercise") or ""
         if EXERCISE.match(exercise):  # not "" (a notebook of no chapter), not "0.2 stub"
             book.results[exercise] = Result(exercise, None, None, uncell(row.get("status") or ""),
-                                            uncell(row.get("message") or ""))
+                                            uncell(row.get("message") or ""),
+                                            read_parts(uncell(row.get("parts") or "")))
     for row in grades:
         name = uncell(row.get("notebook") or "")
         exercise = row.get("exercise") or ""
@@ -164,6 +169,24 @@ def load_results(folder: Path) -> list[Notebook]:
                              f"{sorted(chapters)}")
         book.chapter = chapters.pop() if chapters else ""
     return sorted(notebooks.values(), key=lambda b: b.name)
+
+
+def read_parts(text: str) -> list[dict] | None:
+    """grading_log.csv's ``parts`` column: a list of parts, or None (empty, or not such a list:
+    the report then treats the message as one that may hold hidden parts' messages)."""
+    if not text:
+        return None
+    try:
+        parts = json.loads(text)
+    except ValueError:
+        return None
+    fields = {"name": str, "points": (int, float), "max_points": (int, float), "hidden": bool,
+              "message": str}
+    if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and all(isinstance(p.get(k), t) for k, t in fields.items())
+            for p in parts):
+        return None
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------
