@@ -32,7 +32,7 @@ NAME = EXAMPLE.name
 STEM = EXAMPLE.stem
 GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
 LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
-              "problem", "first_error"]
+              "problem", "first_error", "parts"]
 FAILED_FIRST = "cell 1: ModuleNotFoundError: No module named 'mha'"
 NOT_DEFINED = "NameError: name 'mha' is not defined"
 HOSTILE = "<script>alert('x')</script> $\\frac{a}{b}$ =1+1"
@@ -96,7 +96,8 @@ def grader_files(folder, graded):
                         "status": spec["status"][index], "message": spec["messages"][index],
                         "seconds": "3.0", "errors": 0, "flags": "",
                         "problem": spec.get("problem", ""),
-                        "first_error": spec.get("first_error", "")})
+                        "first_error": spec.get("first_error", ""),
+                        "parts": spec.get("parts", ("", ""))[index]})
     write_csv(folder / "grades.csv", GRADES_HEADER, grades)
     write_csv(folder / "grading_log.csv", LOG_HEADER, log)
 
@@ -272,6 +273,131 @@ def test_a_gradescope_export_names_its_students_and_credits_every_group_member(t
     assert "not on the roster" in rows["bob@example.edu"]["notes"]
 
 
+GRADESCOPE_METADATA = (
+    "submission_11:\n  :submitters:\n  - :name: Alice Archer\n    :email: alice@example.edu\n"
+    "submission_12:\n  :submitters:\n  - :name: Mallory M\n    :email: mallory@example.edu\n")
+
+
+def test_a_metadata_file_a_student_hands_in_names_nobody(tmp_path, capsys):
+    """Attack (round 3, #2): mallory uploads a submission_metadata.yml beside her notebook,
+    crediting her friend fred, who handed in nothing. Only Gradescope's own file, at the top of
+    the export, names students: fred gets 0, mallory her 3."""
+    export = tmp_path / "export"
+    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["zed"]}
+    for name, spec in graded.items():
+        (export / name).parent.mkdir(parents=True)
+        (export / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(export, graded)
+    (export / "submission_metadata.yml").write_text(GRADESCOPE_METADATA)
+    (export / "submission_12" / "submission_metadata.yml").write_text(
+        f"{NAME}:\n  :submitters:\n  - :name: Mallory M\n    :email: mallory@example.edu\n"
+        "  - :name: Fred Friend\n    :email: fred@example.edu\n"
+        "submission_12:\n  :submitters:\n  - :name: Fred Friend\n    :email: fred@example.edu\n")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,sis_user_id,login\nAlice Archer,1,A1,alice@example.edu\n"
+                      "Mallory M,2,M2,mallory@example.edu\nFred Friend,3,F3,fred@example.edu\n")
+    assert run(export, "--out", tmp_path / "out", "--roster", roster, "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice@example.edu", "mallory@example.edu",
+                         "fred@example.edu"}
+    assert [rows[f"{who}@example.edu"]["total"] for who in ("alice", "mallory", "fred")] == \
+        ["3", "3", "0"]
+    assert "handed in nothing" in rows["fred@example.edu"]["notes"]
+    canvas = {r[3]: r[5] for r in rows_of(tmp_path / "out" / "canvas_import.csv")[2:]}
+    assert canvas == {"alice@example.edu": "3", "mallory@example.edu": "3",
+                      "fred@example.edu": "0"}
+    capsys.readouterr()
+
+
+def test_a_metadata_file_in_a_students_folder_moves_no_notebook(tmp_path, capsys):
+    """Attack (round 3, #2), the LMS layout (a folder per student): mallory's folder holds a
+    0-point notebook named as the chapter and a submission_metadata.yml naming alice as its
+    author (also as a fake submission_NNN folder); alice's own copy is "-1". The file is not
+    read (and said so): alice keeps her 3 points, mallory has her own row."""
+    folder = tmp_path / "lms"
+    graded = {f"alice/{STEM}-1.ipynb": CLASS["alice"], f"mallory/{NAME}": CLASS["carol"],
+              f"mallory/submission_1/{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    (folder / "mallory" / "submission_metadata.yml").write_text(
+        f"{NAME}:\n  :submitters:\n  - :name: alice\n    :email: alice\n"
+        "submission_1:\n  :submitters:\n  - :name: alice\n    :email: alice\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice", "mallory"}
+    assert (rows["alice"]["total"], rows["mallory"]["total"]) == ("3", "0")
+    assert "handed in twice" not in rows["alice"]["notes"]
+    assert "submission_metadata.yml in mallory not read" in capsys.readouterr().out
+
+
+MERGED_METADATA = (
+    "submission_11:\n  :submitters:\n  - :name: John Smith\n    :email: john.smith@uni.edu\n"
+    "submission_12:\n  :submitters:\n  - :name: Jon Smith\n    :email: JohnSmith@uni.edu\n"
+    "submission_13:\n  :submitters:\n  - :name: Jon Smith\n    :email: johnsmith@UNI.edu\n")
+
+
+@pytest.mark.parametrize("with_roster", [False, True], ids=["no roster", "roster"])
+def test_students_whose_keys_differ_in_dots_or_case_are_two_students(tmp_path, capsys,
+                                                                     with_roster):
+    """Attack (round 3, #3): john.smith@ and johnsmith@ are two students, each with their own
+    notebook and points (an e-mail is compared without case only: Jon's two submissions are
+    his, handed in twice); with a roster each is matched by login, and Canvas gets one row per
+    login."""
+    export = tmp_path / "export"
+    graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["bob"],
+              f"submission_13/{STEM}-1.ipynb": CLASS["carol"]}
+    for name, spec in graded.items():
+        (export / name).parent.mkdir(parents=True)
+        (export / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(export, graded)
+    (export / "submission_metadata.yml").write_text(MERGED_METADATA)
+    args = [export, "--out", tmp_path / "out", "--source", EXAMPLE]
+    if with_roster:
+        roster = tmp_path / "roster.csv"
+        roster.write_text("name,id,sis_user_id,login\nJohn Smith,1,S1,john.smith@uni.edu\n"
+                          "Jon Smith,2,S2,johnsmith@uni.edu\n")
+        args += ["--roster", roster]
+    assert run(*args) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    john, jon = ("john.smith@uni.edu", "johnsmith@uni.edu") if with_roster else \
+        ("john.smith@uni.edu", "JohnSmith@uni.edu")
+    assert set(rows) == {"max points", john, jon}
+    assert (rows[john]["total"], rows[jon]["total"]) == ("3", "1")
+    assert "handed in twice" not in rows[john]["notes"]
+    assert f"submission_12/{NAME} counted" in rows[jon]["notes"]
+    if with_roster:
+        assert "not on the roster" not in rows[john]["notes"] + rows[jon]["notes"]
+        canvas = rows_of(tmp_path / "out" / "canvas_import.csv")[2:]
+        assert sorted((r[3], r[5]) for r in canvas) == [(john, "3"), (jon, "1")]
+    capsys.readouterr()
+
+
+def test_a_name_two_submissions_match_on_the_roster_merges_nobody(tmp_path, capsys):
+    """Folders "john-smith" and "John_Smith" both match the roster's John Smith by name only:
+    neither is taken for him (two students are never merged by a name), each keeps its row,
+    and the gradebook says why."""
+    folder = tmp_path / "folders"
+    graded = {f"john-smith/{NAME}": CLASS["alice"], f"John_Smith/{NAME}": CLASS["bob"],
+              f"Carol Cole/{NAME}": CLASS["carol"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,id,login\nJohn Smith,1,jsmith\nCarol Cole,3,ccole\n")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "jsmith", "ccole", "john-smith", "John_Smith"}
+    assert (rows["john-smith"]["total"], rows["John_Smith"]["total"]) == ("3", "1")
+    assert rows["jsmith"]["total"] == "0" and "handed in nothing" in rows["jsmith"]["notes"]
+    assert "its name matches John Smith, who is also matched by John_Smith: not matched" in \
+        rows["john-smith"]["notes"]
+    assert "not on the roster" not in rows["ccole"]["notes"]  # one name match: taken
+    capsys.readouterr()
+
+
 def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
     """Chapter 0 and chapter 3 (its exercises and points as the grader would write them):
     columns in chapter order, per-chapter totals, and zeros for a chapter not handed in."""
@@ -359,6 +485,53 @@ def test_feedback_names_the_first_cell_that_failed_and_why_later_checks_fail(rep
     assert "cell 1: ModuleNotFoundError: No module named &#x27;mha&#x27;" in dave
     assert "fix that cell first" in dave
     assert "The first cell that failed" not in feedback_of(reported, "alice")
+
+
+# 0.3 as the grader logs it for the attack's causal_mask that squeezes (round 3, #7): the
+# visible part passes, the hidden one fails, and its message names the hidden case
+VISIBLE_PART = "n = 2 and two sizes"
+HIDDEN_PART = "one token (n = 1), and a longer sequence"
+HIDDEN_MESSAGE = "for n=1: expected shape (1, 1), got ()"
+PARTS = [{"name": VISIBLE_PART, "points": 1, "max_points": 1, "hidden": False,
+          "status": "correct", "message": "correct"},
+         {"name": HIDDEN_PART, "points": 0, "max_points": 1, "hidden": True,
+          "status": "wrong", "message": HIDDEN_MESSAGE}]
+LOGGED = f"part '{VISIBLE_PART}' [1/1]: correct; hidden part '{HIDDEN_PART}' [0/1]: " \
+    + HIDDEN_MESSAGE
+
+
+@pytest.mark.parametrize("logged_parts", [True, False], ids=["parts logged", "older log"])
+def test_feedback_shows_a_hidden_parts_points_not_its_message_unless_asked(tmp_path, capsys,
+                                                                           logged_parts):
+    """Attack (round 3, #7): by default a page shows the hidden part's points and not its
+    message (nor its name, which names the case), and says so; --show-hidden (after the due
+    date) shows it. A log without the parts column shows no message that names a hidden part."""
+    folder = tmp_path / "hidden"
+    dana = dict(CLASS["bob"], points=(1, 1), status=("correct", "wrong"),
+                messages=("correct", LOGGED),
+                parts=("", json.dumps(PARTS) if logged_parts else ""))
+    graded = {f"dana/{NAME}": dana, f"alice/{NAME}": CLASS["alice"]}
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    page = (tmp_path / "out" / "feedback" / file_name("dana")).read_text()
+    assert HIDDEN_PART not in page and "expected shape" not in page
+    assert "<td>0.3</td><td>1 / 2</td><td>wrong</td>" in page
+    if logged_parts:
+        assert f"part &#x27;{VISIBLE_PART}&#x27; [1/1]: correct; hidden part [0/1]: message " \
+            "shown after the due date" in page
+    else:
+        assert "this check has hidden parts: its message shown after the due date" in page
+    assert "their messages are shown after the due date" in page
+    # a student with no hidden part's message withheld gets no such note
+    assert "hidden parts" not in (tmp_path / "out" / "feedback" / file_name("alice")).read_text()
+    assert run(folder, "--out", tmp_path / "shown", "--source", EXAMPLE, "--show-hidden") == 0
+    page = (tmp_path / "shown" / "feedback" / file_name("dana")).read_text()
+    assert f"hidden part &#x27;{HIDDEN_PART}&#x27; [0/1]: {HIDDEN_MESSAGE}" in page
+    assert "This page shows the messages of the checks' hidden parts" in page
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize("key", ["..", "../../etc/passwd", "a/b", "CON", "", ".hidden", "<x>",
@@ -688,8 +861,9 @@ def test_max_points_must_agree_within_an_exercise(reported, capsys):
 # End to end: the real grader on a small class, then the report
 
 def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
-    """`mha-grade grade` then `mha-grade report` on three students of the example chapter:
-    full marks, a derivation only, and a notebook whose second cell imports a missing package."""
+    """`mha-grade grade` then `mha-grade report` on four students of the example chapter:
+    full marks, a derivation only, a notebook whose second cell imports a missing package, and
+    a causal_mask that squeezes (passes 0.3's visible part, fails its hidden one)."""
     folder = tmp_path / "class"
     full = fmt.load(EXAMPLE)
     notebooks = {"ann": full, "ben": student_nb("My derivation: " + HOSTILE)}
@@ -697,6 +871,12 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     broken["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
                                "execution_count": None, "source": "import no_such_package"})
     notebooks["cid"] = broken
+    squeezed = student_nb()
+    mask = next(c for c in squeezed["cells"] if c["cell_type"] == "code"
+                and "def causal_mask" in "".join(c["source"]))
+    mask["source"] = ("def causal_mask(n):\n"
+                      "    return torch.ones(n, n, dtype=torch.bool).tril().squeeze()")
+    notebooks["dana"] = squeezed
     for who, nb in notebooks.items():
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
@@ -709,7 +889,15 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     for row in grades:
         who = row["notebook"].split("/")[0]
         expected[who] = expected.get(who, 0) + int(row["points"] or 0)
-    assert expected == {"ann": 3, "ben": 0, "cid": 0}
+    assert expected == {"ann": 3, "ben": 0, "cid": 0, "dana": 1}
+    # the grader logs 0.3's parts, the hidden one with its message, for the report to leave out
+    log = {(r["notebook"], r["exercise"]): r
+           for r in csv.DictReader((folder / "grading_log.csv").open())}
+    parts = json.loads(log[(f"dana/{NAME}", "0.3")]["parts"])
+    assert [(p["name"], p["hidden"], p["points"]) for p in parts] == \
+        [(VISIBLE_PART, False, 1), (HIDDEN_PART, True, 0)]
+    hidden_message = parts[1]["message"]
+    assert "n=1" in hidden_message and hidden_message in log[(f"dana/{NAME}", "0.3")]["message"]
     out = tmp_path / "out"
     reported = subprocess.run([sys.executable, "-m", "mha_grade", "report", str(folder), "--out",
                                str(out), "--source", str(EXAMPLE)],
@@ -722,4 +910,7 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     cid = (out / "feedback" / file_name("cid")).read_text()
     assert "The first cell that failed" in cid and "No module named" in cid
     assert "no_such_package" in cid
+    dana = (out / "feedback" / file_name("dana")).read_text()
+    assert "<td>0.3</td><td>1 / 2</td>" in dana and "hidden part [0/1]" in dana
+    assert HIDDEN_PART not in dana and "n=1" not in dana
     capsys.readouterr()

@@ -7,6 +7,11 @@ points and message; by-hand exercises say "graded by hand" with the instructor's
 comment once entered. Names and messages come from submissions and are escaped; a page's file
 name is made from the student's key (letters, digits and dashes, plus a hash: safe and unique).
 The grader's flags are for the instructor and are not shown.
+
+Hidden parts of checks: by default a page shows each hidden part's points, not its message
+(which names the hidden cases and what the hidden seed drew), and says so; ``show_hidden``
+(``mha-grade report --show-hidden``, once the due date has passed) shows the messages too, as
+Gradescope's ``after_due_date`` does.
 """
 
 from __future__ import annotations
@@ -14,20 +19,46 @@ from __future__ import annotations
 import re
 
 from mha_grade.by_hand import esc, page
-from mha_grade.gradebook import Gradebook, Student, feedback_file, fmt_points
+from mha_grade.gradebook import Gradebook, Result, Student, feedback_file, fmt_points
 
 DEFINED = re.compile(r"is not defined|has no attribute|cannot import|No module named")
+HIDDEN_LABEL = "hidden part"  # how a check's message names a hidden part (mha.exercises)
+WITHHELD = "message shown after the due date"
+
+
+def student_message(result: Result, show_hidden: bool = False) -> tuple[str, bool]:
+    """The message a student sees, and whether a hidden part's message was left out. With the
+    grader's ``parts``, the visible parts' messages and every hidden part's points; without
+    them (a log written before they were), no message at all if it may name a hidden part."""
+    if show_hidden:
+        return result.message, False
+    if result.parts is not None and any(p["hidden"] for p in result.parts):
+        lines, count = [], sum(1 for p in result.parts if p["hidden"])
+        number = 0
+        for part in result.parts:
+            points = f"[{fmt_points(part['points'])}/{fmt_points(part['max_points'])}]"
+            if part["hidden"]:
+                number += 1
+                label = HIDDEN_LABEL + (f" {number}" if count > 1 else "")
+                lines.append(f"{label} {points}: {WITHHELD}")
+            else:
+                lines.append(f"part '{part['name']}' {points}: {part['message']}")
+        return "; ".join(lines), True
+    if HIDDEN_LABEL in result.message:
+        return f"this check has hidden parts: its {WITHHELD}", True
+    return result.message, False
 
 
 file_name = feedback_file  # the name of a student's page in feedback/
 
 
-def feedback_page(book: Gradebook, student: Student) -> str:
+def feedback_page(book: Gradebook, student: Student, show_hidden: bool = False) -> str:
     total = sum(book.chapter_points(student, c) for c in book.chapters)
     most = sum(book.chapter_max(c) for c in book.chapters)
     body = [f"<h1>Feedback for {esc(student.name)}</h1>",
             f"<p><strong>Total: {fmt_points(total)} / {fmt_points(most)} points</strong>"
             " (by-hand exercises count once graded).</p>"]
+    withheld = hidden = False
     if not student.notebooks:
         body.append("<p>No notebook was handed in.</p>")
     for chapter in book.chapters:
@@ -65,11 +96,23 @@ def feedback_page(book: Gradebook, student: Student) -> str:
                 rows.append((exercise, f"0 / {fmt_points(chapter.max_points[exercise])}",
                              "not graded", ""))
             else:
+                message, left_out = student_message(result, show_hidden)
+                withheld |= left_out
+                hidden |= HIDDEN_LABEL in result.message or bool(
+                    result.parts and any(p["hidden"] for p in result.parts))
                 rows.append((exercise, f"{fmt_points(result.points or 0)} / "
                                        f"{fmt_points(chapter.max_points[exercise])}",
-                             result.status, result.message))
+                             result.status, message))
         body.append("<table><tr><th>Exercise</th><th>Points</th><th>Result</th>"
                     "<th>Message</th></tr>" + "".join(
                         f"<tr><td>{esc(e)}</td><td>{esc(p)}</td><td>{esc(s)}</td>"
                         f"<td>{esc(m)}</td></tr>" for e, p, s, m in rows) + "</table>")
+    if withheld:
+        body.insert(2, "<p class=\"note\">Some checks have hidden parts: cases your notebook "
+                       "does not run, graded with inputs drawn when grading. Their points are "
+                       "counted and shown here; their messages are shown after the due "
+                       "date.</p>")
+    elif show_hidden and hidden:
+        body.insert(2, "<p class=\"note\">This page shows the messages of the checks' hidden "
+                       "parts too (cases your notebook does not run).</p>")
     return page(f"Feedback: {student.name}", "\n".join(body))

@@ -11,11 +11,13 @@ Who a notebook belongs to is read from where it sits under SUBMISSIONS:
   export), shown with the name part;
 - otherwise a prefix before the chapter's name (``alice_03_....ipynb``), as the grader reads it.
 
-A roster (a CSV of students: Canvas's gradebook export, or columns name, id, login, section) puts
-everyone on it in the gradebook, matched by Canvas id, SIS id, login (or e-mail) or name; a
-student who handed in nothing gets zeros, and a submission that matches nobody keeps its row,
-marked "not on the roster". Everything a submission names (file and folder names) is shown as
-the grader wrote it: escaped for a terminal, and for a spreadsheet (``cell``).
+A student is their key, exactly (an e-mail without case). A roster (a CSV of students: Canvas's
+gradebook export, or columns name, id, login, section) puts everyone on it in the gradebook,
+matched exactly by Canvas id, SIS id, login (or e-mail), else by name when only one submission
+matches that entry; a student who handed in nothing gets zeros, and a submission that matches
+nobody keeps its row, marked "not on the roster". Everything a submission names (file and
+folder names) is shown as the grader wrote it: escaped for a terminal, and for a spreadsheet
+(``cell``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import math
 import os
 import re
@@ -101,7 +104,10 @@ class Result:
     points: float | None  # None: graded by hand (or not graded)
     max_points: float | None
     status: str = ""
-    message: str = ""
+    message: str = ""  # as the grader wrote it: with hidden parts' messages
+    # the parts that ran when the check has hidden parts (grading_log.csv's ``parts``): dicts
+    # with name, points, max_points, hidden, status, message; None when not written
+    parts: list[dict] | None = None
 
 
 @dataclass
@@ -142,7 +148,8 @@ def load_results(folder: Path) -> list[Notebook]:
         exercise = row.get("exercise") or ""
         if EXERCISE.match(exercise):  # not "" (a notebook of no chapter), not "0.2 stub"
             book.results[exercise] = Result(exercise, None, None, uncell(row.get("status") or ""),
-                                            uncell(row.get("message") or ""))
+                                            uncell(row.get("message") or ""),
+                                            read_parts(uncell(row.get("parts") or "")))
     for row in grades:
         name = uncell(row.get("notebook") or "")
         exercise = row.get("exercise") or ""
@@ -162,6 +169,24 @@ def load_results(folder: Path) -> list[Notebook]:
                              f"{sorted(chapters)}")
         book.chapter = chapters.pop() if chapters else ""
     return sorted(notebooks.values(), key=lambda b: b.name)
+
+
+def read_parts(text: str) -> list[dict] | None:
+    """grading_log.csv's ``parts`` column: a list of parts, or None (empty, or not such a list:
+    the report then treats the message as one that may hold hidden parts' messages)."""
+    if not text:
+        return None
+    try:
+        parts = json.loads(text)
+    except ValueError:
+        return None
+    fields = {"name": str, "points": (int, float), "max_points": (int, float), "hidden": bool,
+              "message": str}
+    if not isinstance(parts, list) or not all(
+            isinstance(p, dict) and all(isinstance(p.get(k), t) for k, t in fields.items())
+            for p in parts):
+        return None
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,79 +281,126 @@ def read_roster(path: Path) -> tuple[list[Student], list[str], dict[str, str]]:
     return students, notes, assignments
 
 
-def gradescope_names(folder: Path) -> dict[str, list[Owner]]:
-    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
-    ``submission_NNN`` folder (every member of a group). The export is SUBMISSIONS itself, or
-    one folder in it per assignment (``ch03/submission_NNN``). A student is then known by their
-    e-mail (or SIS id), the same in every assignment's export. Keys: ``submission_NNN`` or
-    ``ch03/submission_NNN``."""
-    found: dict[str, list[Owner]] = {}
-    places = [("", folder)]
-    try:
-        places += [(f"{e.name}/", Path(e.path)) for e in os.scandir(folder)
-                   if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
-    except OSError:
-        pass
-    for prefix, place in places:
-        try:
-            text = read_regular(place / "submission_metadata.yml", MAX_CSV_BYTES).decode(
-                "utf-8", errors="replace")
-        except ValueError:
-            continue
-        import yaml
+GRADESCOPE_METADATA = "submission_metadata.yml"
+GRADESCOPE_FOLDER = re.compile(r"^submission_\d+$")  # Gradescope's name of a submission
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
+
+def gradescope_names(folder: Path) -> tuple[dict[str, list[Owner]], list[str]]:
+    """Gradescope's export: its ``submission_metadata.yml`` names the students of each
+    ``submission_NNN`` folder (every member of a group). A student is then known by their
+    e-mail (or SIS id), the same in every assignment's export. Returns the owners by key
+    (``submission_NNN``, or ``ch03/submission_NNN``) and notes.
+
+    Only metadata no student can write is read: Gradescope's own file at the top of its export,
+    beside the ``submission_NNN`` folders. The export is SUBMISSIONS itself (its file is read,
+    and no other), or one folder in SUBMISSIONS per assignment (``ch03/submission_NNN``): then
+    every folder of SUBMISSIONS must hold one, since a folder of a student (an LMS download,
+    or a submission's own files) could hold a file of that name written by the student. A key
+    names a ``submission_NNN`` folder beside the file, nothing else."""
+    notes: list[str] = []
+    top = _read_metadata(folder, "", notes)
+    if top is not None:
+        return top, notes
+    try:
+        folders = sorted(e.name for e in os.scandir(folder)
+                         if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+    except OSError:
+        return {}, notes
+    exports = [name for name in folders if os.path.lexists(folder / name / GRADESCOPE_METADATA)]
+    if not exports:
+        return {}, notes
+    if exports != folders:
+        notes.append(f"{GRADESCOPE_METADATA} in {', '.join(exports[:5])}"
+                     f"{', ...' if len(exports) > 5 else ''} not read: only Gradescope's own, "
+                     "at the top of SUBMISSIONS or of every folder in it (one export per "
+                     "assignment), names students; a student's folder is the student's")
+        return {}, notes
+    found: dict[str, list[Owner]] = {}
+    for name in exports:
+        found.update(_read_metadata(folder / name, f"{name}/", notes) or {})
+    return found, notes
+
+
+def _read_metadata(place: Path, prefix: str, notes: list[str]) -> dict[str, list[Owner]] | None:
+    """The submitters of each ``submission_NNN`` named by ``place``'s metadata file; ``None``
+    if there is no such file."""
+    import yaml
+
+    try:
+        text = read_regular(place / GRADESCOPE_METADATA, MAX_CSV_BYTES).decode(
+            "utf-8", errors="replace")
+    except ValueError:
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        notes.append(f"{prefix}{GRADESCOPE_METADATA} is not YAML ({error}): not read")
+        return {}
+    found: dict[str, list[Owner]] = {}
+    for name, entry in data.items() if isinstance(data, dict) else []:
+        people = entry.get(":submitters") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not GRADESCOPE_FOLDER.match(name) \
+                or not isinstance(people, list):
             continue
-        for name, entry in data.items() if isinstance(data, dict) else []:
-            people = entry.get(":submitters") if isinstance(entry, dict) else None
-            if not isinstance(people, list):
-                continue
-            owners = []
-            for person in people:
-                if isinstance(person, dict):
-                    email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
-                    owners.append(Owner(email or sid or f"{prefix}{name}",
-                                        str(person.get(":name") or email or sid or name),
-                                        sis_id=sid, email=email))
-            if owners:
-                found[f"{prefix}{name}"] = owners
+        owners = []
+        for person in people:
+            if isinstance(person, dict):
+                email, sid = str(person.get(":email") or ""), str(person.get(":sid") or "")
+                owners.append(Owner(email or sid or f"{prefix}{name}",
+                                    str(person.get(":name") or email or sid or name),
+                                    sis_id=sid, email=email))
+        if owners:
+            found[f"{prefix}{name}"] = owners
     return found
 
 
+def identity(owner: Owner) -> str:
+    """Who an owner is, exactly: their key (a folder, a Canvas user id, a name prefix), an
+    e-mail compared without case. Two keys that differ in any other way are two students."""
+    return owner.key.casefold() if owner.email and owner.key == owner.email else owner.key
+
+
 class Matcher:
-    """Finds a submission's student on the roster: by Canvas id, SIS id, login (or the e-mail's
-    user part) or name ("Smith, John", "John Smith": smithjohn and johnsmith), unambiguously."""
+    """Finds a submission's student on the roster, unambiguously: exactly by Canvas id, SIS id,
+    login or e-mail (without case; an e-mail's user part for a login that is no e-mail), else by
+    name ("Smith, John", "John Smith": smithjohn and johnsmith, letters and digits only)."""
 
     def __init__(self, students: list[Student]):
         self.by_id: dict[str, list[Student]] = {}
-        self.by_token: dict[str, list[Student]] = {}
+        self.by_exact: dict[str, list[Student]] = {}
+        self.by_name: dict[str, list[Student]] = {}
         for student in students:
             if student.id:
                 self.by_id.setdefault(student.id, []).append(student)
-            tokens = {norm(student.sis_user_id), norm(student.login),
-                      norm(student.login.split("@")[0])}
+            for token in {student.sis_user_id.casefold(), student.login.casefold()} - {""}:
+                self.by_exact.setdefault(token, []).append(student)
             name = student.name
             if "," in name:
                 last, _, first = name.partition(",")
             else:
                 first, _, last = name.rpartition(" ")
-            tokens |= {norm(name), norm(last + first), norm(first + last)}
-            for token in tokens - {""}:
-                self.by_token.setdefault(token, []).append(student)
+            for token in {norm(name), norm(last + first), norm(first + last)} - {""}:
+                self.by_name.setdefault(token, []).append(student)
 
-    def find(self, owner: Owner) -> tuple[Student | None, str]:
+    def find(self, owner: Owner) -> tuple[Student | None, bool, str]:
+        """The roster's student, whether the match was exact (not by name), and why none."""
         if owner.canvas_id and len(self.by_id.get(owner.canvas_id, [])) == 1:
-            return self.by_id[owner.canvas_id][0], ""
-        for token in (norm(owner.sis_id), norm(owner.email), norm(owner.email.split("@")[0]),
-                      norm(owner.key), norm(owner.name)):
-            found = {id(s): s for s in self.by_token.get(token, [])} if token else {}
-            if len(found) == 1:
-                return next(iter(found.values())), ""
-            if len(found) > 1:
-                return None, f"matches {len(found)} roster entries: not matched"
-        return None, ""
+            return self.by_id[owner.canvas_id][0], True, ""
+        user = owner.email.partition("@")[0] if "@" in owner.email else ""
+        exact = [owner.sis_id, owner.email, owner.key, user]
+        for table, tokens, is_exact in ((self.by_exact, exact, True),
+                                        (self.by_name, [norm(owner.key), norm(owner.name)],
+                                         False)):
+            for token in tokens:
+                token = token.casefold() if is_exact else token
+                found = {id(s): s for s in table.get(token, [])
+                         if token and (table is not self.by_exact or token != user
+                                       or "@" not in s.login)}
+                if len(found) == 1:
+                    return next(iter(found.values())), is_exact, ""
+                if len(found) > 1:
+                    return None, is_exact, f"matches {len(found)} roster entries: not matched"
+        return None, False, ""
 
 
 @dataclass
@@ -411,34 +483,63 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     hands = {e: (hand_max or {}).get(e, default_hand_max) for c in ordered for e in c.by_hand}
 
     students = list(roster or [])
-    matcher = Matcher(students)
-    by_key: dict[str, Student] = {}
+    matcher = Matcher(students) if roster is not None else None
+    owned: list[tuple[Notebook, Owner]] = []
     for book in notebooks:
         if not book.chapter:
             continue
         owner = owner_of(book.name, chapter_names.get(book.chapter, ""))
         parts = book.name.split("/")
+        # the submission_NNN folder (or ch03/submission_NNN) the notebook sits in
         group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
-                      if len(parts) > 1 and k in (gradescope or {})), None)
-        for member in group or [owner]:
-            _count(book, member, students, by_key, matcher if roster is not None else None,
-                   chapter_names)
+                      if len(parts) > k.count("/") + 1 and k in (gradescope or {})), None)
+        owned += [(book, member) for member in group or [owner]]
+    found = _match(owned, matcher)
+    by_key: dict[str, Student] = {}
+    for book, owner in owned:
+        _count(book, owner, found[identity(owner)], students, by_key, matcher is not None,
+               chapter_names)
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter]
     return Gradebook(ordered, students, ungraded, notes, hands, roster is not None)
 
 
-def _count(book: Notebook, owner: Owner, students: list[Student], by_key: dict[str, Student],
-           matcher: Matcher | None, chapter_names: dict[str, str]) -> None:
+def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None
+           ) -> dict[str, tuple[Student | None, str]]:
+    """Each owner's roster student (identity -> student or None, and why not). A match by name
+    only stands when no other owner matches that student: two submissions are never merged
+    into one student by their names."""
+    found: dict[str, tuple[Student | None, bool, str]] = {}
+    for _, owner in owned:
+        if identity(owner) not in found:
+            found[identity(owner)] = (matcher.find(owner) if matcher is not None
+                                      else (None, False, ""))
+    claims: dict[int, list[str]] = {}
+    for key, (student, _, _) in found.items():
+        if student is not None:
+            claims.setdefault(id(student), []).append(key)
+    result = {}
+    for key, (student, exact, why) in found.items():
+        if student is not None and not exact and len(claims[id(student)]) > 1:
+            others = [k for k in claims[id(student)] if k != key]
+            student, why = None, (f"its name matches {student.name}, who is also matched by "
+                                  f"{', '.join(others[:3])}: not matched")
+        result[key] = (student, why)
+    return result
+
+
+def _count(book: Notebook, owner: Owner, match: tuple[Student | None, str],
+           students: list[Student], by_key: dict[str, Student], with_roster: bool,
+           chapter_names: dict[str, str]) -> None:
     """Counts ``book`` for the student ``owner`` is: on the roster, or seen before, or new."""
-    student, why = matcher.find(owner) if matcher is not None else (None, "")
+    student, why = match
     if student is None:
-        student = by_key.get(norm(owner.key) or owner.key)
+        student = by_key.get(identity(owner))
     if student is None:
         student = Student(owner.key, owner.name, owner.canvas_id, owner.sis_id, owner.email)
-        if matcher is not None:
+        if with_roster:
             student.notes.append("not on the roster" + (f" ({why})" if why else ""))
-        by_key[norm(owner.key) or owner.key] = student
+        by_key[identity(owner)] = student
         students.append(student)
     kept = student.notebooks.get(book.chapter)
     if kept is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import threading
@@ -19,7 +20,7 @@ OUTPUT_NAMES = {f"{stem}{end}" for stem in ("grades", "grading_log", "grades.pre
                 for end in (".csv", ".csv.part")}
 GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
 LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
-              "problem", "first_error"]
+              "problem", "first_error", "parts"]
 
 TEMPORARY = re.compile(r"^\.+(grades|grading_log)\.")  # the Writer's, while it writes
 
@@ -162,12 +163,22 @@ def log_rows(outcome: Outcome, with_stubs: bool = False) -> list[dict]:
                      "message": outcome.message.get(name, ""),
                      "seconds": f"{outcome.seconds:.1f}", "errors": outcome.errors,
                      "flags": "; ".join(outcome.flags), "problem": outcome.problem,
-                     "first_error": outcome.first_error})
+                     "first_error": outcome.first_error, "parts": hidden_parts(outcome, name)})
         if with_stubs and name in outcome.stubs:
             rows.append({"notebook": outcome.notebook, "exercise": f"{name} stub",
                          "status": outcome.stubs[name], "message": "", "seconds": "",
                          "errors": "", "flags": "", "problem": "", "first_error": ""})
     return rows
+
+
+def hidden_parts(outcome: Outcome, exercise: str) -> str:
+    """The ``parts`` column: when a check of the exercise has hidden parts, every part that ran
+    (name, points, max_points, hidden, status, message) as JSON, so that ``mha-grade report``
+    can show students a hidden part's points without its message; else empty."""
+    parts = outcome.parts.get(exercise, [])
+    if not any(part.get("hidden") for part in parts):
+        return ""
+    return json.dumps(parts, ensure_ascii=False)
 
 
 def summary_line(outcome: Outcome) -> str:

@@ -2,7 +2,8 @@
 
     mha-grade report SUBMISSIONS [--grades FOLDER] [--out FOLDER] [--roster roster.csv]
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
-                     [--canvas-column 03="Chapter 3 (12345)"] [--source NOTEBOOK ...]
+                     [--canvas-column 03="Chapter 3 (12345)"] [--show-hidden]
+                     [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
 or ``--grades``) and the submitted notebooks (read as JSON, never run), and writes into ``--out``
@@ -10,7 +11,8 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
 
 - ``gradebook.csv``: one row per student, a column per exercise and per chapter, totals, notes;
 - ``canvas_import.csv``: Canvas's gradebook import format, one column per chapter;
-- ``feedback/<student>.html``: each student's points and messages;
+- ``feedback/<student>.html``: each student's points and messages (a hidden part's points
+  only, unless ``--show-hidden``: its message names the hidden cases);
 - ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise, and
   ``by_hand/points.csv`` to fill in (a new run keeps what it holds) and read back with
   ``--hand-points``;
@@ -85,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the Canvas column of chapter NN, e.g. '03=Chapter 3 (12345)' "
                              "(default: the roster's column named after the chapter, else a "
                              "new assignment named after it)")
+    parser.add_argument("--show-hidden", action="store_true",
+                        help="show the messages of the checks' hidden parts on the feedback "
+                             "pages (they name the hidden cases: after the due date); by "
+                             "default a page shows a hidden part's points only")
     parser.add_argument("--source", type=Path, action="append", default=None,
                         help="instructor notebook(s) (default: every chapter in notebooks/)")
     args = parser.parse_args(argv)
@@ -120,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not header:
             raise ValueError(f"--canvas-column {value!r}: write NN=HEADER")
         canvas_columns[chapter] = header
-    book = gradebook.build(notebooks, names, roster=roster,
-                           gradescope=gradebook.gradescope_names(submissions),
+    gradescope, metadata_notes = gradebook.gradescope_names(submissions)
+    book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max)
-    book.notes[:0] = notes
+    book.notes[:0] = notes + metadata_notes
     errors = by_hand.read_points(args.hand_points, book) if args.hand_points else []
 
     folder(out)
@@ -135,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     pages = folder(out / "feedback")
     for student in book.students:
         with create(pages / feedback.file_name(student.key)) as handle:
-            handle.write(feedback.feedback_page(book, student))
+            handle.write(feedback.feedback_page(book, student, args.show_hidden))
     hand = folder(out / "by_hand")
     answers = by_hand.collect(book, by_hand.submission_files(submissions), sources)
     for exercise, (prompt, found, nothing) in answers.items():
