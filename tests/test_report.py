@@ -780,6 +780,46 @@ def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported
     capsys.readouterr()
 
 
+def test_running_again_without_hand_points_keeps_the_entered_points(reported, capsys):
+    """Instructor walkthrough M2: after a regrade the report is run as at first; the points
+    already in its points.csv stay in the gradebook and the Canvas file, and it says so."""
+    fill(reported, {"alice": ("2", "Clear."), "bob": ("0.5", "")})
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 0
+    printed = capsys.readouterr().out
+    path = reported["out"] / "by_hand" / "points.csv"
+    assert f"by-hand points: 2 entered, read from {path}" in printed
+    assert "3 by-hand answer(s) not graded yet" in printed  # carol, dave, zed
+    assert "--hand-points" not in printed
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert (rows["alice"]["0.1 (by hand)"], rows["alice"]["total"]) == ("2", "5")
+    assert (rows["bob"]["0.1 (by hand)"], rows["bob"]["total"]) == ("0.5", "1.5")
+    canvas = {r[1]: r for r in rows_of(reported["out"] / "canvas_import.csv")[2:]}
+    assert canvas["1001"][5] == "5" and canvas["1002"][5] == "1.5"
+    assert "Clear." in feedback_of(reported, "alice")
+
+
+def test_another_points_file_that_lacks_entered_points_is_loud(reported, capsys, tmp_path):
+    fill(reported, {"alice": ("2", ""), "bob": ("0.5", "")})
+    other = tmp_path / "other.csv"
+    other.write_text("student,exercise,max_points,points,comment\ncarol,0.1,2,1,late\n")
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
+               "--hand-points", other) == 1
+    err = capsys.readouterr().err
+    assert "points.csv holds points for alice, exercise 0.1 that" in err
+    assert "points.csv holds points for bob, exercise 0.1 that" in err
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert (rows["alice"]["0.1 (by hand)"], rows["carol"]["0.1 (by hand)"]) == ("", "1")
+    # our points.csv keeps its entries and takes the other file's: the next run has all three
+    kept = {r["student"]: r["points"] for r in
+            csv.DictReader((reported["out"] / "by_hand" / "points.csv").open())}
+    assert (kept["alice"], kept["bob"], kept["carol"]) == ("2", "0.5", "1")
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE) == 0
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert [rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")] == ["2", "0.5", "1"]
+    capsys.readouterr()
+
+
 def test_bad_points_are_named_and_not_taken(reported, capsys):
     path = fill(reported, {"alice": ("3", ""), "bob": ("one", ""), "carol": ("1", ""),
                            "zed": ("-1", "")}, extra=[
@@ -808,8 +848,10 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
     # the file keeps every entry as typed, to be corrected (a negative number stays one)
     kept = [(r["student"], r["points"]) for r in csv.DictReader(path.open())]
     assert ("zed", "'-1") in kept and ("bob", "one") in kept and ("nobody", "1") in kept
+    # read again by default: still named, still exit status 1, still kept as typed
     assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
-               "--source", EXAMPLE) == 0
+               "--source", EXAMPLE) == 1
+    assert "points 3 for alice, exercise 0.1 is not between 0 and 2" in capsys.readouterr().err
     assert [(r["student"], r["points"]) for r in csv.DictReader(path.open())] == kept
 
 

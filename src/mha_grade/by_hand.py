@@ -383,7 +383,7 @@ def index_page(pages: dict[str, tuple[str, list[Answer], list[str]]]) -> str:
                                                        key=lambda p: exercise_key(p[0])))
     return page("By-hand exercises", "<h1>By-hand exercises</h1><ul>" + items + "</ul>"
                 "<p>Enter points in <code>points.csv</code>, then run "
-                "<code>mha-grade report SUBMISSIONS --hand-points points.csv</code>.</p>")
+                "<code>mha-grade report SUBMISSIONS</code> again: it reads them.</p>")
 
 
 # ---------------------------------------------------------------------------------------------

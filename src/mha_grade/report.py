@@ -14,12 +14,13 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
 - ``feedback/<student>.html``: each student's points and messages (a hidden part's points
   only, unless ``--show-hidden``: its message names the hidden cases);
 - ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise, and
-  ``by_hand/points.csv`` to fill in (a new run keeps what it holds) and read back with
-  ``--hand-points``;
+  ``by_hand/points.csv`` to fill in: every run reads it (``--hand-points`` reads another file
+  instead, whose entries then go into it) and keeps what it holds;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
-Exit status: 0, or 1 when entries of ``--hand-points`` were not taken (each is named), 2 for
-wrong arguments or input.
+Exit status: 0, or 1 when entries of the points file were not taken (each is named) or when
+points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead,
+2 for wrong arguments or input.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 from pathlib import Path
 
 from mha_grade import by_hand, feedback, gradebook
-from mha_grade._shared import ROOT, chapter_notebooks, create, terminal
+from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
 def parse_hand_max(values: list[str]) -> tuple[float, dict[str, float]]:
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="CSV of the class: Canvas's gradebook export, or columns name, "
                              "id, login, section")
     parser.add_argument("--hand-points", type=Path, default=None,
-                        help="the filled points.csv of the by-hand exercises")
+                        help="read the by-hand points from this file instead of the "
+                             "report's own by_hand/points.csv (read by default)")
     parser.add_argument("--hand-max", action="append", default=[], metavar="[N.K=]POINTS",
                         help="points of a by-hand exercise (default 1; points.csv's "
                              "max_points column wins)")
@@ -130,7 +132,24 @@ def run(args: argparse.Namespace) -> int:
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max)
     book.notes[:0] = notes + metadata_notes
-    errors = by_hand.read_points(args.hand_points, book) if args.hand_points else []
+    points = out / "by_hand" / "points.csv"
+    # the report's own points.csv is the instructor's: read by default, so that running the
+    # report again (after a regrade) never drops the points entered there
+    own = os.path.lexists(points)
+    read_from = args.hand_points or (points if own else None)
+    errors = by_hand.read_points(read_from, book) if read_from else []
+    entered = sum(1 for s in book.students for p, _ in s.hand.values() if p is not None)
+    existing = gradebook.read_csv(points) if own else []
+    unused = []
+    if args.hand_points and own and args.hand_points.resolve() != points.resolve():
+        # another file read: the points entered in ours that it has not are named, and kept
+        taken = {(s.key, e) for s in book.students for e, (p, _) in s.hand.items()
+                 if p is not None}
+        unused = [r for r in existing if uncell(r.get("points") or "").strip()
+                  and (uncell(r.get("student") or "").strip(),
+                       (r.get("exercise") or "").strip()) not in taken]
+    if args.hand_points:  # its rows win over ours (points_rows keeps the last of a key)
+        existing = existing + gradebook.read_csv(args.hand_points)
 
     folder(out)
     header, rows = gradebook.gradebook_rows(book)
@@ -149,8 +168,6 @@ def run(args: argparse.Namespace) -> int:
             handle.write(by_hand.answers_page(exercise, prompt, found, nothing))
     with create(hand / "index.html") as handle:
         handle.write(by_hand.index_page(answers))
-    points = hand / "points.csv"
-    existing = gradebook.read_csv(points) if os.path.lexists(points) else []
     by_hand.write_points(points, by_hand.points_rows(book, existing))
 
     nothing = book.handed_in_nothing()
@@ -168,21 +185,30 @@ def run(args: argparse.Namespace) -> int:
                      + ", ".join(terminal(s.key) for s in unknown))
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
+    if read_from:
+        lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:
         lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
-                     "run again with --hand-points")
+                     "run the report again")
     lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
     lines += [f"not taken: {error}" for error in errors]
+    lines += [f"WARNING: {points} holds points for {terminal(uncell(r.get('student') or ''))}, "
+              f"exercise {terminal(r.get('exercise') or '')} that {terminal(str(read_from))} "
+              "has not: not in the gradebook" for r in unused]
     with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
         handle.write("\n".join(lines) + "\n")
-    print("\n".join(line for line in lines if not line.startswith("not taken: ")))
+    print("\n".join(line for line in lines
+                    if not line.startswith(("not taken: ", "WARNING: "))))
+    for line in lines:
+        if line.startswith("WARNING: "):
+            print(line, file=sys.stderr)
     for error in errors:
         print(f"not taken: {error}", file=sys.stderr)
     if errors:
         print(f"{len(errors)} entr{'y' if len(errors) == 1 else 'ies'} of "
-              f"{args.hand_points} not taken (above); the others are in the outputs",
+              f"{read_from} not taken (above); the others are in the outputs",
               file=sys.stderr)
-    return 1 if errors else 0
+    return 1 if errors or unused else 0
 
 
 if __name__ == "__main__":
