@@ -608,6 +608,66 @@ def test_one_page_per_by_hand_exercise_with_every_answer_escaped(reported):
     assert not (reported["out"] / "by_hand" / "0.2.html").exists()
 
 
+def test_written_answers_to_an_autograded_exercise_get_a_page_and_optional_points(tmp_path,
+                                                                                 capsys):
+    """Instructor walkthrough M4: a code exercise whose prompt also asks a question gets an
+    answer cell in the student edition; every such answer is on a page, and in points.csv to
+    grade if the instructor wants (then it counts as a by-hand exercise)."""
+    nb = fmt.load(EXAMPLE)
+    exercises = fmt.parse(nb)
+    prompt = nb["cells"][exercises[1].prompt]  # 0.2, autograded
+    prompt["source"] = fmt.source(prompt) + "\nThen explain the result in words."
+    source = tmp_path / NAME
+    source.write_text(json.dumps(nb))
+    assert by_hand.read_source(source).written == {"0.2"}
+    folder, roster = make_class(tmp_path)
+    for who, text in (("alice", "Because the exponent grows fast."), ("bob", None)):
+        path = folder / who / NAME
+        student = json.loads(path.read_text())
+        check = max(i for i, c in enumerate(student["cells"])
+                    if "mha.checks." in fmt.source(c) and "0.2" not in fmt.source(c)
+                    and i < next(j for j, c in enumerate(student["cells"])
+                                 if "ex-00-3" in fmt.source(c)))
+        cell_ = student_edition.answer_cell("ex-00-2", "0.2")
+        if text:
+            cell_["source"] = text
+        student["cells"].insert(check + 1, cell_)
+        path.write_text(json.dumps(student))
+    out = tmp_path / "out"
+    assert run(folder, "--roster", roster, "--out", out, "--source", source) == 0
+    page_ = (out / "by_hand" / "0.2-written.html").read_text()
+    assert "Exercise 0.2: every written answer" in page_ and "autograded" in page_
+    assert "Because the exponent grows fast." in page_
+    bob = page_.split("Bob Baker</h2>")[1].split("</section>")[0]
+    assert "No answer: the answer cells are as handed out" in bob
+    assert "saved in the student's notebook, not the ones the grader" in page_
+    assert "0.2-written.html" in (out / "by_hand" / "index.html").read_text()
+    rows = list(csv.DictReader((out / "by_hand" / "points.csv").open()))
+    assert {(r["student"], r["exercise"]) for r in rows} >= {("alice", "0.2 written"),
+                                                             ("bob", "0.2 written")}
+    # not graded: it counts nothing, and nobody's row says it is missing
+    header, book_rows = by_student(out / "gradebook.csv")
+    assert "0.2 written (by hand)" not in header and book_rows["max points"]["total"] == "4"
+    assert "0.2 written" not in book_rows["alice"]["notes"]
+    # graded: a by-hand exercise of the chapter, for everyone
+    for row in rows:
+        if row["exercise"] == "0.2 written":
+            row["max_points"] = "2"  # one value per exercise
+            row["points"] = "1.5" if row["student"] == "alice" else ""
+    with (out / "by_hand" / "points.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert run(folder, "--roster", roster, "--out", out, "--source", source) == 0
+    header, book_rows = by_student(out / "gradebook.csv")
+    assert book_rows["max points"]["0.2 written (by hand)"] == "2"
+    assert book_rows["max points"]["total"] == "6"
+    assert book_rows["alice"]["0.2 written (by hand)"] == "1.5"
+    assert book_rows["alice"]["total"] == str(1 + 2 + 1.5)
+    assert "by hand, not graded yet: 0.1, 0.2 written" in book_rows["bob"]["notes"]
+    capsys.readouterr()
+
+
 @functools.cache
 def book():
     sys.path.insert(0, str(ROOT / "tools"))

@@ -39,6 +39,7 @@ from mha_grade._shared import (
     uncell,
 )
 from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, read_csv
+from mha_grade.student_edition import asks_for_prose
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader
 MAX_TEXT = 20_000  # characters of one cell's source or outputs shown
@@ -197,6 +198,18 @@ class Source:
     given: Known  # cells inside an exercise that are no prompt, solution or check (its data)
     check_ids: set[str]
     stubs: set[str]  # the student edition's stubbed code cells
+    # code exercises whose prompt also asks something in words: the student edition gives
+    # them an answer cell (student_edition.asks_for_prose)
+    written: set[str] = field(default_factory=set)
+
+
+def written_name(exercise: str) -> str:
+    """The written answer of an autograded exercise, as points.csv and the gradebook name it."""
+    return f"{exercise} written"
+
+
+def page_file(exercise: str) -> str:
+    return exercise.replace(" ", "-") + ".html"
 
 
 def read_source(path: Path) -> Source:
@@ -216,7 +229,9 @@ def read_source(path: Path) -> Source:
                   {e.name: e.label for e in exercises}, chapter, given,
                   {nb["cells"][i].get("id") for e in exercises for i in e.checks} - {None},
                   {source(c).strip() for c in student_edition(nb)["cells"]
-                   if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])})
+                   if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])},
+                  {e.name for e in exercises
+                   if e.kind == "code" and asks_for_prose(source(nb["cells"][e.prompt]))})
 
 
 def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] | None:
@@ -316,11 +331,30 @@ class Answer:
     problem: str = ""
 
 
-def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: list[str]) -> str:
-    blank = sum(1 for a in answers if a.cells is not None and all(c.blank for c in a.cells))
-    body = [f"<h1>Exercise {esc(exercise)}: every answer</h1>",
+SAVED = ("Outputs and figures are the ones saved in the student's notebook, not the ones the "
+         "grader's run produced.")
+
+
+def is_blank(cells: list[Cell], written: bool) -> bool:
+    """No answer: every cell as handed out (for a written answer, every markdown cell: the
+    code is autograded)."""
+    return all(c.blank for c in cells if not written or c.kind == "markdown")
+
+
+def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: list[str],
+                 written: str = "") -> str:
+    """One exercise's page; ``written``: the autograded exercise whose written answers these are."""
+    blank = sum(1 for a in answers if a.cells is not None and is_blank(a.cells, bool(written)))
+    grade = (f"<p>The code of exercise {esc(written)} is autograded; its prompt also asks for "
+             "an answer in words, in the answer cell below the code. Grading it is optional: "
+             f"enter points for <code>{esc(exercise)}</code> in <code>points.csv</code> (next "
+             "to this page; <code>max_points</code> default 1) and it counts, as a by-hand "
+             "exercise, for the whole class. The student's code is shown for context.</p>"
+             if written else "")
+    body = [f"<h1>Exercise {esc(written or exercise)}: every "
+            f"{'written answer' if written else 'answer'}</h1>",
             f"<p>{len(answers)} notebook(s), {blank} with the answer left blank. Grade in "
-            "<code>points.csv</code> (next to this page).</p>",
+            f"<code>points.csv</code> (next to this page). {SAVED}</p>", grade,
             f"<h2>The exercise</h2><pre class=\"text\">{esc(prompt)}</pre>" if prompt else ""]
     for number_, item in enumerate(answers, start=1):
         body.append(f'<section id="a{number_}"><h2>{esc(item.name)}</h2>'
@@ -331,7 +365,7 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
         elif item.cells is None:
             body.append('<p class="blank">The exercise\'s prompt is not in this notebook: '
                         "nothing found to show; open the notebook.</p>")
-        elif not item.cells or all(c.blank for c in item.cells):
+        elif not item.cells or is_blank(item.cells, bool(written)):
             body.append('<p class="blank">No answer: the answer cells are as handed out.</p>')
         else:  # what the student wrote; the stubs left as handed out are not repeated
             body.append(cells_html([c for c in item.cells if not c.blank]))
@@ -339,17 +373,23 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
     if nothing:
         body.append("<section><h2>No notebook of this chapter</h2><p>"
                     + ", ".join(esc(n) for n in nothing) + "</p></section>")
-    return page(f"Exercise {exercise}: answers", "\n".join(body))
+    return page(f"Exercise {written or exercise}: "
+                f"{'written answers' if written else 'answers'}", "\n".join(body))
 
 
 def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
-            ) -> dict[str, tuple[str, list[Answer], list[str]]]:
-    """exercise -> (prompt, every student's answer, who handed in no notebook of its chapter)."""
+            ) -> dict[str, tuple[str, list[Answer], list[str], str]]:
+    """exercise -> (prompt, every student's answer, who handed in no notebook of its chapter,
+    and for a written answer ("1.2 written") the autograded exercise it belongs to)."""
     pages = {}
     for chapter in book.chapters:
         cache: dict[str, list[Cell] | str] = {}  # a chapter's notebooks, read once each
         chapter_source = sources.get(chapter.number)
-        for exercise in chapter.by_hand:
+        written = {w: w.removesuffix(" written") for w, number_ in book.written.items()
+                   if number_ == chapter.number}
+        names = [e for e in chapter.by_hand if e not in written] + list(written)
+        for name in names:
+            exercise = written.get(name, name)
             label = (chapter_source.labels.get(exercise) if chapter_source else None) or \
                 f"ex-{chapter.number}-{exercise.split('.')[1]}"
             answers, nothing = [], []
@@ -372,15 +412,16 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
                     answers.append(Answer(student.key, student.name, nb.name,
                                           answer(cells, label, chapter_source)))
             prompt = chapter_source.prompts.get(exercise, "") if chapter_source else ""
-            pages[exercise] = (prompt, answers, nothing)
+            pages[name] = (prompt, answers, nothing, exercise if name in written else "")
     return pages
 
 
-def index_page(pages: dict[str, tuple[str, list[Answer], list[str]]]) -> str:
-    items = "".join(f'<li><a href="{esc(name)}.html">Exercise {esc(name)}</a>: '
+def index_page(pages: dict[str, tuple[str, list[Answer], list[str], str]]) -> str:
+    items = "".join(f'<li><a href="{esc(page_file(name))}">Exercise {esc(base or name)}</a>'
+                    f"{' (written answers; the code is autograded)' if base else ''}: "
                     f"{len(answers)} answer(s)</li>"
-                    for name, (_, answers, _) in sorted(pages.items(),
-                                                       key=lambda p: exercise_key(p[0])))
+                    for name, (_, answers, _, base) in sorted(pages.items(),
+                                                             key=lambda p: exercise_key(p[0])))
     return page("By-hand exercises", "<h1>By-hand exercises</h1><ul>" + items + "</ul>"
                 "<p>Enter points in <code>points.csv</code>, then run "
                 "<code>mha-grade report SUBMISSIONS</code> again: it reads them.</p>")
@@ -396,7 +437,9 @@ def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
     kept = {(uncell(r.get("student") or ""), r.get("exercise") or ""): r for r in existing}
     rows, made = [], set()
     for chapter in book.chapters:
-        for exercise in chapter.by_hand:
+        names = sorted({*chapter.by_hand, *(w for w, n in book.written.items()
+                                            if n == chapter.number)}, key=exercise_key)
+        for exercise in names:
             for student in book.students:
                 if chapter.number not in student.notebooks:
                     continue
@@ -429,7 +472,7 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
     if rows and not {"student", "exercise", "points"} <= set(rows[0]):
         return [f"{path.name}: the columns must include student, exercise and points "
                 f"(found: {display(', '.join(k for k in rows[0] if k))})"]
-    by_hand = {e for c in book.chapters for e in c.by_hand}
+    by_hand = {e for c in book.chapters for e in c.by_hand} | set(book.written)
     maxima: dict[str, tuple[float, int]] = {}
     taken: dict[tuple[str, str], int] = {}
     pending = []

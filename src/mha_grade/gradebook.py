@@ -425,8 +425,26 @@ class Gradebook:
     students: list[Student]
     ungraded: list[Notebook]  # notebooks graded as no chapter (not a notebook, no match...)
     notes: list[str]
-    hand_max: dict[str, float]  # by-hand exercise -> its points
+    hand_max: dict[str, float]  # by-hand exercise (and written answer) -> its points
     roster: bool
+    # the written answers to autograded exercises ("1.2 written" -> "01"): on a page, and by
+    # hand in points.csv; they count (as by-hand exercises) once points are entered (``written``)
+    written: dict[str, str] = field(default_factory=dict)
+
+    def add_written(self, exercise: str, chapter: str, points: float) -> None:
+        """``exercise``'s written answer ("1.2 written"), worth ``points`` once graded."""
+        self.written[exercise] = chapter
+        self.hand_max.setdefault(exercise, points)
+
+    def count_written(self) -> None:
+        """Every written answer with points entered becomes a by-hand exercise of its chapter."""
+        for exercise, number_ in self.written.items():
+            chapter = next(c for c in self.chapters if c.number == number_)
+            if exercise not in chapter.max_points and any(
+                    s.hand.get(exercise, (None, ""))[0] is not None for s in self.students):
+                chapter.exercises.append(exercise)
+                chapter.max_points[exercise] = None
+                chapter.exercises.sort(key=exercise_key)
 
     def student(self, key: str) -> Student | None:
         return next((s for s in self.students if s.key == key), None)
@@ -588,7 +606,7 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
         top.append(fmt_points(book.chapter_max(chapter)))
     header += ["autograded", "by hand", "total", "chapters handed in", "notes", "feedback"]
     auto_max = sum(c.auto_max for c in book.chapters)
-    hand_max = sum(book.hand_max.values())
+    hand_max = sum(book.hand_max[e] for c in book.chapters for e in c.by_hand)
     top += [fmt_points(auto_max), fmt_points(hand_max), fmt_points(auto_max + hand_max),
             str(len(book.chapters)), "", ""]
     rows = [top]

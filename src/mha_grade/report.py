@@ -132,12 +132,19 @@ def run(args: argparse.Namespace) -> int:
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max)
     book.notes[:0] = notes + metadata_notes
+    for chapter in book.chapters:  # the answers in words that autograded exercises ask for
+        source = sources.get(chapter.number)
+        for exercise in chapter.exercises:
+            if source and exercise in source.written and chapter.max_points[exercise] is not None:
+                name = by_hand.written_name(exercise)
+                book.add_written(name, chapter.number, hand_max.get(name, default_max))
     points = out / "by_hand" / "points.csv"
     # the report's own points.csv is the instructor's: read by default, so that running the
     # report again (after a regrade) never drops the points entered there
     own = os.path.lexists(points)
     read_from = args.hand_points or (points if own else None)
     errors = by_hand.read_points(read_from, book) if read_from else []
+    book.count_written()
     entered = sum(1 for s in book.students for p, _ in s.hand.values() if p is not None)
     existing = gradebook.read_csv(points) if own else []
     unused = []
@@ -163,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
             handle.write(feedback.feedback_page(book, student, args.show_hidden))
     hand = folder(out / "by_hand")
     answers = by_hand.collect(book, by_hand.submission_files(submissions), sources)
-    for exercise, (prompt, found, nothing) in answers.items():
-        with create(hand / f"{exercise}.html") as handle:
-            handle.write(by_hand.answers_page(exercise, prompt, found, nothing))
+    for exercise, (prompt, found, nothing, base) in answers.items():
+        with create(hand / by_hand.page_file(exercise)) as handle:
+            handle.write(by_hand.answers_page(exercise, prompt, found, nothing, base))
     with create(hand / "index.html") as handle:
         handle.write(by_hand.index_page(answers))
     by_hand.write_points(points, by_hand.points_rows(book, existing))
