@@ -926,6 +926,25 @@ def test_points_saved_by_a_spreadsheet_with_semicolons_are_read(reported, capsys
     capsys.readouterr()
 
 
+def test_an_unquoted_decimal_comma_in_a_comma_separated_file_is_refused(reported, capsys):
+    """Walkthrough L2: `1,5` in a comma-separated file makes two fields (points 1, comment 5):
+    the row is refused and named, not read as 1 with a comment; quoted, it is 1.5."""
+    path = reported["out"] / "by_hand" / "points.csv"
+    path.write_text("student,name,exercise,max_points,points,comment\n"
+                    "alice,A,0.1,2,1,5,\n"
+                    'bob,B,0.1,2,"1,5",fine\n'
+                    "carol,C,0.1,2,1,good, but short\n")
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE) == 1
+    err = capsys.readouterr().err
+    assert "points.csv line 2: more fields than the header has columns" in err
+    assert "points.csv line 4: more fields than the header has columns" in err
+    assert "line 3" not in err
+    _, rows = by_student(reported["out"] / "gradebook.csv")
+    assert [rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")] == ["", "1.5", ""]
+    assert "points.csv left as it is" in err
+    assert path.read_text().splitlines()[1] == "alice,A,0.1,2,1,5,"  # as typed, to correct
+
+
 def test_a_notebook_of_no_chapter_is_listed_not_counted(tmp_path, capsys):
     folder, _ = make_class(tmp_path)
     with (folder / "grading_log.csv").open("a", newline="") as handle:

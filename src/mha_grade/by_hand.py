@@ -478,6 +478,12 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
     pending = []
     for line, row in enumerate(rows, start=2):
         where = f"{path.name} line {line}"
+        if row.get(None):  # DictReader's fields beyond the header
+            columns = display(", ".join(k for k in row if k))
+            errors.append(f"{where}: more fields than the header has columns ({columns}): "
+                          "a decimal comma (1,5) or a comma in a comment, unquoted, shifts the "
+                          "columns; write 1.5, or quote the field (\"1,5\"): row not taken")
+            continue
         key = uncell(row.get("student") or "").strip()
         exercise = (row.get("exercise") or "").strip()
         student = book.student(key)

@@ -175,7 +175,10 @@ def run(args: argparse.Namespace) -> int:
             handle.write(by_hand.answers_page(exercise, prompt, found, nothing, base))
     with create(hand / "index.html") as handle:
         handle.write(by_hand.index_page(answers))
-    by_hand.write_points(points, by_hand.points_rows(book, existing))
+    # a row with more fields than the header (an unquoted 1,5) cannot be rewritten as typed
+    shifted = any(row.get(None) for row in existing)
+    if not shifted:
+        by_hand.write_points(points, by_hand.points_rows(book, existing))
 
     nothing = book.handed_in_nothing()
     unknown = book.not_on_roster()
@@ -199,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
                      "run the report again")
     lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
     lines += [f"not taken: {error}" for error in errors]
+    if shifted:
+        lines.append(f"WARNING: {points} left as it is (no new rows): correct the rows with "
+                     "more fields than the header, then run again")
     lines += [f"WARNING: {points} holds points for {terminal(uncell(r.get('student') or ''))}, "
               f"exercise {terminal(r.get('exercise') or '')} that {terminal(str(read_from))} "
               "has not: not in the gradebook" for r in unused]
