@@ -213,6 +213,18 @@ def test_the_canvas_file_follows_canvas_import_format(reported):
         in reported["printed"] and reported["printed"].rstrip().endswith(": zed")
 
 
+def test_missing_work_is_zero_in_canvas_or_blank_when_asked(reported, capsys):
+    def erin():
+        return next(r for r in rows_of(reported["out"] / "canvas_import.csv") if r[1] == "1005")
+    assert erin()[5] == "0"
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE, "--blank-missing") == 0
+    assert erin()[5] == ""
+    carol = next(r for r in rows_of(reported["out"] / "canvas_import.csv") if r[1] == "1003")
+    assert carol[5] == "0"  # handed in, scored 0: a zero
+    capsys.readouterr()
+
+
 def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp_path, capsys):
     folder = tmp_path / "canvas"
     folder.mkdir()

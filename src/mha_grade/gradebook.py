@@ -644,12 +644,15 @@ CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 POINTS_POSSIBLE = "    Points Possible"  # Canvas's export writes it so (four spaces)
 
 
-def canvas_rows(book: Gradebook, columns: dict[str, str]) -> tuple[list[list[object]], list[str]]:
+def canvas_rows(book: Gradebook, columns: dict[str, str], blank_missing: bool = False
+                ) -> tuple[list[list[object]], list[str]]:
     """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, then one
     column per chapter, ``"Name (assignment id)"`` for an assignment Canvas has (``columns``:
     "03" or the chapter's name -> that header), else the chapter's name (Canvas then makes a
     new assignment); the second row holds the points possible. Students Canvas cannot find
-    (no id, SIS id or login) are left out and named in the notes."""
+    (no id, SIS id or login) are left out and named in the notes. A chapter a student handed
+    in no notebook of is 0 (Canvas then replaces its "missing"), or blank with
+    ``blank_missing`` (Canvas then leaves the grade as it is)."""
     header = list(CANVAS_HEADER)
     for chapter in book.chapters:
         header.append(columns.get(chapter.number) or columns.get(chapter.name) or chapter.name)
@@ -661,8 +664,9 @@ def canvas_rows(book: Gradebook, columns: dict[str, str]) -> tuple[list[list[obj
             left_out.append(student.key)
             continue
         rows.append([student.name, student.id, student.sis_user_id, student.login,
-                     student.section] + [fmt_points(book.chapter_points(student, c))
-                                         for c in book.chapters])
+                     student.section] + [
+            "" if blank_missing and c.number not in student.notebooks
+            else fmt_points(book.chapter_points(student, c)) for c in book.chapters])
     notes = [f"canvas_import.csv leaves out {len(left_out)} student(s) with no Canvas id, SIS "
              f"id or login (a roster gives them: Canvas's gradebook export): "
              f"{', '.join(left_out[:10])}{', ...' if len(left_out) > 10 else ''}"

@@ -2,7 +2,8 @@
 
     mha-grade report SUBMISSIONS [--grades FOLDER] [--out FOLDER] [--roster roster.csv]
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
-                     [--canvas-column 03="Chapter 3 (12345)"] [--show-hidden]
+                     [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
+                     [--show-hidden]
                      [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the Canvas column of chapter NN, e.g. '03=Chapter 3 (12345)' "
                              "(default: the roster's column named after the chapter, else a "
                              "new assignment named after it)")
+    parser.add_argument("--blank-missing", action="store_true",
+                        help="leave a chapter a student handed in nothing for blank in "
+                             "canvas_import.csv (default 0, which replaces Canvas's "
+                             "'missing')")
     parser.add_argument("--show-hidden", action="store_true",
                         help="show the messages of the checks' hidden parts on the feedback "
                              "pages (they name the hidden cases: after the due date); by "
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     header, rows = gradebook.gradebook_rows(book)
     write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
                                       for row in [header, *rows]])
-    canvas, canvas_notes = gradebook.canvas_rows(book, canvas_columns)
+    canvas, canvas_notes = gradebook.canvas_rows(book, canvas_columns, args.blank_missing)
     write_csv(out / "canvas_import.csv", canvas)
     pages = folder(out / "feedback")
     for student in book.students:
