@@ -14,7 +14,9 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
 - ``canvas_import.csv``: Canvas's gradebook import format, one column per chapter;
 - ``feedback/<student>.html``: each student's points and messages (a hidden part's points
   only, unless ``--show-hidden``: its message names the hidden cases);
-- ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise, and
+- ``by_hand/<N.K>.html``: every student's answer to a by-hand exercise (outputs as saved in
+  the notebook), ``by_hand/<N.K>-written.html``: the answers in words that an autograded
+  exercise asks for (optional to grade: ``N.K written`` in points.csv), and
   ``by_hand/points.csv`` to fill in: every run reads it (``--hand-points`` reads another file
   instead, whose entries then go into it) and keeps what it holds;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
