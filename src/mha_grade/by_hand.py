@@ -366,7 +366,9 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
             body.append('<p class="blank">The exercise\'s prompt is not in this notebook: '
                         "nothing found to show; open the notebook.</p>")
         elif not item.cells or is_blank(item.cells, bool(written)):
-            body.append('<p class="blank">No answer: the answer cells are as handed out.</p>')
+            body.append('<p class="blank">No answer: the answer cells are as handed out'
+                        + (" (the code, autograded, is not shown)" if written else "")
+                        + ".</p>")
         else:  # what the student wrote; the stubs left as handed out are not repeated
             body.append(cells_html([c for c in item.cells if not c.blank]))
         body.append("</section>")
