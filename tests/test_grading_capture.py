@@ -1,13 +1,13 @@
 """The grade follows what the notebook does, not where its cells sit.
 
-The grader captures an answer where the submission calls its check (the cell that calls
-``mha.checks...``, found by that call, whatever its tags or place), or at the end of the run if
-the submission no longer calls it. So a notebook that passes its own checks top to bottom gets
-the same points from the grader. The reference here is the notebook's own checks: each variant
-is run in a plain Jupyter kernel (nbclient; these notebooks are ours, not untrusted) and the
-points its check cells print (``✓ Exercise 0.2 [1/1]: ...``) are read from its outputs; for the
-instructor's chapter 3 they are its committed outputs (which nbval reproduces).
-"""
+The grader captures an answer at the moment the submission calls its check, in whatever syntax
+(the sandbox's ``mha.checks`` functions capture their argument when called; the last call
+counts), or at the end of the run if the submission never calls it. So a notebook that passes
+its own checks top to bottom gets the same points from the grader. The reference here is the
+notebook's own checks: each variant is run in a plain Jupyter kernel (nbclient; these notebooks
+are ours, not untrusted) and the points its check cells print (``✓ Exercise 0.2 [1/1]: ...``)
+are read from its outputs; for the instructor's chapter 3 they are its committed outputs (which
+nbval reproduces)."""
 
 import copy
 import csv
@@ -27,7 +27,8 @@ from conventions import ROOT
 
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 CHAPTER_3 = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
-VERDICT = re.compile(r"[✓✗] Exercise (\d+\.\d+) \[(\d+)/(\d+)\]")
+VERDICT = re.compile(r"[✓✗] Exercise (\d+\.\d+) \[(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)\]")
+HIDDEN = re.compile(r"hidden parts?, worth (\d+(?:\.\d+)?) points?, on cases not shown")
 pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
                                 reason=str(sandbox.unavailable()))
 
@@ -100,10 +101,78 @@ def variants():
     at = position(nb, "mha.checks.ch00.scaled_scores", "check")
     nb["cells"][at]["source"] = SOLVED_02 + "\n\n" + fmt.source(nb["cells"][at])
     made["answer_in_the_check_cell"] = nb
+    # the check called in other syntax than a bare statement (the outside attack's finding 4)
+    mine = "def my_scores(q, k):\n    return q @ k.T / math.sqrt(q.shape[-1])"
+    for who, call in [
+            ("one_liner", "scaled_scores = lambda q, k: q @ k.T / math.sqrt(q.shape[-1]); "
+                          "mha.checks.ch00.scaled_scores(scaled_scores)"),
+            ("time_magic", "%%time\nmha.checks.ch00.scaled_scores(my_scores)"),
+            ("alias", "from mha.checks import ch00\nch00.scaled_scores(my_scores)"),
+            ("printed", "print(mha.checks.ch00.scaled_scores(my_scores))")]:
+        nb = only("scaled_scores")
+        if who != "one_liner":
+            nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = mine
+        nb["cells"][position(nb, "mha.checks.ch00.scaled_scores", "check")]["source"] = call
+        made[who] = nb
+    # the same check twice in a cell, or code after it in its cell (finding 5): the answer is
+    # taken at the call, and the last call counts
+    wrong = "def scaled_scores(q, k):\n    return q @ k.T"
+    for who, answer, call in [
+            ("called_twice", SOLVED_02, "mha.checks.ch00.scaled_scores(lambda q, k: q @ k.T)\n"
+                                        "mha.checks.ch00.scaled_scores(scaled_scores)"),
+            ("name_reused_after", SOLVED_02, "mha.checks.ch00.scaled_scores(scaled_scores)\n"
+                                             "scaled_scores = 'checked, see above'"),
+            ("fixed_after_its_call", wrong,
+             "mha.checks.ch00.scaled_scores(scaled_scores)\n"
+             "scaled_scores = lambda q, k: q @ k.T / math.sqrt(q.shape[-1])")]:
+        nb = only("scaled_scores")
+        nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = answer
+        nb["cells"][position(nb, "mha.checks.ch00.scaled_scores", "check")]["source"] = call
+        made[who] = nb
     return made
 
 
-def own_points(nb: dict) -> dict[str, str]:
+# what each variant must score: full marks, but where the answer is wrong where its check runs
+WRONG_WHERE_CHECKED = {"checks_at_the_end": {"0.3": "0"}, "fixed_after_its_call": {"0.2": "0"}}
+# the plan the grader's sandbox reads: the capture key of each graded check is in it
+FORGE = """import json, os, sys
+key = json.load(open(sys.argv[1]))["checks"]["ch00.scaled_scores"]
+for fd in range(3, 64):
+    for line in [{"ready": key, "types": ["builtins.function"], "status": "correct",
+                  "points": 1}, {"value": {"tensor": []}}, {"finished": False},
+                 {"ready": key, "status": "correct", "points": 1, "max_points": 1}]:
+        try:
+            os.write(fd, json.dumps(line).encode() + b"\\n")
+        except OSError:
+            pass
+"""
+
+
+def tampered():
+    """name -> notebook: code that goes around the capturing check, with a wrong answer."""
+    made = {}
+    # the check replaced by the student's own: no capture where it is called, so the answer is
+    # taken at the end of the run from the name the instructor's check cell passes
+    nb = solved()
+    nb["cells"][position(nb, "mha.checks.ch00.scaled_scores", "check")]["source"] = (
+        "mha.checks.ch00.scaled_scores = lambda answer: print('✓ Exercise 0.2 [1/1]: correct')\n"
+        "mha.checks.ch00.scaled_scores(lambda q, k: q @ k.T)")
+    made["replaced_check"] = nb
+    nb = copy.deepcopy(nb)
+    nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = (
+        "def scaled_scores(q, k):\n    return q @ k.T")
+    made["replaced_check_wrong_at_the_end"] = nb
+    # messages forged on the grader's channel around an honest call of a wrong answer
+    nb = only("scaled_scores")
+    nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = (
+        "def scaled_scores(q, k):\n    return q @ k.T")
+    at = position(nb, "mha.checks.ch00.scaled_scores", "check")
+    nb["cells"][at]["source"] = FORGE + "\n" + fmt.source(nb["cells"][at]) + "\n" + FORGE
+    made["forged_messages"] = nb
+    return made
+
+
+def own_points(nb: dict) -> dict[str, tuple[str, float]]:
     """The points the notebook's own check cells print, run top to bottom in a kernel."""
     nb = copy.deepcopy(nb)
     for cell in nb["cells"]:
@@ -114,20 +183,28 @@ def own_points(nb: dict) -> dict[str, str]:
     return printed_points(notebook)
 
 
-def printed_points(nb) -> dict[str, str]:
+def printed_points(nb) -> dict[str, tuple[str, float]]:
+    """exercise -> (the points its last verdict line shows, the points of the hidden parts it
+    says a notebook does not run: grading runs them, so they come on top)."""
     points = {}
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             text = output.get("text", "")
-            for m in VERDICT.finditer("".join(text) if isinstance(text, list) else text):
-                points[m.group(1)] = m.group(2)
+            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
+                if m := VERDICT.search(line):
+                    hidden = HIDDEN.search(line)
+                    points[m.group(1)] = (m.group(2), float(hidden.group(1)) if hidden else 0)
     return points
 
 
-def grade(folder, source):
+def grade(folder, source, flags=None):
     run = subprocess.run([*GRADER, str(folder), "--source", str(source), "--jobs", "2"],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
+    if flags is not None:  # notebook folder -> its flags, from the grading log
+        with (folder / "grading_log.csv").open() as handle:
+            flags.update({r["notebook"].split("/")[0]: r["flags"]
+                          for r in csv.DictReader(handle)})
     with (folder / "grades.csv").open() as handle:
         return [r for r in csv.DictReader(handle) if r["points"] != ""]
 
@@ -135,47 +212,80 @@ def grade(folder, source):
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     folder = tmp_path_factory.mktemp("capture") / "submissions"
-    made = variants()
+    made = variants() | tampered()
     nb = solved()  # the check cell deleted: captured at the end of the run
     del nb["cells"][position(nb, "mha.checks.ch00.causal_mask", "check")]
     made["check_deleted"] = nb
     for who, nb in made.items():
         (folder / who).mkdir(parents=True)
         (folder / who / EXAMPLE.name).write_text(json.dumps(nb))
-    rows = grade(folder, EXAMPLE)
+    flags = {}
+    rows = grade(folder, EXAMPLE, flags)
     graded = {}
     for row in rows:
         graded.setdefault(row["notebook"].split("/")[0], {})[row["exercise"]] = row["points"]
-    return made, graded
+    return made, graded, flags
 
 
 @pytest.mark.parametrize("who", list(variants()))
 def test_the_grade_is_what_the_notebooks_own_checks_show(example, who):
-    made, graded = example
+    made, graded, _ = example
     shown = own_points(made[who])
     assert set(shown) == {"0.2", "0.3"}
-    assert graded[who] == shown
+    # the points shown, and at most the hidden parts' on top (exact values: the next test)
+    for exercise, (points, hidden) in shown.items():
+        assert float(points) <= float(graded[who][exercise]) <= float(points) + hidden, exercise
 
 
 def test_the_variants_are_right_where_their_checks_run(example):
     """The variants are correct answers (so they must score full marks), except the one whose
     answer is redefined wrongly before its check runs."""
-    _, graded = example
+    _, graded, _ = example
     for who in variants():
-        expected = {"0.2": "1", "0.3": "0" if who == "checks_at_the_end" else "2"}
+        expected = {"0.2": "1", "0.3": "2"} | WRONG_WHERE_CHECKED.get(who, {})
         assert graded[who] == expected, who
+
+
+def test_an_honest_call_in_any_syntax_is_not_flagged(example):
+    """Calling the check is what the notebook asks for: in a %%time cell, through an alias or
+    inside print(...) it is no sign of patching the grading."""
+    _, _, flags = example
+    for who in variants():
+        assert "patches the grading" not in flags[who], (who, flags[who])
+
+
+def test_a_replaced_check_captures_nothing_and_the_end_of_the_run_counts(example):
+    """Student code that replaces the capturing check (and prints its own ✓) is flagged, and
+    the answer is graded as the notebook defines it at its end: right there, full marks; wrong
+    there, nothing, whatever the replacement printed."""
+    made, graded, flags = example
+    assert own_points(made["replaced_check_wrong_at_the_end"])["0.2"] == ("1", 0)  # fake ✓
+    assert graded["replaced_check"] == {"0.2": "1", "0.3": "2"}
+    assert graded["replaced_check_wrong_at_the_end"] == {"0.2": "0", "0.3": "2"}
+    for who in ("replaced_check", "replaced_check_wrong_at_the_end"):
+        assert "patches the grading" in flags[who]
+
+
+def test_messages_forged_on_the_grader_channel_earn_nothing(example):
+    """The channel is the sandbox's own stdout, which student code can write to: a forged
+    ``ready`` with a verdict in it, a forged reply or ``finished`` gets a wrong answer no
+    point (the grader computes verdicts from the values the answer returns)."""
+    _, graded, _ = example
+    assert graded["forged_messages"]["0.2"] == "0"
+    assert int(graded["forged_messages"]["0.3"]) <= 2
 
 
 def test_a_deleted_check_is_graded_on_the_answer_at_the_end(example):
     """No check cell, so no ✓ in the notebook: the grader still grades the answer, as the
     notebook defines it at its end (book/instructors.md says so)."""
-    _, graded = example
+    _, graded, _ = example
     assert graded["check_deleted"] == {"0.2": "1", "0.3": "2"}
 
 
 def test_the_instructors_chapter_3_without_any_tag_gets_full_marks(tmp_path):
     nb = fmt.load(CHAPTER_3)
-    shown = printed_points(nb)  # its committed outputs: what its own checks print
+    # its committed outputs: what its own checks print, and the hidden parts on top
+    shown = {e: f"{float(p) + hidden:g}" for e, (p, hidden) in printed_points(nb).items()}
     assert shown and all(p == "1" for p in shown.values())
     for cell in nb["cells"]:
         cell["metadata"] = {}

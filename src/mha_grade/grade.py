@@ -7,12 +7,12 @@ Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is 
 chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
 failing that, by the exercise labels it contains. For each submission:
 
-1. its cells are read and, where the submission calls each of the chapter's checks (the cell
-   that calls ``mha.checks...``, whatever its tags or place; at the end if it no longer calls
-   it), a *capture* of the answer the check is called with takes the call's place;
-2. the cells run in a bubblewrap sandbox (mha_grade.sandbox, mha_grade.run_notebook): no network,
-   no view of this machine's files, processes or environment, limits on memory, processes, disk
-   and time;
+1. its code cells run, as written, in a bubblewrap sandbox (mha_grade.sandbox,
+   mha_grade.run_notebook): no network, no view of this machine's files, processes or
+   environment, limits on memory, processes, disk and time;
+2. there each of the chapter's checks (``mha.checks...``) is replaced by a wrapper that
+   *captures* the answer it is called with, whenever and however the notebook calls it (the
+   last call counts); a check the notebook never calls is captured at the end of the run;
 3. at each capture the grader runs the chapter's check **in its own process**: the check draws
    its inputs from a seed picked for this grading run (unknown to students), sends them to the
    sandbox as plain data, gets the student's function's results back as plain data (JSON, parsed

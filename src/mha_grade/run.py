@@ -5,7 +5,6 @@ the check sends inputs as plain data and reads the answer's results back as plai
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import queue
@@ -15,7 +14,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,70 +45,27 @@ MAX_ERRORS_COUNTED = 10_000
 # on) and, as a backstop, here: a step that sends nothing for this much longer is stopped.
 CELL_GRACE = 10.0
 
-CHECK_LINE = re.compile(r"^\s*(?:\w+\s*=\s*)?mha\.checks\.(\w+)\.(\w+)\((.*)\)\s*(?:#.*)?$")
-
-
-def check_calls(text: str, known: Container[tuple[str, str]]
-                ) -> tuple[str, list[tuple[str, str, str | None]]]:
-    """A code cell's source without its calls of the checks in ``known`` ((module, check):
-    statements such as ``mha.checks.ch01.stable_softmax(stable_softmax)`` or ``_ =
-    mha.checks...``), and those calls as (module, check, the argument's source, or ``None``
-    unless it is one plain argument). A cell that is not Python (IPython magics) is read line
-    by line. Other code, other calls of ``mha.checks`` included, is left as it is."""
-    lines = text.split("\n")
-    calls, drop = [], set()
-    try:
-        statements = ast.parse(text).body
-    except (SyntaxError, ValueError):
-        for number, line in enumerate(lines):
-            if (m := CHECK_LINE.match(line)) and (m.group(1), m.group(2)) in known:
-                calls.append((m.group(1), m.group(2), None))
-                drop.add(number)
-    else:
-        for node in statements:
-            value = node.value if isinstance(node, ast.Expr | ast.Assign) else None
-            if not isinstance(value, ast.Call):
-                continue
-            name = ast.unparse(value.func).split(".")
-            if len(name) != 4 or name[:2] != ["mha", "checks"] or (name[2], name[3]) not in known:
-                continue
-            one = len(value.args) == 1 and not value.keywords and not isinstance(
-                value.args[0], ast.Starred)
-            calls.append((name[2], name[3], ast.unparse(value.args[0]) if one else None))
-            drop.update(range(node.lineno - 1, node.end_lineno))
-    if not calls:
-        return text, []
-    return "\n".join(line for n, line in enumerate(lines) if n not in drop), calls
+def graded_checks(assignment: Assignment) -> dict[str, str]:
+    """The checks the sandbox replaces by capturing wrappers ("ch01.stable_softmax"), each with
+    its capture key (the instructor's check cell's index)."""
+    return {f"{module}.{check}": str(index) for exercise in assignment.exercises
+            for index, (module, check) in zip(exercise.checks, exercise.calls, strict=True)}
 
 
 def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[dict]:
-    """The steps the sandbox runs: the submission's code cells in order, and a *capture* for
-    each of the instructor's checks where the submission calls that check (its cell found by
-    the call it makes, whatever its tags or place; at its last call if it calls it more than
-    once), with the argument it calls it with. The check calls themselves are taken out of the
-    cells (the grader runs the checks, in its own process). A check the submission never calls
-    (its check cell deleted) is captured at the end, with everything the notebook defined."""
-    owner = {call: index for exercise in assignment.exercises
-             for index, call in zip(exercise.checks, exercise.calls, strict=True)}
+    """The steps the sandbox runs: the submission's code cells in order, as they are, then a
+    *capture* of each check the notebook never called (see run_notebook: a check is captured
+    by its wrapper when it is called, whatever the syntax of the call; one the notebook never
+    calls, its call deleted, is captured at the end with everything the notebook defined)."""
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    found = [check_calls(c["source"], owner) for c in code]
-    last = {}  # instructor check index -> the submission's code cell that calls it last
-    for position, (_, calls) in enumerate(found):
-        for module, check, _argument in calls:
-            last[owner[(module, check)]] = position
 
-    def capture(index: int, argument: str | None = None, prefix: str = "") -> dict:
-        return {"capture": f"{prefix}{index}", "expr": argument or assignment.captures[index]}
+    def capture(index: int, prefix: str = "") -> dict:
+        return {"capture": f"{prefix}{index}", "expr": assignment.captures[index]}
 
-    steps: list[dict] = []
-    for position, (text, calls) in enumerate(found):
-        if text.strip():  # each with its place as the student sees it: the n-th code cell
-            steps.append({"source": text, "at": position + 1})
-        for module, check, argument in calls:
-            index = owner[(module, check)]
-            if last[index] == position:
-                steps.append(capture(index, argument))
-    steps.extend(capture(i) for i in sorted(assignment.info) if i not in last)
+    # each with its place as the student sees it: the n-th code cell
+    steps: list[dict] = [{"source": c["source"], "at": n + 1} for n, c in enumerate(code)
+                         if c["source"].strip()]
+    steps.extend(capture(i) | {"unless_called": True} for i in sorted(assignment.info))
     if with_stubs:  # the student edition's stub of every checked exercise, in the same kernel
         for exercise in assignment.exercises:
             if exercise.checks:
@@ -118,6 +73,34 @@ def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[
                     steps.append({"source": stub_regions(source(assignment.nb["cells"][index]))})
                 steps.extend(capture(i, prefix="stub:") for i in exercise.checks)
     return steps
+
+
+# The honest ways of calling a graded check, which the "patches the grading" flag is not about:
+# ``mha.checks.ch01.x(...)`` and importing the chapter's checks module or its checks by name.
+CHECK_IMPORT = re.compile(r"(?m)^[ \t]*(?:from\s+mha\.checks\s+import\s+(\w+)|"
+                          r"import\s+mha\.checks\.(\w+)|"
+                          r"from\s+mha\.checks\.(\w+)\s+import\s+\w+)"
+                          r"(?:\s+as\s+\w+)?[ \t]*(?:#.*)?$")
+CHECK_CALL = re.compile(r"\bmha\.checks\.(\w+)\.(\w+)(?=\s*\()")
+
+
+def without_check_calls(nb: dict, assignment: Assignment) -> dict:
+    """``nb`` with its calls of the chapter's graded checks (and imports of its checks module)
+    blanked, for the flags: calling a check is what the notebook is asked to do, in whatever
+    syntax. Anything else that names ``mha.checks`` (assigning to a check, ...) is kept."""
+    known = set(graded_checks(assignment))
+    modules = {name.split(".")[0] for name in known}
+
+    def call(m: re.Match) -> str:
+        return "check" if f"{m.group(1)}.{m.group(2)}" in known else m.group(0)
+
+    def imported(m: re.Match) -> str:
+        return "" if (m.group(1) or m.group(2) or m.group(3)) in modules else m.group(0)
+
+    cells = [c if c["cell_type"] != "code" or c["source"] in assignment.cells else
+             c | {"source": CHECK_IMPORT.sub(imported, CHECK_CALL.sub(call, c["source"]))}
+             for c in nb["cells"]]
+    return nb | {"cells": cells}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +244,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     if nb["odd_tags"]:
         outcome.problem = "; ".join(filter(None, [
             outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)"]))
-    outcome.flags = flags(nb, assignment)
+    outcome.flags = flags(without_check_calls(nb, assignment), assignment)
     steps = plan(nb, assignment, with_stubs=settings.with_stubs)
     graded_steps = len(plan(nb, assignment)) if settings.with_stubs else len(steps)
     checks = {str(i): i for i in assignment.info} | (
@@ -269,7 +252,8 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     results: dict[str, Result] = {}
     work = Path(tempfile.mkdtemp(prefix="mha-grade-one-"))
     plan_path = work / "plan.json"
-    plan_path.write_text(json.dumps({"cells": steps, "cell_timeout": settings.cell_timeout}))
+    plan_path.write_text(json.dumps({"cells": steps, "checks": graded_checks(assignment),
+                                     "cell_timeout": settings.cell_timeout}))
     plan_path.chmod(0o444)
     if settings.user is not None:
         work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing
@@ -309,7 +293,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                     outcome.first_error = clean(first_error(steps, message))
             elif "ready" in message:
                 key = message["ready"]
-                if key in checks and key not in results:
+                if key in checks:  # the last capture of a check counts, as its last call
                     index = checks[key]
                     info = assignment.info[index]
                     if "types" in message and isinstance(message["types"], list):
@@ -319,7 +303,8 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                                           info.max_points, answer)
                     else:
                         result = Result(info.exercise, 0, info.max_points, "error",
-                                        "the answer is not defined where its check runs")
+                                        "the answer is not defined where it is taken (the "
+                                        "end of the notebook: its check is never called)")
                     results[key] = result
                 try:
                     process.stdin.write(b'{"op":"done"}\n')

@@ -8,15 +8,22 @@ sends the grader nothing but plain data (JSON lines on its original stdout), and
 trusts none of it: it computes every verdict in its own process, from the values the student's
 functions return for inputs it draws.
 
-The plan lists the submission's cells and, where each check cell was, a *capture*: the argument
-of the instructor's check call (``stable_softmax`` in ``mha.checks.ch01.stable_softmax(
-stable_softmax)``), evaluated at that point of the notebook. Then this process says ``ready``
-and serves the grader's requests (``mha.exercises.serve``: call the answer on these inputs, read
-an attribute, ...) until the grader says ``done``, and goes on with the next cells.
+The plan lists the submission's code cells, run as they are, and the graded checks
+(``mha.checks.ch01.stable_softmax``: its capture key). Before any student code runs, each graded
+check is replaced by a thin wrapper: whenever the notebook calls it, in whatever syntax (a
+``%%time`` cell, ``print(check(f))``, ``from mha.checks import ch01``, a one-liner), the wrapper
+*captures* its argument at that moment: this process says ``ready`` and serves the grader's
+requests (``mha.exercises.serve``: call the answer on these inputs, read an attribute, ...) until
+the grader says ``done``; the cell then goes on. The in-notebook check itself is not run (the
+call returns ``None``). The grader keeps the last capture of each check. At the end, a check the
+notebook never called (its call deleted, or the wrapper replaced by the student's code) is
+captured from what the notebook's namespace holds under the instructor's argument's name.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import signal
@@ -60,6 +67,58 @@ def main() -> None:
     from mha.exercises import serve, type_names  # before any student code runs
 
     shell = InteractiveShell.instance()
+    called: set[str] = set()  # capture keys some call of a wrapper has captured
+    busy: list[bool] = []  # a capture is being served: a call from inside it captures nothing
+
+    def capture(key: str, table: list, missing: str = "") -> None:
+        """Say ``ready`` for ``key`` (the answer is ``table[0]``) and serve the grader's
+        requests until it says ``done``. The cell's own timer is paused meanwhile: each
+        request has the per-call limit, and the grader's clock bounds the whole."""
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        busy.append(True)
+        try:
+            send({"ready": key, "types": type_names(table[0])[:20]} if table else
+                 {"ready": key, "missing": missing[:80]})
+            while True:
+                line = requests.readline(64 * 2**20)
+                if not line:
+                    os._exit(0)
+                request = json.loads(line)
+                if request.get("op") == "done":
+                    break
+                signal.setitimer(signal.ITIMER_REAL, limit)
+                try:
+                    reply = serve(request, table) if table else {
+                        "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
+                except CellTimeout:
+                    reply = {"raised": {"types": ["builtins.TimeoutError"],
+                                        "message": f"the call took more than {limit:.0f} s"}}
+                except BaseException as error:  # noqa: BLE001 (SystemExit from the answer)
+                    reply = {"raised": {"types": type_names(error)[:20],
+                                        "message": _text(error)}}
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                send(reply)
+        finally:
+            busy.pop()
+            if left > 0:
+                signal.setitimer(signal.ITIMER_REAL, left)
+
+    def wrapper(check, key: str):
+        @functools.wraps(check)
+        def graded(answer):
+            if not busy:
+                called.add(key)
+                capture(key, [answer])
+
+        return graded
+
+    for name, key in plan.get("checks", {}).items():
+        module, _, check = name.partition(".")
+        where = importlib.import_module(f"mha.checks.{module}")
+        setattr(where, check, wrapper(getattr(where, check), key))
+
     send({"started": True})
     for index, step in enumerate(plan["cells"]):
         send({"step": index})  # the grader's own clock for this step starts now
@@ -77,33 +136,18 @@ def main() -> None:
                 send({"cell": index, "error": type(error).__name__[:80],
                       "message": _text(error)})
             continue
+        if step.get("unless_called") and step["capture"] in called:
+            continue  # captured where the notebook called its check
         table: list = []
         signal.setitimer(signal.ITIMER_REAL, limit)
         try:
             table.append(eval(step["expr"], shell.user_ns))  # noqa: S307 (the student's own code)
-            send({"ready": step["capture"], "types": type_names(table[0])[:20]})
+            missing = ""
         except BaseException as error:  # noqa: BLE001
-            send({"ready": step["capture"], "missing": type(error).__name__[:80]})
-            table = []
+            table, missing = [], type(error).__name__
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        while True:
-            line = requests.readline(64 * 2**20)
-            if not line:
-                os._exit(0)
-            request = json.loads(line)
-            if request.get("op") == "done":
-                break
-            signal.setitimer(signal.ITIMER_REAL, limit)
-            try:
-                reply = serve(request, table) if table else {
-                    "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
-            except CellTimeout:
-                reply = {"raised": {"types": ["builtins.TimeoutError"],
-                                    "message": f"the call took more than {limit:.0f} s"}}
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            send(reply)
+        capture(step["capture"], table, missing)
     send({"finished": True})
     os._exit(0)
 
