@@ -176,6 +176,55 @@ def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, fl
                      if flagged else [])
 
 
+CHAPTER_9 = Path(__file__).parent.parent / "notebooks" / "09_decoders.ipynb"
+POOL = "pool_kv_heads_answer"  # stands for 9.5's answer; mha's pool_kv_heads is its reference
+
+
+@pytest.fixture(scope="module")
+def chapter_9():
+    return assignments.load_assignment(CHAPTER_9)
+
+
+def answered(code, *, in_answer_cell):
+    """Chapter 9's student edition with ``code`` as 9.5's answer cell, or in a new last cell."""
+    nb = student_edition.student_edition(fmt.load(CHAPTER_9))
+    if in_answer_cell:
+        (cell,) = [c for c in nb["cells"] if fmt.source(c).startswith("def mean_pool_kv(")]
+        cell["source"] = code
+    else:
+        nb["cells"].append({"cell_type": "code", "source": code, "metadata": {},
+                            "outputs": [], "execution_count": None})
+    return submissions.read_notebook(json.dumps(nb).encode())
+
+
+# the attack of round 3 (#8): none of these was flagged; mha.pool_kv_heads is used by the
+# chapter's own later code, which made the name "given" everywhere
+@pytest.mark.parametrize("in_answer_cell", [True, False], ids=["answer cell", "new cell"])
+@pytest.mark.parametrize("code, introspects", [
+    (f"from mha import pool_kv_heads\n{POOL} = pool_kv_heads", False),
+    (f"from mha.kv_sharing import pool_kv_heads as p\n{POOL} = p", False),
+    (f"from mha import *\n{POOL} = pool_kv_heads", True),
+    (f"from mha.kv_sharing import *\n{POOL} = pool_kv_heads", True),
+    (f"import inspect\n{POOL} = dict(inspect.getmembers(mha))['pool_kv_heads']", True),
+    (f"import operator\n{POOL} = operator.attrgetter('pool_kv_heads')(mha)", True),
+])
+def test_every_import_form_of_a_reference_is_flagged(chapter_9, code, introspects,
+                                                     in_answer_cell):
+    found = flagging.flags(answered(code, in_answer_cell=in_answer_cell), chapter_9)
+    reference = "calls the reference of exercise 9.5"
+    assert any(f.startswith(reference) for f in found) or introspects, found
+    assert any(f.startswith("star import or introspection") for f in found) == introspects
+
+
+def test_a_reference_the_chapter_uses_is_flagged_in_an_answer_cell_only(chapter_9):
+    code = f"{POOL} = mha.pool_kv_heads"
+    assert "mha.pool_kv_heads" in chapter_9.given  # the chapter's later code uses it
+    assert any("exercise 9.5" in f for f in flagging.flags(
+        answered(code, in_answer_cell=True), chapter_9))
+    # in a cell of the student's own that is no answer: the chapter's code does the same
+    assert flagging.flags(answered(code, in_answer_cell=False), chapter_9) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Duplicates: one student's chapter in several notebooks, by name or by exercise labels
 
