@@ -346,6 +346,48 @@ def test_a_sandbox_uses_at_most_its_cpu_quota_however_many_processes_it_starts()
     assert cpu <= 0.25 * wall * 1.2 + 0.1, (cpu, wall)  # a period's slack at the end
 
 
+# four forked children that each touch half a GB and hold it: 2 GB together (the attack of
+# round 3, #6, at a quarter of its size: 4 x 1.75 GB held at once under a per-process limit)
+BOMB = """
+import os, sys, time
+size = int(sys.argv[1])
+children = []
+for _ in range({children}):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(size)
+        block[::4096] = b"\\x01" * len(block[::4096])  # touched: resident, not just reserved
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+killed = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -9 for pid in children]
+print(sum(killed))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are the grader's as root only")
+def test_a_forking_memory_bomb_is_stopped_at_the_sandboxs_total_and_spares_its_neighbour():
+    limit, block = 1536 * 2**20, 512 * 2**20  # 1.5 GB for 4 x 0.5 GB
+    every = sandbox.PidsCgroup(64, memory=sandbox.Limits().total_memory)
+    try:
+        if not every.memory_limited:
+            pytest.skip("no memory cgroup controller here")
+    finally:
+        every.remove()
+    bomb, neighbour = (sandbox.PidsCgroup(64, memory=limit) for _ in range(2))
+    try:
+        runs = [subprocess.Popen([sys.executable, "-S", "-c", BOMB.format(children=n),
+                                  str(block)], preexec_fn=cgroup.enter, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for cgroup, n in ((bomb, 4), (neighbour, 1))]
+        (bombed, _), (spared, _) = (run.communicate(timeout=120) for run in runs)
+    finally:
+        bomb.remove()
+        neighbour.remove()
+    assert int(bombed) >= 1 and bomb.memory_kills >= 1  # killed by the kernel, and counted
+    assert int(spared) == 0 and neighbour.memory_kills == 0 and runs[1].returncode == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # End to end: hidden entries, FIFOs, undecodable names, limits kept from outside, resume
 
