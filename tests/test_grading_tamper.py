@@ -386,6 +386,10 @@ def test_a_forking_memory_bomb_is_stopped_at_the_sandboxs_total_and_spares_its_n
         neighbour.remove()
     assert int(bombed) >= 1 and bomb.memory_kills >= 1  # killed by the kernel, and counted
     assert int(spared) == 0 and neighbour.memory_kills == 0 and runs[1].returncode == 0
+    assert sandbox.memory_note(bomb, limit) == (
+        f"the kernel killed {bomb.memory_kills} of its process(es) at the sandbox's memory "
+        "limit (1.5 GB for all its processes together)")
+    assert sandbox.memory_note(neighbour, limit) == ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -274,6 +274,15 @@ class PidsCgroup:
             self.memory_path = None
 
 
+def memory_note(cgroup: PidsCgroup, total_memory: int) -> str:
+    """What a grading row says when the kernel killed processes at the sandbox's memory limit
+    (after ``stop``), else ''."""
+    if not cgroup.memory_kills:
+        return ""
+    return (f"the kernel killed {cgroup.memory_kills} of its process(es) at the sandbox's "
+            f"memory limit ({total_memory / 2**30:g} GB for all its processes together)")
+
+
 def _remove(path: Path | None) -> Path | None:
     """Kill what is left in the cgroup ``path`` and remove it; ``None`` once it is gone."""
     import time
