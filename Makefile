@@ -93,7 +93,10 @@ grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=<folder>"; exit 2; }
 	$(BIN)/mha-grade grade "$(SUBMISSIONS)" $(GRADE_OPTS)
 
-# A Gradescope autograder zip (_build/gradescope.zip): its run_autograder runs the grader on
-# one submission inside Gradescope's container (see book/instructors.md).
+# A Gradescope autograder zip for one assignment, _build/gradescope-CHAPTER.zip: its
+# run_autograder grades that chapter's notebook of one submission inside Gradescope's container
+# (see book/instructors.md). CHAPTER is a chapter's number or name (03), or all (one assignment
+# for the whole course).
 gradescope: $(STAMP)
-	$(BIN)/mha-grade gradescope build _build/gradescope.zip
+	@test -n "$(CHAPTER)" || { echo "usage: make gradescope CHAPTER=<03 | 03_attention_with_weights | all>"; exit 2; }
+	$(BIN)/mha-grade gradescope build $(if $(filter all,$(CHAPTER)),--all,--chapter $(CHAPTER)) _build/gradescope-$(CHAPTER).zip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -39,12 +40,15 @@ def unavailable() -> str | None:
     return None
 
 
-def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = True) -> Path:
+def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = True,
+           chapter: str | None = CHAPTER.stem) -> Path:
     """The autograder zip unpacked in Gradescope's layout under ``tmp_path/autograder``, with the
-    example chapter added (and, without ``chapters``, alone: a cheaper start)."""
+    example chapter added (and, without ``chapters``, alone: a cheaper start). The zip's
+    settings then name ``chapter`` as the assignment's (by default the example chapter, which
+    ``build`` cannot name: it is no chapter of the course); ``None`` keeps the zip's."""
     bundle = zip_path or tmp_path / "gradescope.zip"
     if zip_path is None:
-        subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build",
+        subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", "--all",
                         str(bundle)], check=True, capture_output=True)
     root = tmp_path / "autograder"
     with zipfile.ZipFile(bundle) as z:
@@ -56,6 +60,9 @@ def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = Tru
         for path in (root / "source" / "notebooks").glob("*.ipynb"):
             path.unlink()
     shutil.copy(CHAPTER, root / "source" / "notebooks" / CHAPTER.name)
+    if chapter is not None:
+        settings = root / "source" / "gradescope_settings.json"
+        settings.write_text(json.dumps(json.loads(settings.read_text()) | {"chapter": chapter}))
     (root / "submission").mkdir()
     (root / "results").mkdir()
     return root

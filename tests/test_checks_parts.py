@@ -181,15 +181,16 @@ def test_results_json_per_part_when_the_notebook_never_reached_the_check():
 
 
 def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
-    bundle = gradescope.build(tmp_path / "gradescope.zip", "after_published")
+    bundle = gradescope.build(tmp_path / "gradescope.zip", "03", "after_published")
     with zipfile.ZipFile(bundle) as z:
         z.extract(gradescope.SETTINGS_FILE, tmp_path / "source")
-    assert gradescope.zip_settings(tmp_path / "source") == {"hidden_visibility": "after_published"}
-    assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == {
-        "hidden_visibility": "after_published"}
-    assert gradescope.zip_settings(tmp_path) == {"hidden_visibility": "after_due_date"}
+    chosen = {"chapter": "03_attention_with_weights", "hidden_visibility": "after_published"}
+    assert gradescope.zip_settings(tmp_path / "source") == chosen
+    assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == chosen
+    assert gradescope.zip_settings(tmp_path) == {"chapter": None,
+                                                 "hidden_visibility": "after_due_date"}
     with pytest.raises(ValueError):
-        gradescope.build(tmp_path / "other.zip", "later")
+        gradescope.build(tmp_path / "other.zip", "03", "later")
 
 
 # --- each hidden part is for a mistake: the mistake passes the notebook's check, not grading

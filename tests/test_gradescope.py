@@ -11,6 +11,9 @@ import gradescope_root
 import pytest
 from gradescope_root import CHAPTER
 
+from mha_grade import assignments, gradescope
+from mha_grade.compare import Outcome
+
 from conventions import ROOT
 
 
@@ -18,12 +21,12 @@ from conventions import ROOT
 def bundle(tmp_path_factory):
     """The zip, built once by `mha-grade gradescope build` for this file's tests."""
     bundle = tmp_path_factory.mktemp("gradescope") / "gradescope.zip"
-    subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", str(bundle)],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", "--chapter",
+                    "03", str(bundle)], check=True, capture_output=True)
     return bundle
 
 
-def autograder(bundle, tmp_path, submitted):
+def autograder(bundle, tmp_path, submitted, chapter=CHAPTER.stem):
     """Unpack the zip where Gradescope would and run run_autograder on `submitted` files, as
     root in a throwaway root (it makes a user and runs the notebook as that user)."""
     why = gradescope_root.unavailable()
@@ -32,7 +35,7 @@ def autograder(bundle, tmp_path, submitted):
     with zipfile.ZipFile(bundle) as z:
         assert {"setup.sh", "run_autograder"} <= set(z.namelist())
         assert all(z.getinfo(n).external_attr >> 16 & 0o111 for n in ("setup.sh", "run_autograder"))
-    root = gradescope_root.unpack(tmp_path, bundle)
+    root = gradescope_root.unpack(tmp_path, bundle, chapter=chapter)
     for path in submitted:
         shutil.copy(path, root / "submission" / path.name)
     run = gradescope_root.run_autograder(root)
@@ -60,6 +63,62 @@ def test_a_submission_without_a_notebook_scores_zero_with_a_reason(bundle, tmp_p
     report = autograder(bundle, tmp_path, [stray])
     assert report["score"] == 0
     assert report["tests"] == [] and "No notebook" in report["output"]
+
+
+def test_another_chapters_notebook_is_ignored_and_scores_nothing(bundle, tmp_path):
+    # the attack of round 3 (#1): the chapter-0 assignment, handed the solved chapter 0 and the
+    # instructor's solved chapter 3, used to score 3 + 2 = 5 of 3
+    other = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
+    report = autograder(bundle, tmp_path, [CHAPTER, other])
+    example = assignments.load_assignment(CHAPTER)
+    most = gradescope.total_points(example)
+    assert most == 3 and report["score"] == most
+    scored = [t for t in report["tests"] if t.get("max_score")]
+    assert {t["name"].split(":")[0] for t in scored} == {CHAPTER.name}
+    assert sum(t["max_score"] for t in scored) == most
+    ignored = [t for t in report["tests"] if t["name"] == f"{other.name}: ignored"]
+    assert len(ignored) == 1 and ignored[0]["score"] == ignored[0]["max_score"] == 0
+    assert "this assignment grades chapter 00 only" in ignored[0]["output"]
+
+
+def test_a_zip_for_all_chapters_grades_each_one_found(bundle, tmp_path):
+    report = autograder(bundle, tmp_path, [CHAPTER], chapter=gradescope.ALL)
+    assert report["score"] == 3 and not any("ignored" in t["name"] for t in report["tests"])
+
+
+def test_the_zip_names_its_chapter_and_build_needs_one(tmp_path):
+    def build(*args):
+        return subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", *args,
+                               str(tmp_path / "g.zip")], capture_output=True, text=True)
+
+    assert build().returncode == 2  # neither --chapter nor --all
+    refused = build("--chapter", "99")
+    assert refused.returncode == 2 and "chapter must be one of" in refused.stderr
+    for args, chapter in [(["--chapter", "09"], "09_decoders"),
+                          (["--chapter", "09_decoders"], "09_decoders"), (["--all"], "all")]:
+        assert build(*args).returncode == 0
+        with zipfile.ZipFile(tmp_path / "g.zip") as z:
+            settings = json.loads(z.read(gradescope.SETTINGS_FILE))
+        assert settings["chapter"] == chapter
+
+
+def test_a_zip_that_names_no_chapter_grades_nothing(tmp_path, monkeypatch):
+    from mha_grade import sandbox
+
+    # no user is made on this machine: the failure's clean-up kills a user that does not exist
+    monkeypatch.setattr(gradescope, "prepare", lambda: sandbox.User("nobody-here", 2**31 - 7,
+                                                                    2**31 - 7))
+    (tmp_path / "source").mkdir()
+    report = gradescope.run(tmp_path)  # fails before it reads the submission
+    assert report["score"] == 0 and "names no chapter" in report["output"]
+
+
+def test_the_score_never_exceeds_the_assignments_points():
+    example = assignments.load_assignment(CHAPTER)
+    outcomes = [Outcome(name, example, points={"0.2": 1}) for name in ("a.ipynb", "b.ipynb")]
+    assert gradescope.report(outcomes, [], [])["score"] == 2  # as if both had been graded
+    capped = gradescope.report(outcomes, [], [], cap=1.0)
+    assert capped["score"] == 1 and "more than the assignment's 1" in capped["output"]
 
 
 @pytest.mark.parametrize("name", ["setup.sh", "run_autograder"])

@@ -176,6 +176,55 @@ def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, fl
                      if flagged else [])
 
 
+CHAPTER_9 = Path(__file__).parent.parent / "notebooks" / "09_decoders.ipynb"
+POOL = "pool_kv_heads_answer"  # stands for 9.5's answer; mha's pool_kv_heads is its reference
+
+
+@pytest.fixture(scope="module")
+def chapter_9():
+    return assignments.load_assignment(CHAPTER_9)
+
+
+def answered(code, *, in_answer_cell):
+    """Chapter 9's student edition with ``code`` as 9.5's answer cell, or in a new last cell."""
+    nb = student_edition.student_edition(fmt.load(CHAPTER_9))
+    if in_answer_cell:
+        (cell,) = [c for c in nb["cells"] if fmt.source(c).startswith("def mean_pool_kv(")]
+        cell["source"] = code
+    else:
+        nb["cells"].append({"cell_type": "code", "source": code, "metadata": {},
+                            "outputs": [], "execution_count": None})
+    return submissions.read_notebook(json.dumps(nb).encode())
+
+
+# the attack of round 3 (#8): none of these was flagged; mha.pool_kv_heads is used by the
+# chapter's own later code, which made the name "given" everywhere
+@pytest.mark.parametrize("in_answer_cell", [True, False], ids=["answer cell", "new cell"])
+@pytest.mark.parametrize("code, introspects", [
+    (f"from mha import pool_kv_heads\n{POOL} = pool_kv_heads", False),
+    (f"from mha.kv_sharing import pool_kv_heads as p\n{POOL} = p", False),
+    (f"from mha import *\n{POOL} = pool_kv_heads", True),
+    (f"from mha.kv_sharing import *\n{POOL} = pool_kv_heads", True),
+    (f"import inspect\n{POOL} = dict(inspect.getmembers(mha))['pool_kv_heads']", True),
+    (f"import operator\n{POOL} = operator.attrgetter('pool_kv_heads')(mha)", True),
+])
+def test_every_import_form_of_a_reference_is_flagged(chapter_9, code, introspects,
+                                                     in_answer_cell):
+    found = flagging.flags(answered(code, in_answer_cell=in_answer_cell), chapter_9)
+    reference = "calls the reference of exercise 9.5"
+    assert any(f.startswith(reference) for f in found) or introspects, found
+    assert any(f.startswith("star import or introspection") for f in found) == introspects
+
+
+def test_a_reference_the_chapter_uses_is_flagged_in_an_answer_cell_only(chapter_9):
+    code = f"{POOL} = mha.pool_kv_heads"
+    assert "mha.pool_kv_heads" in chapter_9.given  # the chapter's later code uses it
+    assert any("exercise 9.5" in f for f in flagging.flags(
+        answered(code, in_answer_cell=True), chapter_9))
+    # in a cell of the student's own that is no answer: the chapter's code does the same
+    assert flagging.flags(answered(code, in_answer_cell=False), chapter_9) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Duplicates: one student's chapter in several notebooks, by name or by exercise labels
 
@@ -295,6 +344,52 @@ def test_a_sandbox_uses_at_most_its_cpu_quota_however_many_processes_it_starts()
     cpu = float(hog.stdout)
     print(f"six spinning processes for {wall:.1f} s used {cpu:.2f} CPU-seconds")
     assert cpu <= 0.25 * wall * 1.2 + 0.1, (cpu, wall)  # a period's slack at the end
+
+
+# four forked children that each touch half a GB and hold it: 2 GB together (the attack of
+# round 3, #6, at a quarter of its size: 4 x 1.75 GB held at once under a per-process limit)
+BOMB = """
+import os, sys, time
+size = int(sys.argv[1])
+children = []
+for _ in range({children}):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(size)
+        block[::4096] = b"\\x01" * len(block[::4096])  # touched: resident, not just reserved
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+killed = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -9 for pid in children]
+print(sum(killed))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are the grader's as root only")
+def test_a_forking_memory_bomb_is_stopped_at_the_sandboxs_total_and_spares_its_neighbour():
+    limit, block = 1536 * 2**20, 512 * 2**20  # 1.5 GB for 4 x 0.5 GB
+    every = sandbox.PidsCgroup(64, memory=sandbox.Limits().total_memory)
+    try:
+        if not every.memory_limited:
+            pytest.skip("no memory cgroup controller here")
+    finally:
+        every.remove()
+    bomb, neighbour = (sandbox.PidsCgroup(64, memory=limit) for _ in range(2))
+    try:
+        runs = [subprocess.Popen([sys.executable, "-S", "-c", BOMB.format(children=n),
+                                  str(block)], preexec_fn=cgroup.enter, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for cgroup, n in ((bomb, 4), (neighbour, 1))]
+        (bombed, _), (spared, _) = (run.communicate(timeout=120) for run in runs)
+    finally:
+        bomb.remove()
+        neighbour.remove()
+    assert int(bombed) >= 1 and bomb.memory_kills >= 1  # killed by the kernel, and counted
+    assert int(spared) == 0 and neighbour.memory_kills == 0 and runs[1].returncode == 0
+    assert sandbox.memory_note(bomb, limit) == (
+        f"the kernel killed {bomb.memory_kills} of its process(es) at the sandbox's memory "
+        "limit (1.5 GB for all its processes together)")
+    assert sandbox.memory_note(neighbour, limit) == ""
 
 
 # ---------------------------------------------------------------------------------------------

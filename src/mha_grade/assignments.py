@@ -32,7 +32,8 @@ class Assignment:
     captures: dict[int, str]  # check cell index -> the expression its check is called with
     checkers: dict[int, object]  # check cell index -> the check function (mha.checks)
     cells: set[str] = field(default_factory=set)  # every code cell's source
-    # exercise -> the dotted names of the mha callables its checks compare with ("mha.attention")
+    # exercise -> the dotted names of the mha callables its checks compare with ("mha.attention"),
+    # as the checks' reference_names declare them
     references: dict[str, tuple[str, ...]] = field(default_factory=dict)
     given: set[str] = field(default_factory=set)  # mha names the student edition's code uses
 
@@ -72,10 +73,10 @@ def load_assignment(path: Path) -> Assignment:
             checkers[index] = getattr(importlib.import_module(f"mha.checks.{module}"),
                                       check).checker
     cells = {source(c) for c in nb["cells"] if c.get("cell_type") == "code"}
-    # what the student edition's own code already calls is no sign of anything
+    # what the student edition's own code already calls is no sign of anything, outside an
+    # answer (mha_grade.flags)
     given = mha_names([source(c) for c in student_edition(nb)["cells"]
                        if c.get("cell_type") == "code"])
-    references = {k: tuple(r for r in v if r not in given) for k, v in references.items()}
     return Assignment(path.stem, path.stem[:2], nb, exercises, info, captures, checkers, cells,
                       {k: v for k, v in references.items() if v}, given)
 

@@ -40,18 +40,104 @@ SUSPICIOUS = {
 }
 
 
+# Ways to reach a module's names without writing them: a star import, inspect, operator, dir
+INTROSPECTION = re.compile(r"\binspect\b|\battrgetter\b|\bmethodcaller\b|\bdir\(")
+
+
 def flags(nb: dict, assignment: Assignment) -> list[str]:
-    new = [c["source"] for c in nb["cells"]
+    """The flags of a submission, read in its cells that differ from every cell of the
+    instructor's notebook. A reference (a check's ``reference_names``) is flagged however it is
+    reached: imported by name in any such cell (``from mha import pool_kv_heads``, ``from
+    mha.kv_sharing import pool_kv_heads as p``), used in the answer cells of any exercise even
+    where the chapter's own code uses it too (``mha.pool_kv_heads``; but not on a line the
+    instructor's notebook has verbatim), used elsewhere when the
+    chapter's code does not, or reachable through a star import of an mha module; a star import
+    or introspection (inspect, operator.attrgetter, dir) of mha is flagged on its own."""
+    answers = answer_cells(nb)
+    new = [(c["source"], i in answers) for i, c in enumerate(nb["cells"])
            if c["cell_type"] == "code" and c["source"] not in assignment.cells]
-    code = "\n".join(new)
+    sources = [text for text, _ in new]
+    code = "\n".join(sources)
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
-    used = mha_names(new)
+    starred = star_imports(sources)
+    if starred or (INTROSPECTION.search(code) and mha_names(sources)):
+        found.append("star import or introspection of mha (a way to reach a reference unnamed)")
+    chapter_lines = {line.strip() for cell in assignment.cells for line in cell.splitlines()}
+    used = (mha_names(sources) - assignment.given) | imported(sources) \
+        | mha_names([own_lines(text, chapter_lines) for text, answer in new if answer]) \
+        | {f"{module}.{name}" for module in starred for name in bare_names(sources)}
     for exercise, references in assignment.references.items():
         called = [r for r in references if any(
-            u == r or (u.split(".")[-1] == r.split(".")[-1]) for u in used - assignment.given)]
+            u == r or (u.split(".")[-1] == r.split(".")[-1]) for u in used)]
         if called:
             found.append(f"calls the reference of exercise {exercise} ({', '.join(called)})")
     return found
+
+
+def answer_cells(nb: dict) -> set[int]:
+    """The code cells of a submission where answers go: tagged ``solution``, or between a
+    ``{solution-start}`` and a ``{solution-end}`` (the student may drop a tag, not both)."""
+    from mha_grade.exercise_format import SOLUTION_END, SOLUTION_START
+
+    found, inside = set(), False
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown":
+            if SOLUTION_START.search(cell["source"]):
+                inside = True
+            elif SOLUTION_END.search(cell["source"]):
+                inside = False
+        elif cell["cell_type"] == "code" and (
+                inside or "solution" in (cell.get("metadata") or {}).get("tags", [])):
+            found.add(index)
+    return found
+
+
+def own_lines(text: str, chapter_lines: set[str]) -> str:
+    """``text`` without the lines the instructor's notebook has too (an answer cell keeps the
+    chapter's own lines, such as one that compares the answer with mha's)."""
+    return "\n".join(line for line in text.splitlines() if line.strip() not in chapter_lines)
+
+
+def _trees(text: str) -> list[ast.AST]:
+    """A cell's syntax trees: the whole cell, or (IPython magics) each line that parses."""
+    try:
+        return [ast.parse(text)]
+    except (SyntaxError, ValueError):
+        trees = []
+        for line in text.splitlines():
+            try:
+                trees.append(ast.parse(line.strip()))
+            except (SyntaxError, ValueError):
+                continue
+        return trees
+
+
+def _imports_from_mha(sources: list[str]):
+    for text in sources:
+        for tree in _trees(text):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] \
+                        == "mha":
+                    yield node
+
+
+def imported(sources: list[str]) -> set[str]:
+    """The mha names imported by name: ``from mha.kv_sharing import pool_kv_heads`` gives
+    ``mha.kv_sharing.pool_kv_heads``."""
+    return {f"{node.module}.{name.name}" for node in _imports_from_mha(sources)
+            for name in node.names if name.name != "*"}
+
+
+def star_imports(sources: list[str]) -> set[str]:
+    """The mha modules imported with ``*``."""
+    return {node.module for node in _imports_from_mha(sources)
+            if any(name.name == "*" for name in node.names)}
+
+
+def bare_names(sources: list[str]) -> set[str]:
+    """Every plain name the code reads or binds (what a star import may have brought in)."""
+    return {node.id for text in sources for tree in _trees(text) for node in ast.walk(tree)
+            if isinstance(node, ast.Name)}
 
 
 def mha_names(sources: list[str]) -> set[str]:
@@ -60,16 +146,7 @@ def mha_names(sources: list[str]) -> set[str]:
     is not Python (IPython magics) is read line by line, as far as it parses."""
     used: set[str] = set()
     for text in sources:
-        try:
-            trees = [ast.parse(text)]
-        except (SyntaxError, ValueError):
-            trees = []
-            for line in text.splitlines():
-                try:
-                    trees.append(ast.parse(line.strip()))
-                except (SyntaxError, ValueError):
-                    continue
-        for tree in trees:
+        for tree in _trees(text):
             aliases = {"mha": "mha"}
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):

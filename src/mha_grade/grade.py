@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     found = find_submissions(folder, assignments, out)
     settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
                         sandbox.Limits(memory=int(args.memory_gb * 2**30),
+                                       total_memory=int(args.memory_gb * 2**30),
                                        disk=args.disk_mb * 2**20), args.with_stubs)
     regrade = None
     if args.regrade:

@@ -1,6 +1,7 @@
 """A Gradescope autograder for the course, built on the grader (``mha-grade grade``).
 
-    mha-grade gradescope build [OUT.zip]     # make gradescope
+    mha-grade gradescope build --chapter 03_attention_with_weights [OUT.zip]   # one assignment
+    mha-grade gradescope build --all [OUT.zip]   # one assignment for the whole course
     mha-grade gradescope prepare             # setup.sh: the unprivileged user
     mha-grade gradescope run [--root DIR]    # run_autograder: grade, write results.json
 
@@ -22,6 +23,11 @@ Gradescope container needs on top (the grader runs as root there):
 - a ``results.json`` is always written, with a test saying what went wrong if grading failed;
 - ``results.json`` (Gradescope's documented format: one test per exercise with name, score,
   max_score, output) is built from the grader's own in-memory results, never from a file;
+- the zip grades the chapter it was built for (``--chapter``; one Gradescope assignment per
+  chapter, one zip each) and nothing else: a notebook of another chapter gets a test worth 0
+  saying it was ignored, so one chapter's work scores in its own assignment only, and the score
+  never exceeds the chapter's points (``--all``: every chapter, for one assignment that covers
+  the course);
 - one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``, or
   a ``copy.ipynb`` whose exercise labels are chapter 9's) is graded once: the file named
   exactly like the chapter, else the newest; the others get a test saying they were ignored
@@ -61,16 +67,36 @@ CONTENTS = ["pyproject.toml", "README.md", "requirements-grading.txt", "src/mha"
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 SETTINGS_FILE = "gradescope_settings.json"  # written into the zip by build: the instructor's
 DEFAULT_HIDDEN_VISIBILITY = "after_due_date"
+ALL = "all"  # the zip's chapter for one assignment that grades every chapter
 
 
-def build(out: Path, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> Path:
-    """The zip; ``hidden_visibility`` (one of VISIBILITIES) is when students see the tests of
-    the checks' hidden parts, kept in the zip's SETTINGS_FILE."""
+def course_chapters() -> list[str]:
+    """The chapters a zip can be built for: the course's notebooks that have graded exercises."""
+    return [p.stem for p in chapter_notebooks(ROOT)
+            if chapters.load_assignment(p).exercises]
+
+
+def chapter_named(chapter: str, known: list[str]) -> str:
+    """``chapter`` as one of ``known``: its full name, or its number ("03"); ValueError else."""
+    found = [k for k in known if chapter in (k, k[:2])]
+    if len(found) != 1:
+        raise ValueError(f"chapter must be one of {', '.join(known)} (or its number, or "
+                         f"'{ALL}'), got {chapter!r}")
+    return found[0]
+
+
+def build(out: Path, chapter: str, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> Path:
+    """The zip for one Gradescope assignment: ``chapter`` is the chapter it grades (its name or
+    number; ALL for every chapter); ``hidden_visibility`` (one of VISIBILITIES) is when students
+    see the tests of the checks' hidden parts. Both are kept in the zip's SETTINGS_FILE."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}")
+    if chapter != ALL:
+        chapter = chapter_named(chapter, course_chapters())
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
-        bundle.writestr(SETTINGS_FILE, json.dumps({"hidden_visibility": hidden_visibility}))
+        bundle.writestr(SETTINGS_FILE, json.dumps({"chapter": chapter,
+                                                   "hidden_visibility": hidden_visibility}))
         for name in ("setup.sh", "run_autograder"):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # a regular, executable file, as Gradescope needs
@@ -115,6 +141,26 @@ def lock_down(root: Path) -> None:
     root.chmod(0o711)
 
 
+def this_chapter(found: list[Found], assignments: list[chapters.Assignment], chapter: str
+                 ) -> tuple[list[Found], list[tuple[Found, str]]]:
+    """The notebooks the assignment of ``chapter`` grades (those of no known chapter too: they
+    are reported, worth nothing), and [(a notebook of another chapter, why it is ignored)]."""
+    if chapter == ALL:
+        return found, []
+    kept: list[Found] = []
+    ignored: list[tuple[Found, str]] = []
+    for item in found:
+        assignment = submissions.chapter_of_file(item.relative, item.path, assignments)
+        if assignment is None or assignment.name == chapter:
+            kept.append(item)
+        else:
+            ignored.append((item, f"ignored: this is chapter {assignment.chapter}'s notebook "
+                                  f"({assignment.name}); this assignment grades chapter "
+                                  f"{chapter[:2]} only ({chapter}.ipynb). Hand it in to "
+                                  f"chapter {assignment.chapter}'s assignment."))
+    return kept, ignored
+
+
 def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment]
                     ) -> tuple[list[Found], list[tuple[Found, str]]]:
     """One notebook per chapter: (the ones to grade, [(ignored, why)])."""
@@ -152,14 +198,21 @@ def _modified(path: Path | None) -> float:
         return 0.0
 
 
+def total_points(assignment: chapters.Assignment) -> float:
+    """What a chapter's autograded exercises are worth together."""
+    return float(sum(assignment.max_points(e) or 0 for e in assignment.exercises))
+
+
 def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
-           notes: list[str], hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> dict:
+           notes: list[str], hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
+           cap: float | None = None) -> dict:
     """Gradescope's results.json, from the grader's outcomes.
 
     One test per exercise; an exercise whose check has parts (mha.exercises) gets one test per
     part instead, named after it, so that one edge case wrong shows as that part's 0. A
     hidden part's test has ``hidden_visibility``: students see neither its points nor its
-    message before then (Gradescope's documented meaning of each value, VISIBILITIES)."""
+    message before then (Gradescope's documented meaning of each value, VISIBILITIES). The
+    score is at most ``cap`` (the assignment's points), whatever the tests add up to."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}, got "
                          f"{hidden_visibility!r}")
@@ -189,7 +242,12 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
     skipped = [f"{o.notebook}: {o.problem}" for o in outcomes if o.assignment is None]
     if not any(o.assignment for o in outcomes):
         notes = [*notes, "No notebook of the course was found in the submission."]
-    return {"score": sum(t.get("score", 0.0) for t in tests), "tests": tests,
+    score = sum(t.get("score", 0.0) for t in tests)
+    if cap is not None and score > cap:  # cannot happen with one notebook per chapter
+        notes = [*notes, f"The tests add up to {score:g} points, more than the assignment's "
+                         f"{cap:g}: the score is {cap:g}."]
+        score = cap
+    return {"score": score, "tests": tests,
             "output": "\n".join([*notes, *skipped]), "visibility": "visible",
             "stdout_visibility": "hidden"}
 
@@ -213,18 +271,22 @@ def _part_tests(outcome: Outcome, exercise: str, declared: list, hidden_visibili
 
 
 def zip_settings(source: Path) -> dict:
-    """The instructor's choices written into the zip by ``build`` (defaults if none)."""
+    """The instructor's choices written into the zip by ``build`` (defaults if none; a zip
+    that names no chapter has ``chapter`` None, and grades nothing)."""
     path = source / SETTINGS_FILE
     chosen = json.loads(path.read_text()) if path.is_file() else {}
-    return {"hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY)}
+    return {"chapter": chosen.get("chapter"),
+            "hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY)}
 
 
 def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
-        cell_timeout: float = 120.0, hidden_visibility: str | None = None) -> dict:
+        cell_timeout: float = 120.0, hidden_visibility: str | None = None,
+        chapter: str | None = None) -> dict:
     """Grade ``root/submission`` and write ``root/results/results.json``; returns the report.
+    ``chapter`` (else the zip's) is the one chapter graded, or ALL.
     Whatever fails, a results.json is written: with a test saying what went wrong."""
     try:
-        return _run(root, isolation, timeout, cell_timeout, hidden_visibility)
+        return _run(root, isolation, timeout, cell_timeout, hidden_visibility, chapter)
     except BaseException as error:
         result = failed(error)
         try:
@@ -250,8 +312,13 @@ def failed(error: BaseException) -> dict:
 
 
 def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
-         hidden_visibility: str | None = None) -> dict:
+         hidden_visibility: str | None = None, chapter: str | None = None) -> dict:
     start = time.monotonic()
+    settings_of_zip = zip_settings(root / "source")
+    chapter = chapter or settings_of_zip["chapter"]
+    if chapter is None:
+        raise ValueError("the autograder zip names no chapter: build it again with "
+                         "'mha-grade gradescope build --chapter NAME' (or --all)")
     user = prepare()
     lock_down(root)
     sandbox.kill_user(user)  # nothing of the user's may be running when grading starts
@@ -264,8 +331,15 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     set_grading_seed(seed)
     sources = chapter_notebooks(root / "source")  # the instructor's chapters, in the zip
     assignments = [a for a in map(chapters.load_assignment, sources) if a.exercises]
-    found, ignored = one_per_chapter(submissions.find_submissions(root / "submission", assignments),
-                                     assignments)
+    if chapter != ALL:  # only this chapter's notebook is graded: the others are worth nothing
+        chapter = chapter_named(chapter, [a.name for a in assignments])
+        sources = [p for p in sources if p.stem == chapter]
+    found, elsewhere = this_chapter(submissions.find_submissions(root / "submission",
+                                                                 assignments),
+                                    assignments, chapter)
+    assignments = [a for a in assignments if chapter in (ALL, a.name)]
+    found, ignored = one_per_chapter(found, assignments)
+    ignored = elsewhere + ignored
     settings = Settings(timeout, cell_timeout, why is None, sandbox.Limits(), False, user)
     outcomes: list[Outcome] = []
     prefix = sandbox.Prefix()
@@ -280,8 +354,12 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
         print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
     notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
                       "were killed."] if killed else [])
+    if chapter != ALL and not any(o.assignment for o in outcomes):
+        notes.append(f"No notebook of chapter {chapter[:2]} ({chapter}.ipynb), the chapter "
+                     "of this assignment, was found in the submission.")
     result = report(outcomes, ignored, notes,
-                    hidden_visibility or zip_settings(root / "source")["hidden_visibility"])
+                    hidden_visibility or settings_of_zip["hidden_visibility"],
+                    cap=sum(map(total_points, assignments)))
     with files.create(root / "results" / "results.json", 0o644) as handle:
         json.dump(result, handle, indent=1)
     print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
@@ -294,6 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("build", help="write the autograder zip")
     make.add_argument("out", type=Path, nargs="?", default=ROOT / "_build" / "gradescope.zip")
+    which = make.add_mutually_exclusive_group(required=True)
+    which.add_argument("--chapter", help="the chapter the assignment grades, by its name "
+                       "(03_attention_with_weights) or number (03): one zip per assignment")
+    which.add_argument("--all", action="store_true",
+                       help="grade every chapter: one assignment for the whole course")
     make.add_argument("--hidden-visibility", choices=VISIBILITIES,
                       default=DEFAULT_HIDDEN_VISIBILITY,
                       help="when students see the tests of the checks' hidden parts "
@@ -307,9 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     grading.add_argument("--cell-timeout", type=float, default=120.0)
     grading.add_argument("--hidden-visibility", choices=VISIBILITIES, default=None,
                          help="overrides the zip's setting (see build)")
+    grading.add_argument("--chapter", default=None,
+                         help=f"overrides the zip's chapter (see build; '{ALL}': every one)")
     args = parser.parse_args(argv)
     if args.command == "build":
-        print(f"wrote {build(args.out, args.hidden_visibility)}")
+        try:
+            bundle = build(args.out, ALL if args.all else args.chapter, args.hidden_visibility)
+        except ValueError as error:
+            parser.error(str(error))
+        print(f"wrote {bundle}")
     elif args.command == "prepare":
         user = prepare()
         print(f"user {user.name}: uid {user.uid}, gid {user.gid}")
@@ -317,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0:
             raise SystemExit("run_autograder runs as root (as on Gradescope): it needs to run "
                              "the notebook as another user")
-        run(args.root, args.isolation, args.timeout, args.cell_timeout, args.hidden_visibility)
+        run(args.root, args.isolation, args.timeout, args.cell_timeout, args.hidden_visibility,
+            args.chapter)
     return 0
 
 

@@ -15,7 +15,9 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
   not the other submissions, the instructor's notebooks, the grades, or the home folder;
 - resource limits: address space (``RLIMIT_AS``), processes (``RLIMIT_NPROC``, and a ``pids``
   cgroup when the grader runs as root, for whom the kernel ignores ``RLIMIT_NPROC``), the size of
-  one file (``RLIMIT_FSIZE``), CPU seconds, no core files;
+  one file (``RLIMIT_FSIZE``), CPU seconds, no core files; as root also a ``memory`` cgroup, the
+  bound on the memory of *all* the sandbox's processes together (``RLIMIT_AS`` is per process:
+  without root, a sandbox's bound is that times its processes);
 - an end: ``--die-with-parent`` and a wall-clock limit kept by the grader, which kills
   bwrap; the sandbox's PID 1 dies with it and the kernel kills every process of its PID namespace,
   even one that started a session of its own.
@@ -41,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 @dataclass(frozen=True)
 class Limits:
     memory: int = 6 * 2**30  # bytes of address space per process (torch reserves a lot)
+    # bytes resident in the whole sandbox, every process and no swap (a memory cgroup: root only)
+    total_memory: int = 6 * 2**30
     processes: int = 64
     file_size: int = 64 * 2**20  # one file
     disk: int = 512 * 2**20  # everything written (the tmpfs of /tmp)
@@ -176,12 +180,18 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
 class PidsCgroup:
     """The cgroups of one sandbox (root only; cgroup v1 or v2): ``pids.max`` caps its processes
     and, where the ``cpu`` controller is available, a quota of one CPU (``cpu.max`` in v2,
-    ``cpu.cfs_quota_us`` in v1) bounds how much it can slow the sandboxes beside it."""
+    ``cpu.cfs_quota_us`` in v1) bounds how much it can slow the sandboxes beside it; with
+    ``memory``, where the ``memory`` controller is available, all its processes together hold at
+    most that many bytes, without swap (``memory.max`` and ``memory.swap.max`` in v2,
+    ``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes`` in v1): past it the kernel
+    kills one of them, and ``memory_kills`` counts those kills (read when the cgroup goes)."""
 
-    def __init__(self, limit: int, cpus: float = 1.0):
+    def __init__(self, limit: int, cpus: float = 1.0, memory: int | None = None):
         self.path: Path | None = None  # the pids cgroup (v2: pids and cpu together)
         self.cpu_path: Path | None = None  # v1: the cpu cgroup, apart
+        self.memory_path: Path | None = None  # where memory is limited (v2: self.path)
         self.cpu_limited = False
+        self.memory_kills = 0
         if os.geteuid() != 0:
             return
         name = f"mha-grade-{uuid.uuid4().hex[:12]}"
@@ -200,6 +210,11 @@ class PidsCgroup:
                     self.path = path
                     if base.name != "pids":
                         self.cpu_limited = _write(path / "cpu.max", f"{quota} {period}")
+                        if memory is not None and _write(base / "cgroup.subtree_control",
+                                                         "+memory") and _write(
+                                path / "memory.max", str(memory)):
+                            _write(path / "memory.swap.max", "0")  # absent: no swap at all
+                            self.memory_path = path
                     break
                 except OSError:
                     continue
@@ -213,15 +228,59 @@ class PidsCgroup:
                                     and _write(self.cpu_path / "cpu.cfs_quota_us", quota))
             except OSError:
                 pass
+        v1 = Path("/sys/fs/cgroup/memory")
+        if memory is not None and self.memory_path is None and (
+                v1 / "memory.limit_in_bytes").exists():
+            _remove_stale(v1)
+            try:
+                (v1 / name).mkdir()
+                self.memory_path = v1 / name
+                # memsw (memory and swap together) only after the limit, never below it
+                if not (_write(self.memory_path / "memory.limit_in_bytes", str(memory))
+                        and (not (self.memory_path / "memory.memsw.limit_in_bytes").exists()
+                             or _write(self.memory_path / "memory.memsw.limit_in_bytes",
+                                       str(memory)))):
+                    self.memory_path = _remove(self.memory_path)
+            except OSError:
+                pass
+
+    @property
+    def memory_limited(self) -> bool:
+        return self.memory_path is not None
 
     def enter(self) -> None:  # in the child, before it runs bwrap
-        for path in (self.path, self.cpu_path):
+        for path in dict.fromkeys((self.path, self.cpu_path, self.memory_path)):
             if path is not None:
                 (path / "cgroup.procs").write_text(str(os.getpid()))
 
+    def kills(self) -> int:
+        """How many of the cgroup's processes the kernel killed at its memory limit."""
+        if self.memory_path is None:
+            return self.memory_kills
+        for name in ("memory.events", "memory.oom_control"):  # v2, v1 (Linux 4.13 and later)
+            for line in _read(self.memory_path / name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        return 0
+
     def remove(self) -> None:
+        self.memory_kills = self.kills()
         self.path = _remove(self.path)
         self.cpu_path = _remove(self.cpu_path)
+        if self.memory_path is not None and self.memory_path.exists():
+            self.memory_path = _remove(self.memory_path)
+        else:
+            self.memory_path = None
+
+
+def memory_note(cgroup: PidsCgroup, total_memory: int) -> str:
+    """What a grading row says when the kernel killed processes at the sandbox's memory limit
+    (after ``stop``), else ''."""
+    if not cgroup.memory_kills:
+        return ""
+    return (f"the kernel killed {cgroup.memory_kills} of its process(es) at the sandbox's "
+            f"memory limit ({total_memory / 2**30:g} GB for all its processes together)")
 
 
 def _remove(path: Path | None) -> Path | None:
@@ -316,7 +375,7 @@ def _limit(cgroup: PidsCgroup, limits: Limits, user: User | None, count_processe
 def start(prefix: Prefix, plan: Path, limits: Limits,
           user: User | None = None) -> tuple[subprocess.Popen, PidsCgroup]:
     """Start the sandbox (as ``user`` if given); its stdin and stdout are the protocol's pipes."""
-    cgroup = PidsCgroup(limits.processes)
+    cgroup = PidsCgroup(limits.processes, memory=limits.total_memory)
     limit = _limit(cgroup, limits, user, True)
 
     argv = command(prefix, plan, limits)
@@ -340,7 +399,7 @@ def start_unsandboxed(prefix: Prefix, plan: Path, limits: Limits, work: Path,
                       user: User | None = None) -> tuple[subprocess.Popen, PidsCgroup]:
     """The same runner with the same limits but no isolation (``--no-sandbox``); as ``user``
     if given (Gradescope without user namespaces), which owns ``work`` and nothing else."""
-    cgroup = PidsCgroup(limits.processes)
+    cgroup = PidsCgroup(limits.processes, memory=limits.total_memory)
     home = work / "home"
     home.mkdir()
     if user is not None:
