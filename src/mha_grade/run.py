@@ -336,6 +336,9 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         outcome.seconds = time.monotonic() - start
         watchdog.cancel()
         sandbox.stop(process, cgroup)
+        if cgroup is not None:  # the kernel's kills at the memory limit of all its processes
+            outcome.problem = "; ".join(filter(None, [
+                outcome.problem, sandbox.memory_note(cgroup, settings.limits.total_memory)]))
         if settings.user is not None:  # one submission at a time per user: all of it goes
             left = sandbox.kill_user(settings.user)
             if left:
