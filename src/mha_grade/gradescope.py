@@ -371,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("build", help="write the autograder zip")
-    make.add_argument("out", type=Path, nargs="?", default=ROOT / "_build" / "gradescope.zip")
+    make.add_argument("out", type=Path, nargs="?", default=None,
+                      help="the zip to write (default: _build/gradescope-<chapter>.zip, so that "
+                           "each assignment's zip keeps its own name)")
     which = make.add_mutually_exclusive_group(required=True)
     which.add_argument("--chapter", help="the chapter the assignment grades, by its name "
                        "(03_attention_with_weights) or number (03): one zip per assignment")
@@ -395,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "build":
         try:
-            bundle = build(args.out, ALL if args.all else args.chapter, args.hidden_visibility)
+            chapter = ALL if args.all else args.chapter
+            out = args.out or ROOT / "_build" / f"gradescope-{chapter}.zip"
+            bundle = build(out, chapter, args.hidden_visibility)
         except ValueError as error:
             parser.error(str(error))
         print(f"wrote {bundle}")
