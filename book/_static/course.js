@@ -25,3 +25,26 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   window.addEventListener("resize", () => images.forEach(markScrolling));
 });
+
+// Long inline code (tests/test_x.py::test_what_it_checks, torch.nn.functional.scaled_dot_...)
+// may break only where a name joins another: after "::", "_", "/" or ".". course.css lets such
+// code wrap anywhere, which cut test names mid-word ("inclu" / "ding"); a <wbr> at each joint
+// gives the browser better places to break (copying the text is unchanged).
+const NAME_JOINT = /(::|[_/.])(?=[^_/.:])/g;
+const MIN_BREAKABLE = 24;  // shorter code always fits a line
+
+function breakAtJoints(span) {
+  const text = span.textContent;
+  if (text.length < MIN_BREAKABLE || span.children.length || !NAME_JOINT.test(text)) return;
+  NAME_JOINT.lastIndex = 0;
+  const parts = text.split(NAME_JOINT);  // [name, joint, name, joint, ...]
+  span.textContent = "";
+  for (let i = 0; i < parts.length; i += 2) {
+    span.append(parts[i] + (parts[i + 1] || ""));
+    if (i + 1 < parts.length) span.append(document.createElement("wbr"));
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("main code.literal span.pre").forEach(breakAtJoints);
+});
