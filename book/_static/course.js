@@ -48,3 +48,64 @@ function breakAtJoints(span) {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("main code.literal span.pre").forEach(breakAtJoints);
 });
+
+// Plotly charts (mha.explorer) are drawn with a white paper and dark text, which the notebooks'
+// committed outputs keep. In the book's dark mode the chart gets a transparent background and
+// the theme's colours instead, and follows the theme switch; in light mode it is as committed.
+function chartColours(el) {
+  if (!el._committedColours) {
+    const l = el.layout;
+    el._committedColours = {
+      paper_bgcolor: l.paper_bgcolor, plot_bgcolor: l.plot_bgcolor,
+      "font.color": l.font && l.font.color,
+      menus: (l.updatemenus || []).map((m) => [m.bgcolor, m.bordercolor]),
+    };
+  }
+  const committed = el._committedColours;
+  if (document.documentElement.dataset.theme !== "dark") {
+    const update = {paper_bgcolor: committed.paper_bgcolor, plot_bgcolor: committed.plot_bgcolor,
+                    "font.color": committed["font.color"]};
+    committed.menus.forEach(([bg, border], i) => {
+      update[`updatemenus[${i}].bgcolor`] = bg;
+      update[`updatemenus[${i}].bordercolor`] = border;
+    });
+    return update;
+  }
+  const css = getComputedStyle(document.documentElement);
+  const colour = (name) => css.getPropertyValue(name).trim();
+  const update = {paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+                  "font.color": colour("--pst-color-text-base")};
+  committed.menus.forEach((_, i) => {
+    update[`updatemenus[${i}].bgcolor`] = colour("--pst-color-surface");
+    update[`updatemenus[${i}].bordercolor`] = colour("--pst-color-border");
+  });
+  return update;
+}
+
+function themeChart(el) {
+  if (!window.Plotly || !el.layout) return;  // not drawn (yet)
+  const update = chartColours(el);
+  const current = el.layout;
+  const differs = Object.entries(update).some(([path, value]) => {
+    const menu = path.match(/^updatemenus\[(\d+)\]\.(\w+)$/);
+    const now = menu ? (current.updatemenus[menu[1]] || {})[menu[2]]
+      : path === "font.color" ? current.font && current.font.color : current[path];
+    return now !== value;
+  });
+  if (differs) window.Plotly.relayout(el, update);
+}
+
+function themeCharts() {
+  document.querySelectorAll(".mha-plotly").forEach((el) => {
+    if (el.on && !el._followsTheme) {  // a chart drawn later than "load" is themed as it draws
+      el._followsTheme = true;
+      el.on("plotly_afterplot", () => themeChart(el));
+    }
+    themeChart(el);
+  });
+}
+
+// the charts draw on "load" (plotly.js is deferred): theme them after, and on every switch
+window.addEventListener("load", () => setTimeout(themeCharts, 0));
+new MutationObserver(themeCharts).observe(document.documentElement,
+                                          {attributes: true, attributeFilter: ["data-theme"]});
