@@ -109,3 +109,20 @@ function themeCharts() {
 window.addEventListener("load", () => setTimeout(themeCharts, 0));
 new MutationObserver(themeCharts).observe(document.documentElement,
                                           {attributes: true, attributeFilter: ["data-theme"]});
+
+// A table whose header row leaves its first cell empty (the first column names the rows, as in
+// the instructors' comparison of graders) reads on a phone as one card per row, each value
+// labelled with its column's header (course.css): four columns of a 400 px screen are 80 px
+// each, a word a line, and the last column was off the screen.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const table of document.querySelectorAll("main table")) {
+    const heads = [...table.querySelectorAll(":scope > thead > tr:first-child > th")];
+    if (heads.length < 3 || heads[0].textContent.trim()) continue;
+    table.classList.add("rows-as-cards");
+    for (const row of table.querySelectorAll(":scope > tbody > tr")) {
+      [...row.children].forEach((cell, i) => {
+        if (i > 0 && heads[i]) cell.dataset.label = heads[i].textContent.trim();
+      });
+    }
+  }
+});
