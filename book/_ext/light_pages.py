@@ -57,14 +57,18 @@ def without_search_scripts(html: str) -> Markup:
 
 def each_script_once(app, pagename, templatename, context, doctree) -> None:
     """The page's scripts without repeats: the same file or inline body with the same
-    attributes, whatever priority each was added with (the first, the earliest, is kept)."""
+    attributes (an inline script added once as ``None`` and once as ``""``, which Sphinx keeps
+    apart, is one script). The list is changed in place: it is the builder's own."""
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
     seen, kept = set(), []
-    for js in sorted(context.get("script_files", []), key=lambda js: js.priority):
-        key = (js.filename, tuple(sorted(js.attributes.items())))
+    for js in scripts:
+        key = (js.filename or "", js.priority, tuple(sorted(js.attributes.items())))
         if key not in seen:
             seen.add(key)
             kept.append(js)
-    context["script_files"] = kept
+    scripts[:] = kept
 
 
 def add_templates(app, config) -> None:
@@ -122,6 +126,6 @@ def subset_fonts(app, exception) -> None:
 def setup(app):
     app.connect("config-inited", add_templates)
     app.connect("builder-inited", add_filter_and_font_css)
-    app.connect("html-page-context", each_script_once)
+    app.connect("html-page-context", each_script_once, priority=900)  # after the others
     app.connect("build-finished", subset_fonts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
