@@ -66,8 +66,8 @@ function chartColours(el) {
     const update = {paper_bgcolor: committed.paper_bgcolor, plot_bgcolor: committed.plot_bgcolor,
                     "font.color": committed["font.color"]};
     committed.menus.forEach(([bg, border], i) => {
-      update[`updatemenus[${i}].bgcolor`] = bg;
-      update[`updatemenus[${i}].bordercolor`] = border;
+      update[`updatemenus[${i}].bgcolor`] = bg ?? null;  // null: Plotly's default again
+      update[`updatemenus[${i}].bordercolor`] = border ?? null;
     });
     return update;
   }
@@ -90,7 +90,7 @@ function themeChart(el) {
     const menu = path.match(/^updatemenus\[(\d+)\]\.(\w+)$/);
     const now = menu ? (current.updatemenus[menu[1]] || {})[menu[2]]
       : path === "font.color" ? current.font && current.font.color : current[path];
-    return now !== value;
+    return (now ?? null) !== (value ?? null);  // Plotly may hold an unset value as null
   });
   if (differs) window.Plotly.relayout(el, update);
 }
