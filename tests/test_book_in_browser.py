@@ -84,9 +84,14 @@ def open_page(server, browser):
                                 color_scheme="dark" if dark else "light")
         if dark:  # the theme's own switch, as a reader's click on it leaves it
             page.add_init_script("localStorage.setItem('mode', 'dark')")
-        outside, loaded = [], []
+        outside, loaded, errors = [], [], []
         page.on("request", lambda r: outside.append(r.url)
                 if not r.url.startswith((server, "data:", "blob:")) else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        # (not "Failed to load resource": the browser's own request for /favicon.ico, which the
+        # book has none of; the pages' files are checked by the tests that load them)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error"
+                and not m.text.startswith("Failed to load resource") else None)
         page.on("requestfinished", lambda r: loaded.append((r.url, r.resource_type)))
         page.goto(f"{server}/{path}", wait_until="load")
         # Sphinx adds MathJax only to pages with maths; it typesets after load: wait for it
@@ -98,6 +103,7 @@ def open_page(server, browser):
         page.evaluate("() => document.fonts.ready.then(() => true)")  # the fonts it typeset in
         page.loaded = loaded  # (url, resource type) of every file the page has loaded
         page.outside_requests = outside
+        page.script_errors = errors  # uncaught exceptions and console.error messages
         opened.append(page)
         if not fresh:
             shared[path, width, dark] = page
@@ -153,6 +159,14 @@ def test_exercises_are_shown_and_solutions_folded(open_page, path):
         body = solutions.nth(i).locator(":scope > :not(.admonition-title)")
         for j in range(body.count()):
             assert not body.nth(j).is_visible(), f"solution {i + 1} of {path} is not folded"
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_page_reports_a_script_error(open_page, path):
+    """Every script on the page runs without an error (a script included twice once declared
+    ``THEBE_JS_URL`` twice; the theme, started without a mode, logged "invalid theme mode")."""
+    page = open_page(path)
+    assert page.script_errors == [], f"{path}: {page.script_errors}"
 
 
 def chart_png(page, selector=".mha-plotly") -> bytes:
@@ -251,6 +265,15 @@ def test_figures_read_in_dark_mode(open_page, path):
     captions = page.evaluate("""() => [...document.querySelectorAll('main figcaption')]
         .map(c => getComputedStyle(c).color)""")
     assert captions and all(contrast(c, background) >= 4.5 for c in captions), captions
+    # the Plotly chart (committed with a white paper) sits on the page, its text in the
+    # theme's colour (course.js)
+    page.locator(".mha-plotly .main-svg").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => document.querySelector('.mha-plotly').layout.paper_bgcolor"
+                           " === 'rgba(0,0,0,0)'", timeout=10_000)
+    texts = page.evaluate("""() => [...document.querySelectorAll(
+        '.mha-plotly .annotation-text, .mha-plotly .ytick text, .mha-plotly .cbtitle text')]
+        .map(t => getComputedStyle(t).fill)""")
+    assert texts and all(contrast(c, background) >= 4.5 for c in texts), texts
 
 
 # The page-weight budget (issue 26): what a reader's browser downloads to show a page, cold,

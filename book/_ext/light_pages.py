@@ -12,6 +12,13 @@ matplotlib already installs) and declares the small fonts in ``fontawesome-subse
 after the theme's stylesheet so its ``@font-face`` rules win. An icon is kept when a page or a
 theme script names its class (``fa-bars``) or a stylesheet writes its character outside Font
 Awesome's class table (the admonitions' icons).
+
+The theme also loads Sphinx's search (``searchtools.js``, ``language_data.js`` and the whole
+``searchindex.js``, 45 KB gzip-compressed) on every page, for its search-as-you-type, which is
+off here (the search box opens ``search.html``, which loads them itself): the template drops
+them from every other page. And two extensions add their inline settings twice (sphinx-thebe's
+``const THEBE_JS_URL = ...``, a redeclaration the browser reports as an error, and
+sphinx-togglebutton's selector): each script is kept once per page.
 """
 
 from __future__ import annotations
@@ -36,8 +43,32 @@ ICON_CLASS = re.compile(r"\bfa-[a-z0-9-]+")
 PRIVATE_USE = re.compile(r'[\ue000-\uf8ff]|\\([ef][0-9a-f]{3})\b')  # a character, or its escape
 
 
+SEARCH_SCRIPTS = re.compile(
+    r'<script src="[^"]*(?:searchtools|language_data|searchindex)\.js"></script>\s*')
+
+
 def without_fontawesome_js(html: str) -> Markup:
     return Markup(FONTAWESOME_JS.sub("", str(html)))
+
+
+def without_search_scripts(html: str) -> Markup:
+    return Markup(SEARCH_SCRIPTS.sub("", str(html)))
+
+
+def each_script_once(app, pagename, templatename, context, doctree) -> None:
+    """The page's scripts without repeats: the same file or inline body with the same
+    attributes (an inline script added once as ``None`` and once as ``""``, which Sphinx keeps
+    apart, is one script). The list is changed in place: it is the builder's own."""
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        key = (js.filename or "", js.priority, tuple(sorted(js.attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(js)
+    scripts[:] = kept
 
 
 def add_templates(app, config) -> None:
@@ -46,7 +77,9 @@ def add_templates(app, config) -> None:
 
 def add_filter_and_font_css(app) -> None:
     if hasattr(app.builder, "templates"):
-        app.builder.templates.environment.filters["without_fontawesome_js"] = without_fontawesome_js
+        filters = app.builder.templates.environment.filters
+        filters["without_fontawesome_js"] = without_fontawesome_js
+        filters["without_search_scripts"] = without_search_scripts
         app.add_css_file(SUBSET_CSS)
 
 
@@ -93,5 +126,6 @@ def subset_fonts(app, exception) -> None:
 def setup(app):
     app.connect("config-inited", add_templates)
     app.connect("builder-inited", add_filter_and_font_css)
+    app.connect("html-page-context", each_script_once, priority=900)  # after the others
     app.connect("build-finished", subset_fonts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
