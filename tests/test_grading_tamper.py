@@ -25,6 +25,7 @@ from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from mha_grade import assignments, compare, escape, outputs, sandbox, submissions
 from mha_grade import flags as flagging
+from mha_grade.run import without_check_calls
 
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 NAME = EXAMPLE.name
@@ -153,6 +154,32 @@ def read(*cells):
 def test_review_flags_see_more_import_forms(code, flag):
     assignment = assignments.load_assignment(EXAMPLE)
     assert flag in flagging.flags(read(code), assignment)
+
+
+# The second attack's forms (reviews of round 3, attack2): a check's wrapper patched through an
+# alias of its module (whose honest import the flags do not read), or through its closure; a
+# reference reached through a module's insides.
+@pytest.mark.parametrize("code, flag", [
+    ("from mha.checks import ch00\nch00.scaled_scores = print", "patches the grading"),
+    ("import mha.checks.ch00 as c\nc.scaled_scores = print", "patches the grading"),
+    ("from mha.checks.ch00 import scaled_scores as s\n"
+     "cells = [c.cell_contents for c in s.__closure__]", "obfuscation"),
+    ("import mha\nf = mha.__getattribute__('pool_kv' + '_heads')", "obfuscation"),
+    ("import sys as s\nm = s.modules['mha.kv_sharing']", "obfuscation"),
+    ("import functools, mha\nf = functools.reduce(getattr, ['kv_sharing', 'x'], mha)",
+     "obfuscation"),
+])
+def test_a_patched_wrapper_or_a_module_reached_through_its_insides_is_flagged(code, flag):
+    assignment = assignments.load_assignment(EXAMPLE)
+    nb = without_check_calls(read(code), assignment)
+    assert flag in flagging.flags(nb, assignment)
+
+
+def test_an_honest_check_import_and_call_raise_no_flag():
+    assignment = assignments.load_assignment(EXAMPLE)
+    code = ("from mha.checks import ch00 as checks\n"
+            "checks.scaled_scores(lambda q, k: q @ k.T / k.shape[-1] ** 0.5)")
+    assert flagging.flags(without_check_calls(read(code), assignment), assignment) == []
 
 
 @pytest.mark.parametrize("code, flagged", [

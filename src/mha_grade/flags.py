@@ -36,7 +36,11 @@ SUSPICIOUS = {
                                              r"\bresults\.json|\.csv\.part\b"),
     "obfuscation": re.compile(r"\bgetattr\([^)]*(\+|['\"])|\bexec\(|\beval\(|__import__|"
                               r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
-                              r"\b__dict__\b|\bimport_module\b"),
+                              r"\b__dict__\b|\bimport_module\b|"
+                              # a function's insides (a check's wrapper), a module by its name
+                              r"__closure__|\bcell_contents\b|__wrapped__|__globals__|"
+                              r"__getattribute__|__code__|\bmodules\s*\[|\bmodules\.get\(|"
+                              r"\breduce\(\s*getattr\b"),
 }
 
 

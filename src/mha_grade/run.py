@@ -79,8 +79,8 @@ def plan(nb: dict, assignment: Assignment, *, with_stubs: bool = False) -> list[
 # ``mha.checks.ch01.x(...)`` and importing the chapter's checks module or its checks by name.
 CHECK_IMPORT = re.compile(r"(?m)^[ \t]*(?:from\s+mha\.checks\s+import\s+(\w+)|"
                           r"import\s+mha\.checks\.(\w+)|"
-                          r"from\s+mha\.checks\.(\w+)\s+import\s+\w+)"
-                          r"(?:\s+as\s+\w+)?[ \t]*(?:#.*)?$")
+                          r"from\s+mha\.checks\.(\w+)\s+import\s+(\w+))"
+                          r"(?:\s+as\s+(\w+))?[ \t]*(?:#.*)?$")
 CHECK_CALL = re.compile(r"\bmha\.checks\.(\w+)\.(\w+)(?=\s*\()")
 
 
@@ -97,9 +97,19 @@ def without_check_calls(nb: dict, assignment: Assignment) -> dict:
     def imported(m: re.Match) -> str:
         return "" if (m.group(1) or m.group(2) or m.group(3)) in modules else m.group(0)
 
+    def blanked(source: str) -> str:
+        # a name the cell binds to a checks module or check keeps its meaning: assigning to
+        # it or through it patches the grading, and is spelled out so the flag sees it
+        aliases = {m.group(5) or m.group(4) or m.group(1) or m.group(2) or m.group(3)
+                   for m in CHECK_IMPORT.finditer(source)}
+        source = CHECK_IMPORT.sub(imported, CHECK_CALL.sub(call, source))
+        for alias in aliases:
+            source = re.sub(rf"\b(?<!\.){alias}\b(?=(\.\w+)+\s*=[^=])",
+                            f"mha.checks.{alias}", source)
+        return source
+
     cells = [c if c["cell_type"] != "code" or c["source"] in assignment.cells else
-             c | {"source": CHECK_IMPORT.sub(imported, CHECK_CALL.sub(call, c["source"]))}
-             for c in nb["cells"]]
+             c | {"source": blanked(c["source"])} for c in nb["cells"]]
     return nb | {"cells": cells}
 
 
