@@ -168,6 +168,8 @@ def test_review_flags_see_more_import_forms(code, flag):
     ("import sys as s\nm = s.modules['mha.kv_sharing']", "obfuscation"),
     ("import functools, mha\nf = functools.reduce(getattr, ['kv_sharing', 'x'], mha)",
      "obfuscation"),
+    ("import mha\nf = \uff47etattr(mha, 'pool_kv_heads')", "obfuscation"),  # fullwidth g
+    ("x = 1\n" * 20_000, "a code cell too large to read (117 KB)"),  # not read: flagged
 ])
 def test_a_patched_wrapper_or_a_module_reached_through_its_insides_is_flagged(code, flag):
     assignment = assignments.load_assignment(EXAMPLE)
@@ -175,11 +177,25 @@ def test_a_patched_wrapper_or_a_module_reached_through_its_insides_is_flagged(co
     assert flag in flagging.flags(nb, assignment)
 
 
-def test_an_honest_check_import_and_call_raise_no_flag():
+@pytest.mark.parametrize("code", [
+    "from mha.checks import ch00 as checks\n"
+    "checks.scaled_scores(lambda q, k: q @ k.T / k.shape[-1] ** 0.5)",
+    "import torch\nmodules = torch.nn.ModuleList([torch.nn.Linear(2, 2)])\nm = modules[0]",
+])
+def test_honest_code_raises_no_flag(code):
     assignment = assignments.load_assignment(EXAMPLE)
-    code = ("from mha.checks import ch00 as checks\n"
-            "checks.scaled_scores(lambda q, k: q @ k.T / k.shape[-1] ** 0.5)")
     assert flagging.flags(without_check_calls(read(code), assignment), assignment) == []
+
+
+def test_reading_the_flags_of_a_crafted_cell_takes_no_time():
+    """Many aliases of a checks module, or a cell just under the size the flags read, built to
+    make the patterns backtrack: read in seconds (a pass per alias took minutes)."""
+    assignment = assignments.load_assignment(EXAMPLE)
+    aliases = "\n".join(f"from mha.checks import ch00 as a{i}" for i in range(1500))
+    for code in (aliases + "\nx = 1" * 4000, "getattr(" * 8000):
+        start = time.monotonic()
+        flagging.flags(without_check_calls(read(code), assignment), assignment)
+        assert time.monotonic() - start < 15
 
 
 @pytest.mark.parametrize("code, flagged", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,10 +40,12 @@ SUSPICIOUS = {
                               r"\b__dict__\b|\bimport_module\b|"
                               # a function's insides (a check's wrapper), a module by its name
                               r"__closure__|\bcell_contents\b|__wrapped__|__globals__|"
-                              r"__getattribute__|__code__|\bmodules\s*\[|\bmodules\.get\(|"
+                              r"__getattribute__|__code__|\.modules\s*\[|\.modules\.get\(|"
                               r"\breduce\(\s*getattr\b"),
 }
 
+
+MAX_READ = 64 * 2**10  # characters of one code cell the flags read
 
 # Ways to reach a module's names without writing them: a star import, inspect, operator, dir
 INTROSPECTION = re.compile(r"\binspect\b|\battrgetter\b|\bmethodcaller\b|\bdir\(")
@@ -60,9 +63,17 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
     answers = answer_cells(nb)
     new = [(c["source"], i in answers) for i, c in enumerate(nb["cells"])
            if c["cell_type"] == "code" and c["source"] not in assignment.cells]
+    # a cell no honest answer comes near is not read (the patterns below would take minutes on
+    # megabytes of crafted text): it is flagged for what it is
+    huge = [text for text, _ in new if len(text) > MAX_READ]
+    # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr): so do the flags
+    new = [(unicodedata.normalize("NFKC", text), answer) for text, answer in new
+           if len(text) <= MAX_READ]
     sources = [text for text, _ in new]
     code = "\n".join(sources)
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
+    if huge:
+        found.append(f"a code cell too large to read ({max(map(len, huge)) // 1024} KB)")
     starred = star_imports(sources)
     if starred or (INTROSPECTION.search(code) and mha_names(sources)):
         found.append("star import or introspection of mha (a way to reach a reference unnamed)")
@@ -106,12 +117,12 @@ def _trees(text: str) -> list[ast.AST]:
     """A cell's syntax trees: the whole cell, or (IPython magics) each line that parses."""
     try:
         return [ast.parse(text)]
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         trees = []
         for line in text.splitlines():
             try:
                 trees.append(ast.parse(line.strip()))
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
         return trees
 
