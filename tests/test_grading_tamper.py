@@ -169,7 +169,7 @@ def test_review_flags_see_more_import_forms(code, flag):
     ("import functools, mha\nf = functools.reduce(getattr, ['kv_sharing', 'x'], mha)",
      "obfuscation"),
     ("import mha\nf = \uff47etattr(mha, 'pool_kv_heads')", "obfuscation"),  # fullwidth g
-    ("x = 1\n" * 20_000, "a code cell too large to read (117 KB)"),  # not read: flagged
+    ("x = 1\n" * 20_000, "code too large to read (a cell over 64 KB, or over 256 KB in all)"),
 ])
 def test_a_patched_wrapper_or_a_module_reached_through_its_insides_is_flagged(code, flag):
     assignment = assignments.load_assignment(EXAMPLE)
@@ -187,12 +187,28 @@ def test_honest_code_raises_no_flag(code):
     assert flagging.flags(without_check_calls(read(code), assignment), assignment) == []
 
 
+def test_many_crafted_cells_are_read_in_seconds_and_what_is_not_read_is_flagged():
+    """The flags read at most 256 KB of a submission's new cells, measured after NFKC (one
+    character can normalise to 18), with patterns that never scan past a line: five cells of
+    60 KB each that made the old patterns backtrack for minutes."""
+    assignment = assignments.load_assignment(EXAMPLE)
+    nb = student()
+    for filler in ("getattr(", "\n", "from mha import ", "getattr(", "\ufdfa"):
+        nb = with_cell(filler * (60_000 // len(filler)), nb)
+    start = time.monotonic()
+    found = flagging.flags(without_check_calls(
+        submissions.read_notebook(json.dumps(nb).encode()), assignment), assignment)
+    assert time.monotonic() - start < 15
+    assert "code too large to read (a cell over 64 KB, or over 256 KB in all)" in found
+
+
 def test_reading_the_flags_of_a_crafted_cell_takes_no_time():
     """Many aliases of a checks module, or a cell just under the size the flags read, built to
     make the patterns backtrack: read in seconds (a pass per alias took minutes)."""
     assignment = assignments.load_assignment(EXAMPLE)
     aliases = "\n".join(f"from mha.checks import ch00 as a{i}" for i in range(1500))
-    for code in (aliases + "\nx = 1" * 4000, "getattr(" * 8000):
+    for code in (aliases + "\nx = 1" * 4000, "getattr(" * 8000, "\n" * 65_000,
+                 "getattr(" * 4096 + "\ufdfa" * 32_768):
         start = time.monotonic()
         flagging.flags(without_check_calls(read(code), assignment), assignment)
         assert time.monotonic() - start < 15

@@ -23,11 +23,11 @@ SUSPICIOUS = {
     "processes": re.compile(r"\bsubprocess\b|\bfork\w*|\bos\.system\b|\bpty\b|start_new_"
                             r"session|\bsetsid\b|\bexec[lv]p?e?\b|\bspawn\w*|\bpopen\b|"
                             r"\bsystem\s*\(|\bkill(pg)?\b|\bmultiprocessing\b|\bdaemon\b"),
-    "shell escapes": re.compile(r"(?m)^\s*!|%%?(bash|sh|script|system|sx)\b|get_ipython\b"),
+    "shell escapes": re.compile(r"(?m)^[ \t]*!|%%?(bash|sh|script|system|sx)\b|get_ipython\b"),
     "network": re.compile(r"\bsocket\b|\burllib\b|\brequests\.|\bhttp\.client\b"),
     "low-level": re.compile(r"\bctypes\b|\bcffi\b|\bptrace\b|\bsys\.settrace\b"),
     "patches the grading": re.compile(r"\bmha\.(exercises|checks)\b|"
-                                      r"from\s+mha\s+import[^\n]*\b(exercises|checks)\b|"
+                                      r"from\s+mha\s+import[^\n]{0,200}\b(exercises|checks)\b|"
                                       r"__torch_function__|\bsys\.modules\b|"
                                       r"\btorch\.\w+\s*=[^=]|\bsys\.std(out|err)\s*=[^=]"),
     "writes startup or package files": re.compile(r"\.ipython|profile_default|__file__|"
@@ -35,17 +35,18 @@ SUSPICIOUS = {
     "fake verdict": re.compile(r"Exercise \d+\.\d+ \[|✓"),
     "touches the grader's files": re.compile(r"/autograder\b|\bgrades\.csv|\bgrading_log\b|"
                                              r"\bresults\.json|\.csv\.part\b"),
-    "obfuscation": re.compile(r"\bgetattr\([^)]*(\+|['\"])|\bexec\(|\beval\(|__import__|"
+    "obfuscation": re.compile(r"\bgetattr\([^)\n]{0,200}(\+|['\"])|\bexec\(|\beval\(|__import__|"
                               r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
                               r"\b__dict__\b|\bimport_module\b|"
                               # a function's insides (a check's wrapper), a module by its name
                               r"__closure__|\bcell_contents\b|__wrapped__|__globals__|"
-                              r"__getattribute__|__code__|\.modules\s*\[|\.modules\.get\(|"
+                              r"__getattribute__|__code__|\bmodules\s*\[\s*['\"]|\.modules\.get\(|"
                               r"\breduce\(\s*getattr\b"),
 }
 
 
 MAX_READ = 64 * 2**10  # characters of one code cell the flags read
+MAX_TOTAL = 256 * 2**10  # characters of all a submission's new cells the flags read
 
 # Ways to reach a module's names without writing them: a star import, inspect, operator, dir
 INTROSPECTION = re.compile(r"\binspect\b|\battrgetter\b|\bmethodcaller\b|\bdir\(")
@@ -65,15 +66,23 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
            if c["cell_type"] == "code" and c["source"] not in assignment.cells]
     # a cell no honest answer comes near is not read (the patterns below would take minutes on
     # megabytes of crafted text): it is flagged for what it is
+    # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr): so do the
+    # flags, and they measure what they read (one character can normalise to 18)
+    new = [(unicodedata.normalize("NFKC", text[:MAX_READ + 1]), answer) for text, answer in new]
     huge = [text for text, _ in new if len(text) > MAX_READ]
-    # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr): so do the flags
-    new = [(unicodedata.normalize("NFKC", text), answer) for text, answer in new
-           if len(text) <= MAX_READ]
+    read, total = [], 0
+    for text, answer in new:
+        if len(text) <= MAX_READ and total + len(text) <= MAX_TOTAL:
+            read.append((text, answer))
+            total += len(text)
+    if len(read) < len(new) - len(huge):
+        huge.append("x" * (MAX_TOTAL + 1))  # the cells past the total are not read either
+    new = read
     sources = [text for text, _ in new]
     code = "\n".join(sources)
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
     if huge:
-        found.append(f"a code cell too large to read ({max(map(len, huge)) // 1024} KB)")
+        found.append("code too large to read (a cell over 64 KB, or over 256 KB in all)")
     starred = star_imports(sources)
     if starred or (INTROSPECTION.search(code) and mha_names(sources)):
         found.append("star import or introspection of mha (a way to reach a reference unnamed)")
