@@ -53,7 +53,8 @@ def rows(path):
 
 
 def run_grader(folder, *options, timeout=600):
-    return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE),
+    # no calibration (test_grading_limits.py tests it): two more runs of the example each time
+    return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE), "--no-calibrate",
                            *options], capture_output=True, text=True, timeout=timeout)
 
 
@@ -531,8 +532,8 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
-    process = subprocess.Popen([*GRADER, str(folder), "--source",
-                                str(EXAMPLE), "--jobs", "2"], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*GRADER, str(folder), "--source", str(EXAMPLE), "--jobs", "2",
+                                "--no-calibrate"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     part = folder / "grading_log.csv.part"
     deadline = time.monotonic() + 300
