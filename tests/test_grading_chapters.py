@@ -11,6 +11,10 @@ chapter in the tests (the student edition itself is checked statically in
 test_student_edition.py). One run, not one per chapter: the grader's own start (its process
 and a grading process, each importing torch) is paid once.
 
+Chapter 3 is handed in with every cell's metadata removed (no tags: the check cells are found by
+the calls they make), as a student's editor may leave it; its points must be what its committed
+outputs print (which nbval reproduces), with the hidden parts on top.
+
 The hidden-input seed is fixed here (``--seed``), unlike in a real grading run, so that a
 failure can be reproduced.
 """
@@ -22,9 +26,12 @@ import subprocess
 import sys
 
 import pytest
-from exercise_notebooks import WITH_EXERCISES, fmt, student_edition
+from exercise_notebooks import WITH_EXERCISES, fmt, printed_points, student_edition
+
+from conventions import ROOT
 
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
+CHAPTER_3 = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +41,11 @@ def graded(tmp_path_factory):
     folder.mkdir()
     sources = []
     for path in WITH_EXERCISES:
-        (folder / path.name).write_bytes(path.read_bytes())
+        nb = fmt.load(path)
+        if path == CHAPTER_3:
+            for cell in nb["cells"]:
+                cell["metadata"] = {}
+        (folder / path.name).write_text(json.dumps(nb))
         sources += ["--source", str(path)]
     run = subprocess.run([*GRADER, str(folder), *sources,
                           "--jobs", "2", "--with-stubs", "--seed", "20261124",
@@ -48,7 +59,7 @@ def graded(tmp_path_factory):
     return grades, log, run.stdout
 
 
-@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.stem[:2])
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=lambda p: p.name)
 def test_scores_full_marks_and_its_stubs_zero(graded, path):
     all_grades, all_log, out = graded
     grades = [r for r in all_grades if r["notebook"] == path.name]
@@ -66,6 +77,16 @@ def test_scores_full_marks_and_its_stubs_zero(graded, path):
             assert stub == ",".join(["not done:0"] * len(exercise.checks)), (exercise.name, stub)
         else:
             assert exercises[exercise.name]["status"] == "by hand"
+
+
+def test_the_instructors_chapter_3_without_any_tag_gets_full_marks(graded):
+    # its committed outputs: what its own checks print, and the hidden parts on top
+    shown = {e: f"{float(p) + hidden:g}" for e, (p, hidden) in
+             printed_points(fmt.load(CHAPTER_3)).items()}
+    assert shown and all(p == "1" for p in shown.values())
+    grades, _, _ = graded
+    assert {r["exercise"]: r["points"] for r in grades
+            if r["notebook"] == CHAPTER_3.name and r["points"] != ""} == shown
 
 
 def completed_edition(nb):

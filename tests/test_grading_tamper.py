@@ -53,7 +53,7 @@ def rows(path):
 
 
 def run_grader(folder, *options, timeout=600):
-    # no calibration (test_grading_limits.py tests it): two more runs of the example each time
+    # no calibration (test_grading_limits.py tests it): one more run of the example first
     return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE), "--no-calibrate",
                            *options], capture_output=True, text=True, timeout=timeout)
 
