@@ -70,43 +70,90 @@ def browser():
         browser.close()
 
 
+# one frame for the new width's styles and the page's resize handlers (course.js marks the
+# figures that now scroll), a second for what they changed; then the theme's sidebars, which
+# slide in or out (CSS transitions of up to 0.6 s), where they stay
+TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+TRANSITIONS_DONE = """() => Promise.all(document.getAnimations()
+    .filter(a => a instanceof CSSTransition).map(a => a.finished.catch(() => null)))
+    .then(() => true)"""
+
+
+# What a page keeps of the width it was loaded at, so that resizing it is not loading it at the
+# new width (reviews/2026-11-28/resize_equivalence.py measured every page both ways): MathJax
+# sizes a formula in the theme's sidebars (a heading's formula in the page's contents) by the
+# sidebar's font at typesetting, and the sidebar is hidden on a phone (1-2 % wider after a
+# resize); Plotly redraws a chart on a resize, its inner boxes up to 1 px off a fresh drawing.
+KEEPS_ITS_WIDTH = """() => [...document.querySelectorAll('mjx-container')]
+    .some(m => !m.closest('main article')) || !!document.querySelector('.mha-plotly')"""
+
+
+def set_width(page, width):
+    """The loaded page at another width, as a reader turning a phone sees it: for a page that
+    does not keep its width (KEEPS_ITS_WIDTH), the same layout as the page loaded at that width
+    (the CUT_OFF and claim-card results, figure sizes, formula widths, every box of <main>)."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function(f"() => window.innerWidth === {width}")
+    page.evaluate(TWO_FRAMES)
+    page.evaluate(TRANSITIONS_DONE)
+    page.evaluate(TWO_FRAMES)
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+
+
+def new_page(browser, server, path, width, dark):
+    """The page loaded at this width, typeset, with what it loaded and every script error."""
+    page = browser.new_page(viewport={"width": width, "height": 900},
+                            color_scheme="dark" if dark else "light")
+    if dark:  # the theme's own switch, as a reader's click on it leaves it
+        page.add_init_script("localStorage.setItem('mode', 'dark')")
+    outside, loaded, errors = [], [], []
+    page.on("request", lambda r: outside.append(r.url)
+            if not r.url.startswith((server, "data:", "blob:")) else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # (not "Failed to load resource": the browser's own request for /favicon.ico, which the
+    # book has none of; the pages' files are checked by the tests that load them)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error"
+            and not m.text.startswith("Failed to load resource") else None)
+    page.on("requestfinished", lambda r: loaded.append((r.url, r.resource_type)))
+    page.goto(f"{server}/{path}", wait_until="load")
+    # Sphinx adds MathJax only to pages with maths; it typesets after load: wait for it
+    page.has_maths = page.locator('script[src*="mathjax"]').count() > 0
+    if page.has_maths:
+        page.wait_for_function("() => window.MathJax && window.MathJax.startup"
+                               " && window.MathJax.startup.promise", timeout=20_000)
+        page.evaluate("() => window.MathJax.startup.promise")
+    page.evaluate("() => document.fonts.ready.then(() => true)")  # the fonts it typeset in
+    page.keeps_its_width = page.evaluate(KEEPS_ITS_WIDTH)  # then a test at another width
+    # gets a page loaded at that width
+    page.loaded = loaded  # (url, resource type) of every file the page has loaded
+    page.outside_requests = outside
+    page.script_errors = errors  # uncaught exceptions and console.error messages
+    return page
+
+
 @pytest.fixture(scope="module")
 def open_page(server, browser):
     """``open_page(path, width, dark)``: the page, loaded and typeset once per module and shared
-    by every test that only reads it (a page of a long chapter takes seconds to typeset)."""
-    shared, opened = {}, []
+    by every test that only reads it (a page of a long chapter takes seconds to typeset); a test
+    at another width gets it resized to that width, unless the page keeps its width
+    (KEEPS_ITS_WIDTH): then it gets one loaded at that width."""
+    resizable, kept, opened = {}, {}, []  # by (path, dark); by (path, width, dark)
 
     def load(path, width=1280, dark=False, fresh=False):
         """``fresh``: a page of its own, for a test that changes it (clicks a menu)."""
-        if not fresh and (path, width, dark) in shared:
-            return shared[path, width, dark]
-        page = browser.new_page(viewport={"width": width, "height": 900},
-                                color_scheme="dark" if dark else "light")
-        if dark:  # the theme's own switch, as a reader's click on it leaves it
-            page.add_init_script("localStorage.setItem('mode', 'dark')")
-        outside, loaded, errors = [], [], []
-        page.on("request", lambda r: outside.append(r.url)
-                if not r.url.startswith((server, "data:", "blob:")) else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        # (not "Failed to load resource": the browser's own request for /favicon.ico, which the
-        # book has none of; the pages' files are checked by the tests that load them)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error"
-                and not m.text.startswith("Failed to load resource") else None)
-        page.on("requestfinished", lambda r: loaded.append((r.url, r.resource_type)))
-        page.goto(f"{server}/{path}", wait_until="load")
-        # Sphinx adds MathJax only to pages with maths; it typesets after load: wait for it
-        page.has_maths = page.locator('script[src*="mathjax"]').count() > 0
-        if page.has_maths:
-            page.wait_for_function("() => window.MathJax && window.MathJax.startup"
-                                   " && window.MathJax.startup.promise", timeout=20_000)
-            page.evaluate("() => window.MathJax.startup.promise")
-        page.evaluate("() => document.fonts.ready.then(() => true)")  # the fonts it typeset in
-        page.loaded = loaded  # (url, resource type) of every file the page has loaded
-        page.outside_requests = outside
-        page.script_errors = errors  # uncaught exceptions and console.error messages
+        if not fresh and (path, dark) in resizable:
+            page = resizable[path, dark]
+            if page.viewport_size["width"] != width:
+                set_width(page, width)
+            return page
+        if not fresh and (path, width, dark) in kept:
+            return kept[path, width, dark]
+        page = new_page(browser, server, path, width, dark)
         opened.append(page)
-        if not fresh:
-            shared[path, width, dark] = page
+        if not fresh and page.keeps_its_width:
+            kept[path, width, dark] = page
+        elif not fresh:
+            resizable[path, dark] = page
         return page
 
     yield load
