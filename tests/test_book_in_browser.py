@@ -73,10 +73,13 @@ def browser():
 # one frame for the new width's styles and the page's resize handlers (course.js marks the
 # figures that now scroll), a second for what they changed; then the theme's sidebars, which
 # slide in or out (CSS transitions of up to 0.6 s), where they stay
-TWO_FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
-TRANSITIONS_DONE = """() => Promise.all(document.getAnimations()
+# each resolves true, or false after 10 s (then set_width fails instead of hanging)
+WITHIN_10_S = "new Promise(done => setTimeout(() => done(false), 10_000))"
+TWO_FRAMES = ("() => Promise.race([new Promise(done => requestAnimationFrame("
+              f"() => requestAnimationFrame(() => done(true)))), {WITHIN_10_S}])")
+TRANSITIONS_DONE = f"""() => Promise.race([Promise.all(document.getAnimations()
     .filter(a => a instanceof CSSTransition).map(a => a.finished.catch(() => null)))
-    .then(() => true)"""
+    .then(() => true), {WITHIN_10_S}])"""
 
 
 # What a page keeps of the width it was loaded at, so that resizing it is not loading it at the
@@ -85,19 +88,24 @@ TRANSITIONS_DONE = """() => Promise.all(document.getAnimations()
 # sidebar's font at typesetting, and the sidebar is hidden on a phone (1-2 % wider after a
 # resize); Plotly redraws a chart on a resize, its inner boxes up to 1 px off a fresh drawing.
 KEEPS_ITS_WIDTH = """() => [...document.querySelectorAll('mjx-container')]
-    .some(m => !m.closest('main article')) || !!document.querySelector('.mha-plotly')"""
+    .some(m => !m.closest('main article')) || !!document.querySelector('.mha-plotly')
+    || !!document.querySelector('img[srcset], picture source[media]')"""
 
 
 def set_width(page, width):
     """The loaded page at another width, as a reader turning a phone sees it: for a page that
     does not keep its width (KEEPS_ITS_WIDTH), the same layout as the page loaded at that width
-    (the CUT_OFF and claim-card results, figure sizes, formula widths, every box of <main>)."""
+    (the CUT_OFF and claim-card results, figure sizes, formula widths, every box of <main>).
+    Measured by reviews/2026-11-28/resize_equivalence.py for 1280 -> 400 -> 1280 -> 400, the
+    order this file asks for; a page that gains something else its load decides by width (a
+    script reading the width, an image source chosen by width) needs that script run again."""
+    errors = len(page.script_errors)
     page.set_viewport_size({"width": width, "height": 900})
     page.wait_for_function(f"() => window.innerWidth === {width}")
-    page.evaluate(TWO_FRAMES)
-    page.evaluate(TRANSITIONS_DONE)
-    page.evaluate(TWO_FRAMES)
+    for wait in (TWO_FRAMES, TRANSITIONS_DONE, TWO_FRAMES):
+        assert page.evaluate(wait), f"the page did not settle at {width} px within 10 s"
     page.evaluate("() => document.fonts.ready.then(() => true)")
+    assert page.script_errors[errors:] == [], f"resizing to {width} px: {page.script_errors}"
 
 
 def new_page(browser, server, path, width, dark):
