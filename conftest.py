@@ -26,9 +26,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # After the notebooks, the modules that take longest (over 10 s on a busy machine), longest
-# first: the grading runs (minute-long module fixtures), then the others. (Issue 28 tried the
-# chapters' grading run and the browser first: test_grading_tamper then ran beside the
-# chapters' grading run and its Ctrl-C test hung in two of three CI runs; see workers.py's stop)
+# first: the grading runs (a chapter each, or a minute-long module fixture), then the others
 SLOW_MODULES = ["test_grading_env.py", "test_grading_tamper.py", "test_grading_attacks.py",
                 "test_gradescope_tamper.py", "test_grading.py", "test_grading_chapters.py",
                 "test_grading_capture.py", "test_gradescope.py", "test_checks_variants.py",

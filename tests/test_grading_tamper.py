@@ -53,8 +53,7 @@ def rows(path):
 
 
 def run_grader(folder, *options, timeout=600):
-    # no calibration (test_grading_limits.py tests it): one more run of the example first
-    return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE), "--no-calibrate",
+    return subprocess.run([*GRADER, str(folder), "--source", str(EXAMPLE),
                            *options], capture_output=True, text=True, timeout=timeout)
 
 
@@ -532,8 +531,6 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
-    # (with calibration: without it, one CI run of 7139293 saw the grader still running 60 s
-    # after Ctrl-C, not seen in nine runs of this test alone; left for a look at the grader)
     process = subprocess.Popen([*GRADER, str(folder), "--source",
                                 str(EXAMPLE), "--jobs", "2"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

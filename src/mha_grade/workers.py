@@ -182,14 +182,10 @@ class Workers:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(OSError):
                     os.killpg(process.pid, signal.SIGKILL)
-                # bounded: a process in an uninterruptible kernel call dies when it returns
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=wait)
-            # stdin only: closing stdout waits for the thread reading it, blocked for as long
-            # as any process holds the pipe's other end (a sandbox's child between its fork and
-            # its exec, in a session of its own): Ctrl-C once hung the grader here (issue 28)
-            with contextlib.suppress(OSError):
-                process.stdin.close()
+                process.wait()
+            for stream in (process.stdin, process.stdout):
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 def grade_all(found: list[Found], assignments: list[Assignment], settings: Settings, *,
