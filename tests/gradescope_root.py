@@ -11,13 +11,16 @@ dies with its PID namespace; nothing on the host changes but the temporary folde
 
 from __future__ import annotations
 
+import atexit
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -40,16 +43,25 @@ def unavailable() -> str | None:
     return None
 
 
+@functools.cache
+def whole_course_zip() -> Path:
+    """The zip of `mha-grade gradescope build --all`, built once per test process (each build
+    starts a Python that imports torch); callers unpack it and never change it."""
+    folder = tempfile.mkdtemp(prefix="gradescope-zip-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    bundle = Path(folder) / "gradescope.zip"
+    subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", "--all",
+                    str(bundle)], check=True, capture_output=True)
+    return bundle
+
+
 def unpack(tmp_path: Path, zip_path: Path | None = None, *, chapters: bool = True,
            chapter: str | None = CHAPTER.stem) -> Path:
     """The autograder zip unpacked in Gradescope's layout under ``tmp_path/autograder``, with the
     example chapter added (and, without ``chapters``, alone: a cheaper start). The zip's
     settings then name ``chapter`` as the assignment's (by default the example chapter, which
     ``build`` cannot name: it is no chapter of the course); ``None`` keeps the zip's."""
-    bundle = zip_path or tmp_path / "gradescope.zip"
-    if zip_path is None:
-        subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build", "--all",
-                        str(bundle)], check=True, capture_output=True)
+    bundle = zip_path or whole_course_zip()
     root = tmp_path / "autograder"
     with zipfile.ZipFile(bundle) as z:
         z.extractall(root / "source")

@@ -6,29 +6,23 @@ counts), or at the end of the run if the submission never calls it. So a noteboo
 its own checks top to bottom gets the same points from the grader. The reference here is the
 notebook's own checks: each variant is run in a plain Jupyter kernel (nbclient; these notebooks
 are ours, not untrusted) and the points its check cells print (``✓ Exercise 0.2 [1/1]: ...``)
-are read from its outputs; for the instructor's chapter 3 they are its committed outputs (which
-nbval reproduces)."""
+are read from its outputs. (The instructor's chapter 3 without any tag is graded with the other
+chapters, in test_grading_chapters.py.)"""
 
 import copy
 import csv
 import json
-import re
 import subprocess
 import sys
 
 import nbformat
 import pytest
-from exercise_notebooks import EXAMPLE, fmt, student_edition
+from exercise_notebooks import EXAMPLE, fmt, printed_points, student_edition
 from nbclient import NotebookClient
 
 from mha_grade import sandbox
 
-from conventions import ROOT
-
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
-CHAPTER_3 = ROOT / "notebooks" / "03_attention_with_weights.ipynb"
-VERDICT = re.compile(r"[✓✗] Exercise (\d+\.\d+) \[(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)\]")
-HIDDEN = re.compile(r"hidden parts?, worth (\d+(?:\.\d+)?) points?, on cases not shown")
 pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
                                 reason=str(sandbox.unavailable()))
 
@@ -183,23 +177,11 @@ def own_points(nb: dict) -> dict[str, tuple[str, float]]:
     return printed_points(notebook)
 
 
-def printed_points(nb) -> dict[str, tuple[str, float]]:
-    """exercise -> (the points its last verdict line shows, the points of the hidden parts it
-    says a notebook does not run: grading runs them, so they come on top)."""
-    points = {}
-    for cell in nb["cells"]:
-        for output in cell.get("outputs", []):
-            text = output.get("text", "")
-            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
-                if m := VERDICT.search(line):
-                    hidden = HIDDEN.search(line)
-                    points[m.group(1)] = (m.group(2), float(hidden.group(1)) if hidden else 0)
-    return points
-
-
 def grade(folder, source, flags=None):
-    run = subprocess.run([*GRADER, str(folder), "--source", str(source), "--jobs", "2"],
-                         capture_output=True, text=True, timeout=900)
+    # no calibration (test_grading_limits.py tests it): it grades the instructor's notebook once
+    # more before the submissions
+    run = subprocess.run([*GRADER, str(folder), "--source", str(source), "--jobs", "2",
+                          "--no-calibrate"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     if flags is not None:  # notebook folder -> its flags, from the grading log
         with (folder / "grading_log.csv").open() as handle:
@@ -280,17 +262,3 @@ def test_a_deleted_check_is_graded_on_the_answer_at_the_end(example):
     notebook defines it at its end (book/instructors.md says so)."""
     _, graded, _ = example
     assert graded["check_deleted"] == {"0.2": "1", "0.3": "2"}
-
-
-def test_the_instructors_chapter_3_without_any_tag_gets_full_marks(tmp_path):
-    nb = fmt.load(CHAPTER_3)
-    # its committed outputs: what its own checks print, and the hidden parts on top
-    shown = {e: f"{float(p) + hidden:g}" for e, (p, hidden) in printed_points(nb).items()}
-    assert shown and all(p == "1" for p in shown.values())
-    for cell in nb["cells"]:
-        cell["metadata"] = {}
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    (folder / CHAPTER_3.name).write_text(json.dumps(nb))
-    rows = grade(folder, CHAPTER_3)
-    assert {r["exercise"]: r["points"] for r in rows} == shown
