@@ -525,20 +525,28 @@ def sandboxes_with(marker):
 
 
 @contextlib.contextmanager
-def sigint_as_in_a_terminal():
-    """Start a process as a terminal would, with SIGINT at its default. A background job of a
-    non-interactive shell (``cmd &``, as a CI script may start the suite) inherits SIGINT
-    ignored, which Python keeps: Ctrl-C does nothing, by convention, and the grader respects it.
-    A Python handler here becomes SIG_DFL in the child at exec."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+def sigint_in_children(handler):
+    """Start processes with SIGINT as a terminal gives it (``signal.default_int_handler``: a
+    Python handler here becomes SIG_DFL in the child at exec) or as a background job of a script
+    does (``signal.SIG_IGN``: ``cmd &`` in a non-interactive shell, as a CI script may start the
+    suite; Python keeps an inherited SIG_IGN and Ctrl-C does nothing)."""
+    previous = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-@needs_sandbox
-def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_rest(tmp_path):
+def sigint_ignored(pid):
+    ignored = next(int(line.split()[1], 16) for line in open(f"/proc/{pid}/status")
+                   if line.startswith("SigIgn:"))
+    return bool(ignored & 1 << (signal.SIGINT - 1))
+
+
+def a_class_being_graded(tmp_path, sigint):
+    """The grader running on a class of one quick notebook and two that sleep: (the grader's
+    process, the class folder, the sleepers' marker) once the quick one is graded and a sleeper
+    runs."""
     folder = tmp_path / "class"
     marker = f"SLEEPER_{uuid.uuid4().hex}"
     sleeper = with_cell(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, "
@@ -546,21 +554,24 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
-    with sigint_as_in_a_terminal():  # the test's Ctrl-C: the whole test is about it
+    with sigint_in_children(sigint):
         process = subprocess.Popen([*GRADER, str(folder), "--source", str(EXAMPLE), "--jobs",
                                     "2", "--no-calibrate"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
-    ignored = next(int(line.split()[1], 16) for line in open(f"/proc/{process.pid}/status")
-                   if line.startswith("SigIgn:"))
-    assert not ignored & 1 << (signal.SIGINT - 1), "the grader started with SIGINT ignored"
     part = folder / "grading_log.csv.part"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (
             part.exists() and "a_quick" in part.read_text() and sandboxes_with(marker)):
         time.sleep(0.2)
     assert sandboxes_with(marker), "the slow notebook never started"
+    return process, folder, marker
+
+
+def stops_within_seconds(process, sig, folder, marker):
+    """``sig`` ends the run within seconds, with its exit status 130, no sandbox left, and the
+    quick notebook alone in the .part files."""
     interrupted = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     out, err = process.communicate(timeout=60)
     stopped = time.monotonic() - interrupted
     assert process.returncode == 130, out + err
@@ -568,7 +579,15 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     time.sleep(0.5)
     assert sandboxes_with(marker) == []
     assert "--resume" in err and not (folder / "grades.csv").exists()
-    assert {r["notebook"] for r in rows(part)} == {f"a_quick/{NAME}"}
+    assert {r["notebook"] for r in rows(folder / "grading_log.csv.part")} == {
+        f"a_quick/{NAME}"}
+
+
+@needs_sandbox
+def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_rest(tmp_path):
+    process, folder, marker = a_class_being_graded(tmp_path, signal.default_int_handler)
+    assert not sigint_ignored(process.pid)  # else Ctrl-C would do nothing: not a hang
+    stops_within_seconds(process, signal.SIGINT, folder, marker)
     for who in ["b_slow", "c_slow"]:  # the students fix their notebooks; resume grades them
         (folder / who / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
     run = run_grader(folder, "--resume")
@@ -577,6 +596,18 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
     assert "grading 2 notebook(s)" in run.stdout
     assert {r["notebook"] for r in rows(folder / "grades.csv") if r["points"] == "2"} == {
         f"{who}/{NAME}" for who in ["a_quick", "b_slow", "c_slow"]}
+
+
+@needs_sandbox
+def test_a_background_run_ignores_ctrl_c_and_sigterm_stops_it_keeping_the_part_files(tmp_path):
+    """book/instructors.md: a run started in the background from a script ignores Ctrl-C, as
+    background jobs do, and SIGTERM stops it the same way."""
+    process, folder, marker = a_class_being_graded(tmp_path, signal.SIG_IGN)
+    assert sigint_ignored(process.pid)
+    process.send_signal(signal.SIGINT)
+    time.sleep(2)
+    assert process.poll() is None and sandboxes_with(marker)  # still grading
+    stops_within_seconds(process, signal.SIGTERM, folder, marker)
 
 
 HOPPER = """\

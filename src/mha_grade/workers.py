@@ -220,11 +220,14 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
                 outcome = outcome_from(data, named)
             on_outcome(outcome)
     except BaseException:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would lose the .part
+        # a second Ctrl-C would lose the .part files; then SIGINT as it was (a background
+        # job's stays ignored; None: not set from Python, so not ours to restore)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             workers.stop()
         finally:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         raise
     workers.stop(interrupt=False)
 
