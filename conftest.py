@@ -1,5 +1,5 @@
-"""Report how long each notebook took under nbval (the sum of its cells' run times), and
-schedule the test files over pytest-xdist's workers."""
+"""Report how long each notebook took under nbval (the sum of its cells' run times) and which
+files took longest, and schedule the test files over pytest-xdist's workers."""
 
 from collections import defaultdict
 from pathlib import Path
@@ -7,15 +7,23 @@ from pathlib import Path
 import pytest
 
 _notebook_seconds: dict[str, float] = defaultdict(float)
+_file_seconds: dict[str, float] = defaultdict(float)  # setup, call and teardown of its tests
 
 
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::")[0]
+    _file_seconds[path] += report.duration
     if path.endswith(".ipynb"):
         _notebook_seconds[Path(path).name] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
+    if len(_file_seconds) > 1:  # what SLOW_FIRST below orders by
+        terminalreporter.section("the files that took longest (worker seconds)")
+        total = sum(_file_seconds.values())
+        for path, seconds in sorted(_file_seconds.items(), key=lambda x: -x[1])[:15]:
+            terminalreporter.write_line(f"{path:45s} {seconds:6.1f} s")
+        terminalreporter.write_line(f"{'all files':45s} {total:6.1f} s")
     if not _notebook_seconds:
         return
     terminalreporter.section("notebook execution times (nbval)")
