@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from exercise_notebooks import EXAMPLE, fmt, student_edition
 
-from mha_grade import assignments, compare, escape, outputs, sandbox, submissions
+from mha_grade import assignments, compare, escape, outputs, sandbox, submissions, workers
 from mha_grade import flags as flagging
-from mha_grade.run import without_check_calls
+from mha_grade.run import Settings, without_check_calls
 
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 NAME = EXAMPLE.name
@@ -543,28 +543,75 @@ def sigint_ignored(pid):
     return bool(ignored & 1 << (signal.SIGINT - 1))
 
 
-def a_class_being_graded(tmp_path, sigint):
-    """The grader running on a class of one quick notebook and two that sleep: (the grader's
-    process, the class folder, the sleepers' marker) once the quick one is graded and a sleeper
-    runs."""
-    folder = tmp_path / "class"
-    marker = f"SLEEPER_{uuid.uuid4().hex}"
-    sleeper = with_cell(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, "
-                        f"'-c', 'import time; time.sleep(600)', {marker!r}])\ntime.sleep(600)")
-    for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper), ("c_slow", sleeper)]:
-        (folder / who).mkdir(parents=True)
-        (folder / who / NAME).write_text(json.dumps(nb))
-    with sigint_in_children(sigint):
-        process = subprocess.Popen([*GRADER, str(folder), "--source", str(EXAMPLE), "--jobs",
-                                    "2", "--no-calibrate"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-    part = folder / "grading_log.csv.part"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (
-            part.exists() and "a_quick" in part.read_text() and sandboxes_with(marker)):
-        time.sleep(0.2)
-    assert sandboxes_with(marker), "the slow notebook never started"
-    return process, folder, marker
+def started_at(pid):
+    """When ``pid`` started (clock ticks after boot), ``None`` if it is gone: with the pid, names
+    a process that a reused pid cannot pass for."""
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descendants(pid):
+    """(pid, start) of every process below ``pid`` now."""
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return [(child, started_at(child)) for child in found]
+
+
+@pytest.fixture
+def class_being_graded(tmp_path):
+    """``start(sigint)``: the grader running on a class of one quick notebook and two that
+    sleep, as (its process, the class folder, the sleepers' marker), once the quick one is
+    graded and a sleeper runs. A test that fails leaves nothing of it running."""
+    started = []
+
+    def start(sigint):
+        folder = tmp_path / "class"
+        marker = f"SLEEPER_{uuid.uuid4().hex}"
+        sleeper = with_cell(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, "
+                            f"'-c', 'import time; time.sleep(600)', {marker!r}])\n"
+                            "time.sleep(600)")
+        for who, nb in [("a_quick", fmt.load(EXAMPLE)), ("b_slow", sleeper),
+                        ("c_slow", sleeper)]:
+            (folder / who).mkdir(parents=True)
+            (folder / who / NAME).write_text(json.dumps(nb))
+        with sigint_in_children(sigint):
+            process = subprocess.Popen([*GRADER, str(folder), "--source", str(EXAMPLE),
+                                        "--jobs", "2", "--no-calibrate"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+        started.append((process, marker))
+        part = folder / "grading_log.csv.part"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (
+                part.exists() and "a_quick" in part.read_text() and sandboxes_with(marker)):
+            time.sleep(0.2)
+        assert sandboxes_with(marker), "the slow notebook never started"
+        process.below = descendants(process.pid)  # its grading processes and sandboxes
+        return process, folder, marker
+
+    yield start
+    for process, marker in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        left = [*getattr(process, "below", []),
+                *((int(pid), started_at(pid)) for pid in sandboxes_with(marker))]
+        for pid, start_time in left:
+            if start_time is not None and started_at(pid) == start_time:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def stops_within_seconds(process, sig, folder, marker):
@@ -579,13 +626,14 @@ def stops_within_seconds(process, sig, folder, marker):
     time.sleep(0.5)
     assert sandboxes_with(marker) == []
     assert "--resume" in err and not (folder / "grades.csv").exists()
-    assert {r["notebook"] for r in rows(folder / "grading_log.csv.part")} == {
-        f"a_quick/{NAME}"}
+    for part in ["grading_log.csv.part", "grades.csv.part"]:
+        assert {r["notebook"] for r in rows(folder / part)} == {f"a_quick/{NAME}"}, part
 
 
 @needs_sandbox
-def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_rest(tmp_path):
-    process, folder, marker = a_class_being_graded(tmp_path, signal.default_int_handler)
+def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_rest(
+        class_being_graded):
+    process, folder, marker = class_being_graded(signal.default_int_handler)
     assert not sigint_ignored(process.pid)  # else Ctrl-C would do nothing: not a hang
     stops_within_seconds(process, signal.SIGINT, folder, marker)
     for who in ["b_slow", "c_slow"]:  # the students fix their notebooks; resume grades them
@@ -599,15 +647,48 @@ def test_ctrl_c_stops_within_seconds_keeps_the_part_files_and_resume_grades_the_
 
 
 @needs_sandbox
-def test_a_background_run_ignores_ctrl_c_and_sigterm_stops_it_keeping_the_part_files(tmp_path):
+def test_a_background_run_ignores_ctrl_c_and_sigterm_stops_it_keeping_the_part_files(
+        class_being_graded):
     """book/instructors.md: a run started in the background from a script ignores Ctrl-C, as
-    background jobs do, and SIGTERM stops it the same way."""
-    process, folder, marker = a_class_being_graded(tmp_path, signal.SIG_IGN)
+    background jobs do, and SIGTERM to the grader (``kill $!``) stops it the same way."""
+    process, folder, marker = class_being_graded(signal.SIG_IGN)
     assert sigint_ignored(process.pid)
     process.send_signal(signal.SIGINT)
     time.sleep(2)
     assert process.poll() is None and sandboxes_with(marker)  # still grading
     stops_within_seconds(process, signal.SIGTERM, folder, marker)
+
+
+def test_an_interrupt_stops_the_grading_processes_ignoring_ctrl_c_then_restores_it(
+        monkeypatch):
+    """While grade_all stops its grading processes after an interrupt a second Ctrl-C is
+    ignored; then SIGINT is as it was (a background job's stays ignored)."""
+    during_stop = []
+
+    class Stoppable:
+        def __init__(self, jobs, config):
+            pass
+
+        def run(self, items):
+            yield items[0], None
+
+        def stop(self, wait=5.0, interrupt=True):
+            during_stop.append(signal.getsignal(signal.SIGINT))
+
+    def interrupted(outcome):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workers, "Workers", Stoppable)
+    settings = Settings(60, 30, False, sandbox.Limits())
+    for handler in [lambda signum, frame: None, signal.SIG_IGN]:
+        with sigint_in_children(handler):
+            with pytest.raises(KeyboardInterrupt):
+                workers.grade_all([submissions.Found("a/x.ipynb", Path("x.ipynb"))], [],
+                                  settings, seed=0, sources=[], prefix=sandbox.Prefix.existing(
+                                      Path(tempfile.gettempdir())), hide=[], jobs=1,
+                                  on_outcome=interrupted)
+            assert signal.getsignal(signal.SIGINT) is handler
+    assert during_stop == [signal.SIG_IGN, signal.SIG_IGN]
 
 
 HOPPER = """\

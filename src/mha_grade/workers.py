@@ -220,9 +220,11 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
                 outcome = outcome_from(data, named)
             on_outcome(outcome)
     except BaseException:
-        # a second Ctrl-C would lose the .part files; then SIGINT as it was (a background
-        # job's stays ignored; None: not set from Python, so not ours to restore)
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # a second Ctrl-C would cut stopping the grading processes short; then SIGINT as it
+        # was (a background job's stays ignored; None: set outside Python, left alone)
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             workers.stop()
         finally:
