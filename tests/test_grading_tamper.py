@@ -603,10 +603,12 @@ def class_being_graded(tmp_path):
 
     yield start
     for process, marker in started:
+        below = getattr(process, "below", [])
         if process.poll() is None:
+            below = below + descendants(process.pid)  # also if start() failed before it looked
             process.kill()
             process.communicate()
-        left = [*getattr(process, "below", []),
+        left = [*below,
                 *((int(pid), started_at(pid)) for pid in sandboxes_with(marker))]
         for pid, start_time in left:
             if start_time is not None and started_at(pid) == start_time:

@@ -223,9 +223,9 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
         # a second Ctrl-C would cut stopping the grading processes short; then SIGINT as it
         # was (a background job's stays ignored; None: set outside Python, left alone)
         previous = signal.getsignal(signal.SIGINT)
-        if previous is not None:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
+            if previous is not None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             workers.stop()
         finally:
             if previous is not None:
