@@ -557,16 +557,16 @@ def descendants(pid):
     children = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            stat = open(f"/proc/{entry}/stat").read()
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+        children.setdefault(int(fields[1]), []).append((int(entry), int(fields[19])))
     found, todo = [], [pid]
     while todo:
         below = children.get(todo.pop(), [])
         found += below
-        todo += below
-    return [(child, started_at(child)) for child in found]
+        todo += [child for child, _ in below]
+    return found
 
 
 @pytest.fixture
@@ -607,13 +607,14 @@ def class_being_graded(tmp_path):
         if process.poll() is None:
             below = below + descendants(process.pid)  # also if start() failed before it looked
             process.kill()
-            process.communicate()
+            process.wait()
         left = [*below,
                 *((int(pid), started_at(pid)) for pid in sandboxes_with(marker))]
         for pid, start_time in left:
             if start_time is not None and started_at(pid) == start_time:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+        process.communicate()  # last: the grading processes held its pipes open
 
 
 def stops_within_seconds(process, sig, folder, marker):
