@@ -1,5 +1,6 @@
 # Two commands do everything: `make book` and `make test`. Each first sets up .venv from
-# requirements.txt (again only when requirements.txt or pyproject.toml changed).
+# requirements.txt, the lock of every package (again only when it or pyproject.toml changed).
+# A person edits requirements.in; `make lock` resolves it into requirements.txt (tools/lock.py).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,9 +8,12 @@ STAMP := $(VENV)/.installed
 # chapters, and the book pages that are notebooks (their outputs are checked the same way)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipynb))
 
-.PHONY: setup book test test-fast lint pytest execute lab clean
+.PHONY: setup lock book test test-fast lint pytest execute lab clean
 
 setup: $(STAMP)
+
+# The environment is the lock and nothing else: a changed lock makes .venv again from nothing
+# (pip never removes what a lock no longer lists), the locked pip installs it, `pip check` proves it.
 
 # torch from PyTorch's CPU index, as binder/requirements.txt does (on PyPI, torch for Linux is the
 # CUDA build: GBs never used), but only when the index answers within 3 s (tools/reachable.py):
@@ -21,14 +25,21 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # again (import torch: 3.5-4.6 s of CPU instead of 1.7 s). Errors are ignored, as pip does: a few
 # files are tests in a newer Python's syntax (torch's py312_intrinsics.py).
 $(STAMP): requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/python -m pip install --quiet $$(grep -m1 '^pip==' requirements.txt)
 	index=$$($(if $(TORCH_INDEX),$(BIN)/python tools/reachable.py $(TORCH_INDEX))) && \
 		$(BIN)/python -m pip install --quiet --no-compile $${index:+--extra-index-url $$index} \
 		-r requirements.txt
+	$(BIN)/python -m pip check
 	$(BIN)/python -m compileall -qq -j 0 src \
 		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
 	touch $(STAMP)
+
+# requirements.in and requirements-grading.in resolved again from today's releases on PyPI into
+# requirements.txt, requirements-grading.txt and binder/requirements.txt; `make test` then sets up
+# the new environment and checks it (tests/test_locks.py).
+lock: $(STAMP)
+	$(BIN)/python tools/lock.py
 
 # The book, then its Jupyter edition (no MyST left: what Colab and Binder open; tools/jupyter_edition.py).
 book: $(STAMP)

@@ -1,35 +1,33 @@
 """Binder's environment is the course environment, with PyTorch's CPU build.
 
 repo2docker (Binder's builder) reads binder/ before the repository's root, so binder/
-requirements.txt replaces requirements.txt there. It must pin the same versions, except that
-torch comes from PyTorch's CPU index (the PyPI build for Linux pulls GBs of CUDA packages).
+requirements.txt replaces requirements.txt there. `make lock` (tools/lock.py) writes it from the
+course's lock: the same packages at the same versions, except that torch comes from PyTorch's
+CPU index (the PyPI build for Linux pulls GBs of CUDA packages).
 """
 
 import re
+
+import locks
 
 from conventions import ROOT, book_config
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def requirements(path):
-    """Requirement lines of a file (comments and blank lines dropped), options apart."""
-    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
-    lines = [line for line in lines if line]
-    options = [line for line in lines if line.startswith("--")]
-    return [line for line in lines if not line.startswith("--")], options
+def options(path):
+    return [line.strip() for line in path.read_text().splitlines() if line.startswith("-")]
 
 
-def test_binder_pins_the_course_versions_with_the_cpu_build_of_torch():
-    course, course_options = requirements(ROOT / "requirements.txt")
-    binder, binder_options = requirements(ROOT / "binder" / "requirements.txt")
-    assert course_options == []
-    assert binder_options == [f"--extra-index-url {CPU_INDEX}"]
-    (torch_pin,) = [line for line in course if line.startswith("torch==")]
-    version = torch_pin.removeprefix("torch==")
-    assert re.fullmatch(r"\d+\.\d+\.\d+", version), "requirements.txt pins an exact torch"
-    expected = [f"torch=={version}+cpu" if line == torch_pin else line for line in course]
-    assert binder == expected  # same pins, same order, nothing added or left out
+def test_binder_locks_the_course_versions_with_the_cpu_build_of_torch():
+    assert options(locks.COURSE) == ["-e ."]
+    assert options(locks.BINDER) == [f"--extra-index-url {CPU_INDEX}", "-e ."]
+    course = locks.locked(locks.COURSE)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", course["torch"]), "requirements.txt pins an exact torch"
+    for python in ["3.11.0", "3.11.7", "3.12.0", "3.13.0"]:  # same pins, nothing added or left out
+        expected = locks.locked(locks.COURSE, python)
+        expected["torch"] += "+cpu"
+        assert locks.locked(locks.BINDER, python) == expected
 
 
 def test_binder_uses_the_course_python_and_the_book_launches_binder():

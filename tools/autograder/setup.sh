@@ -22,7 +22,8 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
   exit 1
 }
 python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
+# the lock's pip, then the lock (every package at its exact version; tools/lock.py makes it)
+"$venv/bin/python" -m pip install --quiet "$(grep -m1 '^pip==' "$source/requirements-grading.txt")"
 # torch's CPU build (about 200 MB to download instead of several GB of CUDA) when the index answers
 torch_index=https://download.pytorch.org/whl/cpu
 index=$("$venv/bin/python" "$source/tools/reachable.py" "$torch_index")

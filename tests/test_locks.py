@@ -1,0 +1,113 @@
+"""The locks are complete and consistent, and the environment is the lock.
+
+requirements.txt (the course), requirements-grading.txt (grading, Python 3.10 and newer) and
+binder/requirements.txt are made by `make lock` (tools/lock.py) from requirements.in and
+requirements-grading.in. A lock that misses a package lets pip choose it on the day a fresh
+clone installs: the course's outputs then depend on that day.
+"""
+
+import importlib.metadata
+import subprocess
+import sys
+from collections import deque
+
+import locks
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from conventions import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import lock  # noqa: E402  (tools/ is not a package)
+
+LOCKS = [locks.COURSE, locks.GRADING, locks.BINDER]
+
+
+def test_resolving_the_inputs_again_on_the_locks_date_gives_the_same_locks(tmp_path):
+    """Complete and reproducible: uv, from PyPI's releases before the date the locks record,
+    resolves requirements.in and requirements-grading.in to exactly the committed files, on
+    any later day. A hand edit, a lost line or an input changed without `make lock` fails."""
+    date = lock.resolved_date(locks.COURSE)
+    assert all(lock.resolved_date(path) == date for path in LOCKS)
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "lock.py"), "--date", date,
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    for path in LOCKS:
+        again = tmp_path / path.relative_to(ROOT)
+        assert again.read_text() == path.read_text(), f"{path.relative_to(ROOT)}: run make lock"
+
+
+def test_the_course_environment_is_the_lock():
+    """Every package installed here is locked at the version installed, and every package the
+    lock names for this Python and platform is installed (`make setup` installs the lock alone)."""
+    installed = {canonicalize_name(d.metadata["Name"]): d.version
+                 for d in importlib.metadata.distributions()}
+    # the course package itself (-e .), and torch's CPU build (2.13.0+cpu for the lock's 2.13.0)
+    assert installed.pop("mha") == importlib.metadata.version("mha")
+    installed["torch"] = installed["torch"].removesuffix("+cpu")
+    assert installed == locks.locked(locks.COURSE)
+
+
+def test_every_requirement_of_a_locked_package_is_locked_at_a_version_it_accepts():
+    """What pip would do with requirements.txt, without the network: start from what
+    requirements.in asks for, follow every package's own requirements (with the extras asked
+    for, markers evaluated here), and find each locked at a version that satisfies it; the lock
+    names nothing that nothing needs."""
+    pinned = locks.locked(locks.COURSE)
+    asked = locks.lines(ROOT / "requirements.in")
+    asked += [Requirement(f"mha @ file://{ROOT}")]  # -e . (its own requirements follow)
+    reached, queue = set(), deque((r, frozenset()) for r in asked)
+    seen = set()
+    while queue:
+        req, via = queue.popleft()
+        name = canonicalize_name(req.name)
+        if name != "mha":
+            assert name in pinned, f"{' <- '.join([name, *via])}: not in requirements.txt"
+            assert req.specifier.contains(pinned[name], prereleases=True), \
+                f"{name}=={pinned[name]} is locked, {' <- '.join(via)} asks for {req}"
+        reached.add(name)
+        for extra in sorted(req.extras) or [""]:
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            for needed in importlib.metadata.requires(req.name) or []:
+                needed = Requirement(needed)
+                env = locks.environment() | {"extra": extra}
+                if needed.marker is None or needed.marker.evaluate(env):
+                    queue.append((needed, (name, *via)))
+    assert pinned.keys() <= reached, f"locked, needed by nothing: {pinned.keys() - reached}"
+
+
+def test_pip_finds_no_broken_requirement_in_the_course_environment():
+    run = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("python", ["3.11.0", "3.11.7", "3.12.0", "3.13.0"])
+def test_grading_takes_the_course_versions_on_python_3_11_and_newer(python):
+    course, grading = locks.locked(locks.COURSE, python), locks.locked(locks.GRADING, python)
+    assert grading, python
+    for name, version in grading.items():
+        assert course.get(name) == version, f"{name}: {version} in grading, {course.get(name)}"
+
+
+def test_grading_on_python_3_10_differs_from_the_course_only_where_the_course_needs_3_11():
+    """Gradescope's Python 3.10 gets the course's version of every package that runs there,
+    torch above all (the reference answers are computed with it)."""
+    grading, course = locks.locked(locks.GRADING, "3.10.12"), locks.locked(locks.COURSE)
+    assert grading["torch"] == course["torch"]
+    older = {name for name in grading.keys() & course.keys() if grading[name] != course[name]}
+    assert older, "no package needs 3.11: is the 3.10 lock resolved for 3.10?"
+    for name in older:  # the course's release is installed here: its metadata says why
+        needs = SpecifierSet(importlib.metadata.metadata(name)["Requires-Python"] or "")
+        assert not needs.contains("3.10.12"), f"{name} {course[name]} runs on 3.10 ({needs})"
+
+
+def test_no_lock_names_a_package_only_torchs_cuda_build_needs():
+    """The CPU build is what the course installs (PyTorch's CPU index, Binder, Gradescope)."""
+    for path in LOCKS:
+        names = {canonicalize_name(r.name) for r in locks.lines(path)}
+        cuda = {n for n in names if n in lock.CUDA_ONLY or n.startswith(("nvidia-", "cuda-"))}
+        assert not cuda, f"{path.name}: {cuda}"
