@@ -12,27 +12,41 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipyn
 
 setup: $(STAMP)
 
-# The environment is the lock and nothing else: a changed lock makes .venv again from nothing
-# (pip never removes what a lock no longer lists), the locked pip installs it, `pip check` proves it.
-
 # torch from PyTorch's CPU index, as binder/requirements.txt does (on PyPI, torch for Linux is the
 # CUDA build: GBs never used), but only when the index answers within 3 s (tools/reachable.py):
 # pip retries an unreachable index for every package, minutes in all. `TORCH_INDEX=` skips it.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-# Byte-compiled once, here, on every core (pip's own compiling is serial): where
+# The environment is the lock and nothing else: a changed lock makes .venv again from nothing
+# (pip never removes what a lock no longer lists), with the lock's pip, and `pip check` proves
+# it. Only a folder that is a virtual environment is emptied (it may be a link to one).
+# Packages are built (the course's own, -e .) with the lock's setuptools, not PyPI's newest.
+# Then byte-compiled once, here, on every core (pip's own compiling is serial): where
 # PYTHONDONTWRITEBYTECODE=1 is set (this machine, CI, many Docker images) Python never writes a
 # .pyc, so every notebook kernel, sandboxed grading run and test subprocess would compile torch
 # again (import torch: 3.5-4.6 s of CPU instead of 1.7 s). Errors are ignored, as pip does: a few
 # files are tests in a newer Python's syntax (torch's py312_intrinsics.py).
-$(STAMP): requirements.txt pyproject.toml
-	$(PYTHON) -m venv --clear $(VENV)
+LOCKED := $(VENV)/.locked
+$(LOCKED): requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "make setup needs Python 3.11 or newer: make PYTHON=python3.11"; exit 1; }
+	@test ! -e $(VENV) || test -f $(VENV)/pyvenv.cfg || \
+		{ echo "$(VENV) is not a virtual environment: move it away, setup would empty it"; exit 1; }
+	$(PYTHON) -m venv --clear "$$(realpath -m $(VENV))"
 	$(BIN)/python -m pip install --quiet $$(grep -m1 '^pip==' requirements.txt)
+	grep -E '^(setuptools|wheel)==' requirements.txt > $(VENV)/build-constraints.txt
 	index=$$($(if $(TORCH_INDEX),$(BIN)/python tools/reachable.py $(TORCH_INDEX))) && \
 		$(BIN)/python -m pip install --quiet --no-compile $${index:+--extra-index-url $$index} \
-		-r requirements.txt
+		--build-constraint $(VENV)/build-constraints.txt -r requirements.txt
 	$(BIN)/python -m pip check
 	$(BIN)/python -m compileall -qq -j 0 src \
 		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
+	touch $(LOCKED)
+
+# A change to pyproject.toml alone (a lint or test setting, an entry point) reinstalls the course
+# package, not the environment; its dependencies are the lock's (`make lock` after changing them).
+$(STAMP): $(LOCKED) pyproject.toml
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $(STAMP)
 
 # requirements.in and requirements-grading.in resolved again from today's releases on PyPI into

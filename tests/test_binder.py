@@ -8,7 +8,7 @@ CPU index (the PyPI build for Linux pulls GBs of CUDA packages).
 
 import re
 
-import locks
+import lockfiles
 
 from conventions import ROOT, book_config
 
@@ -20,14 +20,15 @@ def options(path):
 
 
 def test_binder_locks_the_course_versions_with_the_cpu_build_of_torch():
-    assert options(locks.COURSE) == ["-e ."]
-    assert options(locks.BINDER) == [f"--extra-index-url {CPU_INDEX}", "-e ."]
-    course = locks.locked(locks.COURSE)
+    assert options(lockfiles.COURSE) == ["-e ."]
+    assert options(lockfiles.BINDER) == [f"--extra-index-url {CPU_INDEX}", "-e ."]
+    course = lockfiles.locked(lockfiles.COURSE)
     assert re.fullmatch(r"\d+\.\d+\.\d+", course["torch"]), "requirements.txt pins an exact torch"
-    for python in ["3.11.0", "3.11.7", "3.12.0", "3.13.0"]:  # same pins, nothing added or left out
-        expected = locks.locked(locks.COURSE, python)
-        expected["torch"] += "+cpu"
-        assert locks.locked(locks.BINDER, python) == expected
+    for where in lockfiles.PLATFORMS:  # same pins, nothing added or left out
+        for python in ["3.11.0", "3.11.7", "3.12.0", "3.13.0", "3.14.0"]:
+            expected = lockfiles.locked(lockfiles.COURSE, python, where)
+            expected["torch"] += "+cpu"
+            assert lockfiles.locked(lockfiles.BINDER, python, where) == expected
 
 
 def test_binder_uses_the_course_python_and_the_book_launches_binder():

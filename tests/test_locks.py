@@ -7,12 +7,14 @@ clone installs: the course's outputs then depend on that day.
 """
 
 import importlib.metadata
+import json
 import subprocess
 import sys
 from collections import deque
 
-import locks
+import lockfiles
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -20,16 +22,16 @@ from packaging.utils import canonicalize_name
 from conventions import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
-import lock  # noqa: E402  (tools/ is not a package)
+import lock  # noqa: E402  (tools/lock.py, which writes the locks)
 
-LOCKS = [locks.COURSE, locks.GRADING, locks.BINDER]
+LOCKS = [lockfiles.COURSE, lockfiles.GRADING, lockfiles.BINDER]
 
 
 def test_resolving_the_inputs_again_on_the_locks_date_gives_the_same_locks(tmp_path):
     """Complete and reproducible: uv, from PyPI's releases before the date the locks record,
     resolves requirements.in and requirements-grading.in to exactly the committed files, on
     any later day. A hand edit, a lost line or an input changed without `make lock` fails."""
-    date = lock.resolved_date(locks.COURSE)
+    date = lock.resolved_date(lockfiles.COURSE)
     assert all(lock.resolved_date(path) == date for path in LOCKS)
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "lock.py"), "--date", date,
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
@@ -41,22 +43,25 @@ def test_resolving_the_inputs_again_on_the_locks_date_gives_the_same_locks(tmp_p
 
 def test_the_course_environment_is_the_lock():
     """Every package installed here is locked at the version installed, and every package the
-    lock names for this Python and platform is installed (`make setup` installs the lock alone)."""
+    lock names for this Python and platform is installed (`make setup` installs the lock alone);
+    the course package is this checkout, editable (-e .)."""
     installed = {canonicalize_name(d.metadata["Name"]): d.version
                  for d in importlib.metadata.distributions()}
-    # the course package itself (-e .), and torch's CPU build (2.13.0+cpu for the lock's 2.13.0)
-    assert installed.pop("mha") == importlib.metadata.version("mha")
-    installed["torch"] = installed["torch"].removesuffix("+cpu")
-    assert installed == locks.locked(locks.COURSE)
+    mha = importlib.metadata.distribution("mha")
+    origin = json.loads(mha.read_text("direct_url.json"))
+    assert origin["dir_info"] == {"editable": True} and origin["url"] == ROOT.as_uri()
+    assert installed.pop("mha") == tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "project"]["version"]
+    assert lockfiles.as_locked(installed) == lockfiles.locked(lockfiles.COURSE)
 
 
-def test_every_requirement_of_a_locked_package_is_locked_at_a_version_it_accepts():
-    """What pip would do with requirements.txt, without the network: start from what
-    requirements.in asks for, follow every package's own requirements (with the extras asked
-    for, markers evaluated here), and find each locked at a version that satisfies it; the lock
-    names nothing that nothing needs."""
-    pinned = locks.locked(locks.COURSE)
-    asked = locks.lines(ROOT / "requirements.in")
+def test_every_requirement_of_an_installed_locked_package_is_locked_at_a_version_it_accepts():
+    """Without the network, for this Python and platform: start from what requirements.in asks
+    for, follow the installed packages' own requirements (with the extras asked for, markers
+    evaluated here), and find each locked at a version that satisfies it; the lock names
+    nothing here that nothing needs."""
+    pinned = lockfiles.locked(lockfiles.COURSE)
+    asked = lockfiles.lines(ROOT / "requirements.in")
     asked += [Requirement(f"mha @ file://{ROOT}")]  # -e . (its own requirements follow)
     reached, queue = set(), deque((r, frozenset()) for r in asked)
     seen = set()
@@ -74,7 +79,7 @@ def test_every_requirement_of_a_locked_package_is_locked_at_a_version_it_accepts
             seen.add((name, extra))
             for needed in importlib.metadata.requires(req.name) or []:
                 needed = Requirement(needed)
-                env = locks.environment() | {"extra": extra}
+                env = lockfiles.environment() | {"extra": extra}
                 if needed.marker is None or needed.marker.evaluate(env):
                     queue.append((needed, (name, *via)))
     assert pinned.keys() <= reached, f"locked, needed by nothing: {pinned.keys() - reached}"
@@ -85,9 +90,11 @@ def test_pip_finds_no_broken_requirement_in_the_course_environment():
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("python", ["3.11.0", "3.11.7", "3.12.0", "3.13.0"])
-def test_grading_takes_the_course_versions_on_python_3_11_and_newer(python):
-    course, grading = locks.locked(locks.COURSE, python), locks.locked(locks.GRADING, python)
+@pytest.mark.parametrize("where", lockfiles.PLATFORMS)
+@pytest.mark.parametrize("python", ["3.11.0", "3.11.7", "3.12.0", "3.13.0", "3.14.0"])
+def test_grading_takes_the_course_versions_on_python_3_11_and_newer(python, where):
+    course = lockfiles.locked(lockfiles.COURSE, python, where)
+    grading = lockfiles.locked(lockfiles.GRADING, python, where)
     assert grading, python
     for name, version in grading.items():
         assert course.get(name) == version, f"{name}: {version} in grading, {course.get(name)}"
@@ -96,7 +103,8 @@ def test_grading_takes_the_course_versions_on_python_3_11_and_newer(python):
 def test_grading_on_python_3_10_differs_from_the_course_only_where_the_course_needs_3_11():
     """Gradescope's Python 3.10 gets the course's version of every package that runs there,
     torch above all (the reference answers are computed with it)."""
-    grading, course = locks.locked(locks.GRADING, "3.10.12"), locks.locked(locks.COURSE)
+    grading = lockfiles.locked(lockfiles.GRADING, "3.10.12")
+    course = lockfiles.locked(lockfiles.COURSE)
     assert grading["torch"] == course["torch"]
     older = {name for name in grading.keys() & course.keys() if grading[name] != course[name]}
     assert older, "no package needs 3.11: is the 3.10 lock resolved for 3.10?"
@@ -108,6 +116,6 @@ def test_grading_on_python_3_10_differs_from_the_course_only_where_the_course_ne
 def test_no_lock_names_a_package_only_torchs_cuda_build_needs():
     """The CPU build is what the course installs (PyTorch's CPU index, Binder, Gradescope)."""
     for path in LOCKS:
-        names = {canonicalize_name(r.name) for r in locks.lines(path)}
+        names = {canonicalize_name(r.name) for r in lockfiles.lines(path)}
         cuda = {n for n in names if n in lock.CUDA_ONLY or n.startswith(("nvidia-", "cuda-"))}
         assert not cuda, f"{path.name}: {cuda}"

@@ -10,13 +10,17 @@ A person edits the short files on the left; this writes the locks on the right:
 
 uv resolves them from the releases PyPI had before --date (default: today, UTC) and every lock
 records that date, so resolving again with it gives the same files on any later day
-(tests/test_locks.py does). On Python 3.11 and newer the grading lock takes the course lock's
-versions (its constraint), so grading runs what the course's outputs were computed with.
+(tests/test_locks.py does). Every package not pinned in an input moves to its newest release
+before the date; when none moved, the locks are left as they are (no new date, no rebuild).
+On Python 3.11 and newer the grading lock takes the course lock's versions (its constraint),
+so grading runs what the course's outputs were computed with.
 --out writes the three files under FOLDER instead of in place.
 """
 
 import argparse
 import datetime
+import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -47,21 +51,33 @@ def resolved_date(lock: Path) -> str:
     raise ValueError(f"{lock} does not say which date it was resolved on ({DATE_LINE!r})")
 
 
-def compile_lock(source: str, python: str, date: str, excludes: Path,
-                 constraints: Path | None = None) -> str:
+def compile_lock(source: str, python: str, date: str, tmp: Path, excludes: Path,
+                 course: str | None = None) -> str:
     """uv's universal lock of ``source`` (a path relative to the repository) for ``python``
-    and newer, without its header."""
+    and newer, without its header. Nothing of the caller's uv settings counts (no uv.toml, no
+    UV_* variable): the same inputs and date give the same lock on every machine. The fewest
+    versions in all: a package differs between Pythons only where one cannot run it.
+    With ``course`` (the course's lock), its versions are the lock's on Python 3.11 and newer
+    (a constraint) and preferred on older Pythons (uv keeps what its output file holds)."""
+    output = Path(tmp, "lock.txt")
+    output.write_text("")
     command = [sys.executable, "-m", "uv", "pip", "compile", source, "--quiet", "--no-config",
-               "--universal", "--python-version", python, "--default-index", PYPI,
-               "--exclude-newer", f"{date}T00:00:00Z", "--excludes", str(excludes),
-               "--no-header"]
-    if constraints:
+               "--universal", "--python-version", python, "--fork-strategy", "fewest",
+               "--default-index", PYPI, "--exclude-newer", f"{date}T00:00:00Z",
+               "--excludes", str(excludes), "--no-header", "--output-file", str(output)]
+    if course:
+        constraints = Path(tmp, "course-constraints.txt")
+        constraints.write_text("".join(
+            f"{pin} ; python_version >= '3.11'" + (f" and ({marker})" if marker else "") + "\n"
+            for pin, marker in pins(course)))
+        output.write_text("".join(f"{pin}\n" for pin, _ in pins(course)))
         command += ["--constraints", str(constraints)]
-    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if run.returncode:
         sys.exit(f"uv could not lock {source}:\n{run.stderr}")
     # the constraint is a temporary file: name what it was made from
-    return run.stdout.replace(str(constraints), "requirements.txt") if constraints else run.stdout
+    return re.sub(r"-c \S*course-constraints\.txt", "-c requirements.txt", output.read_text())
 
 
 def pins(lock: str) -> list[tuple[str, str]]:
@@ -69,44 +85,59 @@ def pins(lock: str) -> list[tuple[str, str]]:
     return re.findall(r"^([A-Za-z0-9._-]+==[^\s;]+)(?: ; (.+))?$", lock, re.MULTILINE)
 
 
+def locked_uv() -> str:
+    """uv's version in requirements.txt: the resolver is locked too."""
+    return next(pin for pin, _ in pins((ROOT / "requirements.txt").read_text())
+                if pin.startswith("uv==")).removeprefix("uv==")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    parser.add_argument("--date", default=today,
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    parser.add_argument("--date", default=today.isoformat(),
                         type=lambda d: datetime.date.fromisoformat(d).isoformat(),
                         help="resolve from the releases before this day (default: today, UTC)")
     parser.add_argument("--out", type=Path, default=ROOT,
                         help="write the locks under this folder (default: in place)")
     args = parser.parse_args()
+    if args.date > today.isoformat():
+        sys.exit(f"--date {args.date} is after today: PyPI's releases of that day are not known")
+    uv = importlib.metadata.version("uv")
+    if uv != locked_uv():
+        sys.exit(f"uv {uv} here, {locked_uv()} in requirements.txt: run `make setup` first")
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp, "cuda-only.txt")
         excludes.write_text("\n".join(CUDA_ONLY) + "\n")
-        course = compile_lock("requirements.in", "3.11", args.date, excludes)
-        # the course's versions bind grading on the Pythons the course runs on
-        constraints = Path(tmp, "course.txt")
-        constraints.write_text("".join(
-            f"{pin} ; python_version >= '3.11'" + (f" and ({marker})" if marker else "") + "\n"
-            for pin, marker in pins(course)))
-        grading = compile_lock("requirements-grading.in", "3.10", args.date, excludes,
-                               constraints)
-    (torch,) = [pin for pin, _ in pins(course) if pin.startswith("torch==")]
+        course = compile_lock("requirements.in", "3.11", args.date, tmp, excludes)
+        grading = compile_lock("requirements-grading.in", "3.10", args.date, tmp, excludes,
+                               course)
+    torch = [pin for pin, marker in pins(course) if pin.startswith("torch==") and not marker]
+    if len(torch) != 1:
+        sys.exit(f"requirements.txt locks torch as {torch}: Binder's lock needs one torch line")
     binder = f"--extra-index-url {CPU_INDEX}\n" + re.sub(
-        rf"^{re.escape(torch)}$", f"{torch}+cpu", course, flags=re.MULTILINE)
+        rf"^{re.escape(torch[0])}$", f"{torch[0]}+cpu", course, flags=re.MULTILINE)
     locks = {
-        "requirements.txt": ("The course environment, Python 3.11 and newer", "requirements.in",
-                             course),
-        "requirements-grading.txt": ("What grading installs, Python 3.10 and newer",
+        "requirements.txt": ("The course environment (Python 3.11; CI and Binder run it)",
+                             "requirements.in", course),
+        "requirements-grading.txt": ("What grading installs (Gradescope's Python 3.10, and 3.11)",
                                      "requirements-grading.in", grading),
         # repo2docker reads binder/ before the root: on PyPI, torch for Linux is the CUDA build
         "binder/requirements.txt": ("Binder's environment: the course's, with PyTorch's CPU build",
                                     "requirements.in", binder),
     }
-    for name, (what, source, body) in locks.items():
-        path = args.out / name
+    def text(date: str) -> dict[Path, str]:
+        return {args.out / name: HEADER.format(what=what, source=source, date_line=DATE_LINE,
+                                               date=date) + new
+                for name, (what, source, new) in locks.items()}
+
+    before = resolved_date(ROOT / "requirements.txt")
+    if args.out == ROOT and all(p.read_text() == t for p, t in text(before).items()):
+        print(f"nothing changed since {before}: the locks are left as they are")
+        return
+    for path, new in text(args.date).items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(HEADER.format(what=what, source=source, date_line=DATE_LINE,
-                                      date=args.date) + body)
-        print(f"{path}: {len(pins(body))} pins, as of {args.date}")
+        path.write_text(new, newline="\n")
+        print(f"{path}: {len(pins(new))} pins, as of {args.date}")
 
 
 if __name__ == "__main__":

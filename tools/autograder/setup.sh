@@ -29,6 +29,8 @@ torch_index=https://download.pytorch.org/whl/cpu
 index=$("$venv/bin/python" "$source/tools/reachable.py" "$torch_index")
 "$venv/bin/python" -m pip install --quiet ${index:+--extra-index-url "$index"} \
   -r "$source/requirements-grading.txt"
-"$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$source"
+# built with the lock's setuptools (just installed), not PyPI's newest
+"$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-build-isolation "$source"
+"$venv/bin/python" -m pip check
 chmod -R go+rX,go-w "$venv"  # the student's user runs this Python, never changes it
 "$venv/bin/python" -m mha_grade gradescope prepare
