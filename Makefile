@@ -17,9 +17,12 @@ setup: $(STAMP)
 # pip retries an unreachable index for every package, minutes in all. `TORCH_INDEX=` skips it.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # The environment is the lock and nothing else: a changed lock makes .venv again from nothing
-# (pip never removes what a lock no longer lists), with the lock's pip, and `pip check` proves
-# it. Only a folder that is a virtual environment is emptied (it may be a link to one).
-# Packages are built (the course's own, -e .) with the lock's setuptools, not PyPI's newest.
+# (no installer removes what a lock no longer lists), and `pip check` proves it. Only a folder
+# that is a virtual environment is emptied (it may be a link to one). pip installs torch: it
+# finds the CPU build where pip's configuration or TORCH_INDEX offers one, and brings the CUDA
+# packages where only PyPI's build is at hand. uv installs the rest of the lock exactly as
+# written (--no-deps: the lock is complete, tests/test_locks.py), downloading in parallel: a
+# fraction of pip's time. Packages are built (the course's own, -e .) with the lock's setuptools.
 # Then byte-compiled once, here, on every core (pip's own compiling is serial): where
 # PYTHONDONTWRITEBYTECODE=1 is set (this machine, CI, many Docker images) Python never writes a
 # .pyc, so every notebook kernel, sandboxed grading run and test subprocess would compile torch
@@ -32,11 +35,13 @@ $(LOCKED): requirements.txt
 	@test ! -e $(VENV) || test -f $(VENV)/pyvenv.cfg || \
 		{ echo "$(VENV) is not a virtual environment: move it away, setup would empty it"; exit 1; }
 	$(PYTHON) -m venv --clear "$$(realpath -m $(VENV))"
-	$(BIN)/python -m pip install --quiet $$(grep -m1 '^pip==' requirements.txt)
-	grep -E '^(setuptools|wheel)==' requirements.txt > $(VENV)/build-constraints.txt
+	$(BIN)/python -m pip install --quiet $$(grep -E '^(pip|uv)==' requirements.txt)
 	index=$$($(if $(TORCH_INDEX),$(BIN)/python tools/reachable.py $(TORCH_INDEX))) && \
 		$(BIN)/python -m pip install --quiet --no-compile $${index:+--extra-index-url $$index} \
-		--build-constraint $(VENV)/build-constraints.txt -r requirements.txt
+		$$(grep -m1 '^torch==' requirements.txt)
+	grep -E '^(setuptools|wheel)==' requirements.txt > $(VENV)/build-constraints.txt
+	$(BIN)/uv pip install --quiet --no-config --python $(BIN)/python --no-deps \
+		--build-constraints $(VENV)/build-constraints.txt -r requirements.txt
 	$(BIN)/python -m pip check
 	$(BIN)/python -m compileall -qq -j 0 src \
 		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
