@@ -22,7 +22,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # finds the CPU build where pip's configuration or TORCH_INDEX offers one, and brings the CUDA
 # packages where only PyPI's build is at hand. uv installs the rest of the lock exactly as
 # written (--no-deps: the lock is complete, tests/test_locks.py), downloading in parallel: a
-# fraction of pip's time. Packages are built (the course's own, -e .) with the lock's setuptools.
+# fraction of pip's time. Both take the lock's versions (constraints.txt: the lock as
+# constraints), of what they install and of what builds a package (the course's own, -e .).
 # Then byte-compiled once, here, on every core (pip's own compiling is serial): where
 # PYTHONDONTWRITEBYTECODE=1 is set (this machine, CI, many Docker images) Python never writes a
 # .pyc, so every notebook kernel, sandboxed grading run and test subprocess would compile torch
@@ -32,16 +33,17 @@ LOCKED := $(VENV)/.locked
 $(LOCKED): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "make setup needs Python 3.11 or newer: make PYTHON=python3.11"; exit 1; }
-	@test ! -e $(VENV) || test -f $(VENV)/pyvenv.cfg || \
+	@test ! -e $(VENV) || test -f $(VENV)/pyvenv.cfg || rmdir $(VENV) 2>/dev/null || \
 		{ echo "$(VENV) is not a virtual environment: move it away, setup would empty it"; exit 1; }
-	$(PYTHON) -m venv --clear "$$(realpath -m $(VENV))"
-	$(BIN)/python -m pip install --quiet $$(grep -E '^(pip|uv)==' requirements.txt)
+	venv=$$($(PYTHON) -c 'import os, sys; print(os.path.realpath(sys.argv[1]))' $(VENV)) && \
+		test -n "$$venv" && test "$$venv" != "$(CURDIR)" && $(PYTHON) -m venv --clear "$$venv"
+	grep -v '^-e ' requirements.txt > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt pip uv
 	index=$$($(if $(TORCH_INDEX),$(BIN)/python tools/reachable.py $(TORCH_INDEX))) && \
 		$(BIN)/python -m pip install --quiet --no-compile $${index:+--extra-index-url $$index} \
-		$$(grep -m1 '^torch==' requirements.txt)
-	grep -E '^(setuptools|wheel)==' requirements.txt > $(VENV)/build-constraints.txt
+		-c $(VENV)/constraints.txt torch
 	$(BIN)/uv pip install --quiet --no-config --python $(BIN)/python --no-deps \
-		--build-constraints $(VENV)/build-constraints.txt -r requirements.txt
+		--build-constraints $(VENV)/constraints.txt -r requirements.txt
 	$(BIN)/python -m pip check
 	$(BIN)/python -m compileall -qq -j 0 src \
 		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true

@@ -2,7 +2,7 @@
 
 requirements-grading.txt is what tools/autograder/setup.sh installs: a lock of what grading
 imports and nothing of Jupyter, the book or the tests, at the course's versions where they run
-on the Python at hand (tests/test_lockfiles.py). The course package must keep working on 3.10:
+on the Python at hand (tests/test_locks.py). The course package must keep working on 3.10:
 every module compiles and imports under pyenv's 3.10 (CI's machine has it), setup.sh installs
 the lock there, and the Gradescope zip's setup.sh and run_autograder run there
 (tests/test_gradescope_tamper.py, 'Python 3.10 root').

@@ -34,6 +34,8 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # installs (PyTorch's CPU index, Binder, Gradescope) needs none of them, so none is locked.
 CUDA_ONLY = ["cuda-bindings", "cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-cusparselt-cu13",
              "nvidia-nccl-cu13", "nvidia-nvshmem-cu13", "triton"]
+# the uv settings that change how it reaches PyPI, never what it resolves
+UV_KEPT = {"UV_CACHE_DIR", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS", "UV_HTTP_TIMEOUT", "UV_OFFLINE"}
 DATE_LINE = "# resolved from PyPI's releases before: "
 HEADER = """\
 # {what}.
@@ -54,9 +56,10 @@ def resolved_date(lock: Path) -> str:
 def compile_lock(source: str, python: str, date: str, tmp: Path, excludes: Path,
                  course: str | None = None) -> str:
     """uv's universal lock of ``source`` (a path relative to the repository) for ``python``
-    and newer, without its header. Nothing of the caller's uv settings counts (no uv.toml, no
-    UV_* variable): the same inputs and date give the same lock on every machine. The fewest
-    versions in all: a package differs between Pythons only where one cannot run it.
+    and newer, without its header. No setting of the caller's that changes a resolution counts
+    (no uv.toml, no UV_* variable but :data:`UV_KEPT`): the same inputs and date give the same
+    lock on every machine. The fewest versions in all: a package differs between Pythons only
+    where one cannot run it.
     With ``course`` (the course's lock), its versions are the lock's on Python 3.11 and newer
     (a constraint) and preferred on older Pythons (uv keeps what its output file holds)."""
     output = Path(tmp, "lock.txt")
@@ -72,7 +75,7 @@ def compile_lock(source: str, python: str, date: str, tmp: Path, excludes: Path,
             for pin, marker in pins(course)))
         output.write_text("".join(f"{pin}\n" for pin, _ in pins(course)))
         command += ["--constraints", str(constraints)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in UV_KEPT}
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if run.returncode:
         sys.exit(f"uv could not lock {source}:\n{run.stderr}")
@@ -102,7 +105,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.date > today.isoformat():
         sys.exit(f"--date {args.date} is after today: PyPI's releases of that day are not known")
-    uv = importlib.metadata.version("uv")
+    try:
+        uv = importlib.metadata.version("uv")
+    except importlib.metadata.PackageNotFoundError:
+        uv = "none"
     if uv != locked_uv():
         sys.exit(f"uv {uv} here, {locked_uv()} in requirements.txt: run `make setup` first")
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,8 +136,12 @@ def main() -> None:
                                                date=date) + new
                 for name, (what, source, new) in locks.items()}
 
-    before = resolved_date(ROOT / "requirements.txt")
-    if args.out == ROOT and all(p.read_text() == t for p, t in text(before).items()):
+    try:
+        before = resolved_date(ROOT / "requirements.txt")
+        unchanged = all(p.read_text() == t for p, t in text(before).items())
+    except (OSError, ValueError):  # a lock missing or without its date: written anew
+        unchanged = False
+    if args.out == ROOT and unchanged:
         print(f"nothing changed since {before}: the locks are left as they are")
         return
     for path, new in text(args.date).items():
