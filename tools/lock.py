@@ -131,6 +131,7 @@ def main() -> None:
         "binder/requirements.txt": ("Binder's environment: the course's, with PyTorch's CPU build",
                                     "requirements.in", binder),
     }
+
     def text(date: str) -> dict[Path, str]:
         return {args.out / name: HEADER.format(what=what, source=source, date_line=DATE_LINE,
                                                date=date) + new
