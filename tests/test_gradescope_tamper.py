@@ -269,6 +269,14 @@ def test_with_bubblewrap_the_same_attacks_fail_and_the_output_says_so(tmp_path, 
                                                    "metadata"))
 
 
+def test_with_bubblewrap_an_honest_notebook_is_not_said_to_leave_processes(tmp_path):
+    """The instructor's own notebook once read "1 process(es) it left running were killed" on
+    every test (issue 35, item 11): the sandbox's processes, not yet ended with it."""
+    report, _, _, _ = autograde(tmp_path, {EXAMPLE.name: SOLVED}, userns=True)
+    assert report["score"] == 3 and "inside a bubblewrap sandbox" in report["output"]
+    assert not any("left running" in t["output"] for t in report["tests"])
+
+
 def test_results_json_is_written_when_grading_itself_fails(tmp_path, monkeypatch):
     from mha_grade import gradescope, sandbox
 

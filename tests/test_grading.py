@@ -244,7 +244,7 @@ def test_without_a_sandbox_the_grader_refuses_unless_told(tmp_path, monkeypatch)
     from mha_grade import grade as grader
     from mha_grade import sandbox
 
-    monkeypatch.setattr(sandbox, "unavailable", lambda: "this is Darwin")
+    monkeypatch.setattr(sandbox, "unavailable", lambda user=None: "this is Darwin")
     (tmp_path / "subs").mkdir()
     assert grader.main([str(tmp_path / "subs")]) == 2
     assert not (tmp_path / "subs" / "grades.csv").exists()

@@ -669,7 +669,7 @@ def test_an_interrupt_stops_the_grading_processes_ignoring_ctrl_c_then_restores_
     during_stop = []
 
     class Stoppable:
-        def __init__(self, jobs, config):
+        def __init__(self, jobs, config, users=None):
             pass
 
         def run(self, items):

@@ -105,8 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
               "sandbox is bounded to one CPU (as root), but then they share them, and a "
               "notebook that uses its whole CPU slows its neighbours", file=sys.stderr)
+    users: list[sandbox.User] = []
+    if os.geteuid() == 0:  # never the host's root: each grading process gets a user of its own
+        try:
+            users = sandbox.reserve_users(args.jobs)
+        except (OSError, RuntimeError) as error:
+            print(f"cannot grade as root here: {error}", file=sys.stderr)
+            return 2
+    if args.no_sandbox and users:
+        why = sandbox.cannot_start_python(users[0])
+        if why:
+            print(f"cannot grade as root here: {why}", file=sys.stderr)
+            return 2
     if not args.no_sandbox:
-        why = sandbox.unavailable()
+        why = sandbox.unavailable(users[0] if users else None)
         if why:
             print(f"cannot grade untrusted notebooks here: {why}.\nGrade in a Linux machine "
                   "or container with bubblewrap, or pass --no-sandbox for notebooks you "
@@ -120,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
                         sandbox.Limits(memory=int(args.memory_gb * 2**30),
                                        total_memory=int(args.memory_gb * 2**30),
-                                       disk=args.disk_mb * 2**20), args.with_stubs)
+                                       disk=args.disk_mb * 2**20), args.with_stubs,
+                        users=users)
     regrade = None
     if args.regrade:
         try:

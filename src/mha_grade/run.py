@@ -230,6 +230,8 @@ class Settings:
     # chapter name -> seconds one of its notebooks may run (calibrated: mha_grade.limits);
     # ``timeout`` for a chapter not in it
     timeouts: dict[str, float] = field(default_factory=dict)
+    # or one user per grading process (local grading as root: sandbox.reserve_users)
+    users: list[sandbox.User] = field(default_factory=list)
 
     def timeout_of(self, assignment: Assignment) -> float:
         return self.timeouts.get(assignment.name, self.timeout)
@@ -355,6 +357,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
             outcome.problem = "; ".join(filter(None, [
                 outcome.problem, sandbox.memory_note(cgroup, settings.limits.total_memory)]))
         if settings.user is not None:  # one submission at a time per user: all of it goes
+            sandbox.wait_for_exit(settings.user)  # a sandbox's processes end with its bwrap
             left = sandbox.kill_user(settings.user)
             if left:
                 outcome.problem = "; ".join(filter(None, [

@@ -5,6 +5,11 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 
 - new user, PID, network, IPC, UTS and cgroup namespaces (``--unshare-all``): ``/proc`` shows the
   submission's own processes only, and there is no network but a loopback device;
+- never the host's root: when the grader is root, bubblewrap sets the sandbox up as root but with
+  no user namespace (whose uid 0 would be the host's root), and ``setpriv`` (util-linux) makes
+  the notebook's process an unprivileged ``User`` with no capabilities before Python starts; a
+  local grading run reserves one such user per grading process (``reserve_users``); ``/proc`` is
+  read-only in every mode, so the kernel's settings (``/proc/sys``) cannot be written;
 - no environment but a few variables set here (``--clearenv``): nothing of the grader's;
 - read-only: the system (``/usr``, ``/lib*``, ``/bin``, a few files of ``/etc``), the Python
   environment (the interpreter and its site-packages), and a *copy* of the course package
@@ -14,7 +19,7 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 - the plan of the one submission it runs, read-only, and nothing else of the grader's machine:
   not the other submissions, the instructor's notebooks, the grades, or the home folder;
 - resource limits: address space (``RLIMIT_AS``), processes (``RLIMIT_NPROC``, and a ``pids``
-  cgroup when the grader runs as root, for whom the kernel ignores ``RLIMIT_NPROC``), the size of
+  cgroup when the grader runs as root), the size of
   one file (``RLIMIT_FSIZE``), CPU seconds, no core files; as root also a ``memory`` cgroup, the
   bound on the memory of *all* the sandbox's processes together (``RLIMIT_AS`` is per process:
   without root, a sandbox's bound is that times its processes);
@@ -25,6 +30,7 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import platform
@@ -73,6 +79,12 @@ class User:
         os.setuid(self.uid)
         _no_new_privileges()
 
+    def become(self) -> list[str]:
+        """The command prefix that runs a program as this user, from root inside the sandbox:
+        no groups, no capabilities (none inherited, an empty bounding set), no_new_privs."""
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
 
 def _no_new_privileges() -> None:
     import ctypes
@@ -83,23 +95,114 @@ def _no_new_privileges() -> None:
 
 
 def unavailable(user: User | None = None) -> str | None:
-    """Why this machine cannot sandbox (``None`` when it can), for ``user`` if given."""
+    """Why this machine cannot sandbox (``None`` when it can), for ``user`` if given (as root,
+    a user is what the notebooks run as: one that has no account is tried if none is given)."""
     if platform.system() != "Linux":
         return (f"the sandbox uses Linux namespaces (bubblewrap); this is {platform.system()}: "
                 "grade inside a Linux container or virtual machine")
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    as_root = os.geteuid() == 0
+    if as_root and shutil.which("setpriv") is None:
+        return ("setpriv (util-linux) is not installed: as root, the sandbox needs it to run "
+                "notebooks as an unprivileged user (Debian/Ubuntu: apt-get install util-linux)")
+    if as_root:
+        user = user or User("nobody-yet", SPARE_UIDS[-1], SPARE_UIDS[-1])
+        argv = [*NAMESPACES_AS_ROOT, "--die-with-parent", *CAPABILITIES_AS_ROOT,
+                "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", *user.become(), "true"]
+    else:
+        argv = ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+                "--dev", "/dev", "true"]
     try:
-        run = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/",
-                              "/", "--proc", "/proc", "--dev", "/dev", "true"],
-                             capture_output=True, text=True, timeout=30,
-                             preexec_fn=user.drop if user else None)
+        run = subprocess.run(["bwrap", *argv], capture_output=True, text=True, timeout=30,
+                             preexec_fn=user.drop if user and not as_root else None)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bubblewrap does not start: {error}"
     if run.returncode != 0:
         return ("bubblewrap cannot make namespaces here (unprivileged user namespaces may be "
                 f"disabled): {run.stderr.strip()[:200]}")
     return None
+
+
+def cannot_start_python(user: User) -> str | None:
+    """Why ``user`` cannot start this Python and import torch outside a sandbox (``None`` if
+    it can): as root, ``--no-sandbox`` runs the notebooks as that user, on the host's paths."""
+    python = os.path.join(os.path.realpath(sys.prefix), "bin", "python")
+    try:
+        run = subprocess.run([python, "-s", "-c", "import torch"], capture_output=True,
+                             text=True, timeout=120, preexec_fn=user.drop, env={}, cwd="/")
+        why = run.stderr.strip()[-200:] if run.returncode else None
+    except (OSError, subprocess.TimeoutExpired) as error:
+        why = str(error)
+    return why and (f"the unprivileged user the notebooks run as cannot start {python} and "
+                    f"import torch ({why}): a folder above the environment is closed to other "
+                    "users; grade in the sandbox (without --no-sandbox), which binds the "
+                    "environment for them")
+
+
+# As root, bubblewrap makes no user namespace: one whose uid 0 is the host's root would make the
+# notebook host root (it could write /proc/sys). The notebook's process becomes an unprivileged
+# user instead, through setpriv, which needs these two capabilities (and SETPCAP, to empty its
+# bounding set); it loses all of them when its uid changes.
+NAMESPACES_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                      "--unshare-cgroup-try"]
+CAPABILITIES_AS_ROOT = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add",
+                        "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+
+# Local grading as root runs each grading process's notebooks as a uid of its own from this range:
+# uids that no account has, so that killing every process of one ends that submission's only.
+SPARE_UIDS = range(2**31 - 1100, 2**31 - 100)
+RESERVED = Path("/run/mha-grade")  # a lock file per uid in use (root's alone)
+
+
+def reserve_users(count: int) -> list[User]:
+    """``count`` users for one local grading run as root: uids of ``SPARE_UIDS`` that no account
+    or group has, no process runs as, and no other grading run holds (a lock held until this
+    process ends). ``RuntimeError`` if too few are free."""
+    import fcntl
+    import grp
+    import pwd
+
+    folder = RESERVED if RESERVED.parent.is_dir() else Path(tempfile.gettempdir(),
+                                                               "mha-grade-root")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.is_symlink() or folder.stat().st_uid != 0:
+        raise RuntimeError(f"{folder} is not root's own folder: remove it")
+    busy = set()
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            busy.add(os.stat(f"/proc/{entry}").st_uid)
+    users: list[User] = []
+    for uid in SPARE_UIDS:
+        if len(users) == count:
+            break
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)
+            continue
+        except KeyError:
+            pass
+        if uid in busy:
+            continue
+        handle = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(handle)
+            continue
+        _HELD.append(handle)  # the lock lasts as long as this process
+        users.append(User(f"student-{uid}", uid, uid))
+    if len(users) < count:
+        raise RuntimeError(f"only {len(users)} of the {count} users needed are free in "
+                           f"uids {SPARE_UIDS.start}-{SPARE_UIDS.stop - 1}")
+    return users
+
+
+_HELD: list[int] = []
 
 
 class Prefix:
@@ -147,26 +250,41 @@ def python_paths() -> list[str]:
     return out
 
 
-def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
-    """The bwrap command that runs ``plan`` (a JSON file) with the in-sandbox runner."""
-    python = os.path.join(sys.prefix, "bin", "python")
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-            "--cap-drop", "ALL", "--hostname", "sandbox",
-            # the tmpfs first: the environment may live under /tmp (a CI clone), and a bind
-            # made before it would be hidden by it
-            "--size", str(limits.disk), "--tmpfs", "/tmp", "--dir", "/tmp/home"]
-    for path in SYSTEM_PATHS + ETC_FILES:
+def command(prefix: Prefix, plan: Path, limits: Limits,
+            user: User | None = None) -> tuple[list[str], list[str]]:
+    """bwrap's options and the program they run: the in-sandbox runner on ``plan`` (a JSON
+    file). As root, ``user`` is required: the program runs as that user (see the module)."""
+    as_root = os.geteuid() == 0
+    if as_root and user is None:
+        raise ValueError("user: as root, the sandbox runs notebooks as an unprivileged user")
+    # the environment as it really is: a .venv that is a link is bound at its target
+    python = os.path.join(os.path.realpath(sys.prefix), "bin", "python")
+    argv = ([*NAMESPACES_AS_ROOT, *CAPABILITIES_AS_ROOT] if as_root
+            else ["--unshare-all", "--cap-drop", "ALL"])
+    argv += ["--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox",
+             # the tmpfs first: the environment may live under /tmp (a CI clone), and a bind
+             # made before it would be hidden by it
+             "--size", str(limits.disk), "--perms", "1777", "--tmpfs", "/tmp"]
+    made = {"/", "/tmp"}
+
+    def bind(source: str, dest: str) -> list[str]:
+        """A read-only bind, after the folders above ``dest`` (bwrap makes them 700 as root)."""
+        folders = [str(p) for p in reversed(Path(dest).parents) if str(p) not in made]
+        made.update(folders + [dest])
+        return [arg for folder in folders for arg in ("--dir", folder)] + [
+            "--ro-bind", source, dest]
+
+    for path in SYSTEM_PATHS + ETC_FILES + python_paths():
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
+            made.add(path)
         elif os.path.exists(path):
-            argv += ["--ro-bind", path, path]
-    for path in python_paths():
-        argv += ["--ro-bind", path, path]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--ro-bind", str(prefix.root), "/opt/grader",
-             "--ro-bind", str(plan), "/opt/plan.json",
-             "--chdir", "/tmp/home"]
-    env = {"PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home",
+            argv += bind(path, path)
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev",
+             *bind(str(prefix.root), "/opt/grader"), *bind(str(plan), "/opt/plan.json"),
+             "--perms", "0777", "--dir", "/tmp/home", "--chdir", "/tmp/home"]
+    env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": "/tmp/home",
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -174,7 +292,8 @@ def command(prefix: Prefix, plan: Path, limits: Limits) -> list[str]:
            "PYTHONPATH": "/opt/grader"}  # for Python processes the notebook starts, too
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    return argv + [python, "-s", "/opt/grader/run_notebook.py", "/opt/plan.json"]
+    program = [python, "-s", "/opt/grader/run_notebook.py", "/opt/plan.json"]
+    return argv, (user.become() if as_root else []) + program
 
 
 class PidsCgroup:
@@ -376,10 +495,10 @@ def start(prefix: Prefix, plan: Path, limits: Limits,
           user: User | None = None) -> tuple[subprocess.Popen, PidsCgroup]:
     """Start the sandbox (as ``user`` if given); its stdin and stdout are the protocol's pipes."""
     cgroup = PidsCgroup(limits.processes, memory=limits.total_memory)
-    limit = _limit(cgroup, limits, user, True)
+    # as root, bwrap runs as root and the runner becomes ``user`` inside (``command``)
+    limit = _limit(cgroup, limits, None if os.geteuid() == 0 else user, True)
 
-    argv = command(prefix, plan, limits)
-    options, runner = argv[1:-4], argv[-4:]
+    options, runner = command(prefix, plan, limits, user)
     # bwrap's options through a pipe (--args), so that /proc/1/cmdline in the sandbox does not
     # list the grader's folders
     read, write = os.pipe()
@@ -497,6 +616,17 @@ def _kill_all_at_once(uid: int) -> None:
         finally:
             os._exit(0)
     os.waitpid(child, 0)
+
+
+def wait_for_exit(user: User, seconds: float = 2.0) -> None:
+    """Wait until ``user`` has no process, for at most ``seconds``: the kernel ends a sandbox's
+    processes with its PID namespace a moment after ``stop``, and only processes that outlive
+    that moment were left running by the notebook."""
+    import time
+
+    end = time.monotonic() + seconds
+    while processes_of(user.uid) and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 def kill_user(user: User, rounds: int = 200) -> int:

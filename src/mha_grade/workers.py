@@ -70,8 +70,8 @@ def worker(stdin, stdout) -> int:
     prefix = sandbox.Prefix.existing(Path(config["prefix"]))
     user = sandbox.User(**config["user"]) if config["user"] else None
     settings = Settings(config["timeout"], config["cell_timeout"], config["sandboxed"],
-                        sandbox.Limits(**config["limits"]), config["with_stubs"], user,
-                        config["timeouts"])
+                        sandbox.Limits(**config["limits"]), config["with_stubs"], user=user,
+                        timeouts=config["timeouts"])
     clean = Sanitiser(config["hide"])
     try:
         for line in stdin:
@@ -101,23 +101,25 @@ class Workers:
     time. Each parses its own sandbox's messages, so a submission that floods its channel slows
     its own grading process only; the grader's main process reads one short line per notebook."""
 
-    def __init__(self, jobs: int, config: dict):
+    def __init__(self, jobs: int, config: dict, users: list[dict] | None = None):
         self.jobs, self.config = max(1, jobs), config
+        self.users = users or []  # one per grading process, if given (as root: its own uid)
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.processes: list[subprocess.Popen] = []
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self, index: int) -> subprocess.Popen:
         process = subprocess.Popen(
             [sys.executable, "-c", WORKER],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-        process.stdin.write(json.dumps(self.config).encode() + b"\n")
+        config = self.config | ({"user": self.users[index]} if self.users else {})
+        process.stdin.write(json.dumps(config).encode() + b"\n")
         process.stdin.flush()
         with self.lock:
             self.processes.append(process)
         return process
 
-    def _drive(self, todo: queue.Queue, done: queue.Queue) -> None:
+    def _drive(self, index: int, todo: queue.Queue, done: queue.Queue) -> None:
         process = None
         while not self.stopping.is_set():
             try:
@@ -127,7 +129,7 @@ class Workers:
             line = b""
             try:
                 if process is None or process.poll() is not None:
-                    process = self._spawn()
+                    process = self._spawn(index)
                 process.stdin.write(json.dumps({"relative": item.relative, "path": str(
                     item.path), "problem": item.problem}).encode() + b"\n")
                 process.stdin.flush()
@@ -149,8 +151,8 @@ class Workers:
         for item in items:
             todo.put(item)
         done: queue.Queue = queue.Queue()
-        for _ in range(min(self.jobs, len(items))):
-            threading.Thread(target=self._drive, args=(todo, done), daemon=True).start()
+        for index in range(min(self.jobs, len(items))):
+            threading.Thread(target=self._drive, args=(index, todo, done), daemon=True).start()
         for _ in items:
             while True:
                 try:
@@ -209,7 +211,7 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
         "cell_timeout": settings.cell_timeout,
         "sandboxed": settings.sandboxed, "limits": asdict(settings.limits),
         "with_stubs": settings.with_stubs, "hide": hide,
-        "user": asdict(user) if user else None})
+        "user": asdict(user) if user else None}, [asdict(u) for u in settings.users[:jobs]])
     try:
         for item, data in workers.run(gradable):
             if data is None:
