@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from exercise_notebooks import EXAMPLE, fmt, student_edition
 
 from mha_grade import sandbox
+from mha_grade.run import GRADER_CPU_SECONDS
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="grading as root"),
@@ -61,7 +63,7 @@ def probes(log):
     with open(log, newline="", encoding="utf-8") as handle:
         errors = {row["notebook"]: row["first_error"] for row in csv.DictReader(handle)}
     keys = ["uid", "gid", "groups", "effective capabilities", "uid map", "setuid 0", "done"]
-    return {name: dict(zip(keys, json.loads(error.split("PROBE")[1])))
+    return {name: dict(zip(keys, json.loads(error.split("PROBE")[1]), strict=True))
             for name, error in errors.items()}
 
 
@@ -104,7 +106,8 @@ def test_a_notebook_graded_as_root_is_an_unprivileged_user(graded_as_root, mode)
 
 def test_the_kernels_settings_are_closed_to_a_notebook_graded_as_root(graded_as_root):
     for probe in graded_as_root["sandbox"].values():
-        assert probe["uid map"] != ["0", "0"] or probe["uid"] != 0  # no namespace's root is host root
+        # no user namespace whose uid 0 is the host's root (uid_map "0 0 1"), or not as uid 0
+        assert probe["uid map"] != ["0", "0"] or probe["uid"] != 0
         assert probe["done"] == [], probe  # every write, open and signal refused
 
 
@@ -130,3 +133,27 @@ def test_without_setpriv_root_is_told_why_it_cannot_sandbox(monkeypatch):
     which = sandbox.shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda n: None if n == "setpriv" else which(n))
     assert "setpriv" in sandbox.unavailable()
+
+
+# Valid messages that mean nothing, each a line just under the 4 MB a message may have: parsing
+# one costs the grading process most of a second of CPU, outside the sandbox's cgroup
+MEANINGLESS = ("import os\nline = b'{\"x\":[' + b'[],' * (2**20 - 10) + b'[]]}\\n'\n"
+               "for _ in range(200):\n    for fd in range(3, 12):\n        try:\n"
+               "            os.write(fd, line)\n        except OSError:\n            pass")
+
+
+def test_a_flood_of_valid_messages_is_stopped_at_the_graders_cpu_budget(tmp_path):
+    nb = student_edition.student_edition(fmt.load(EXAMPLE))
+    nb["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                           "execution_count": None, "source": MEANINGLESS})
+    (tmp_path / "flood").mkdir()
+    (tmp_path / "flood" / EXAMPLE.name).write_text(json.dumps(nb))
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "mha_grade", "grade", str(tmp_path),
+                          "--source", str(EXAMPLE), "--no-calibrate", "--timeout", "600"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    with open(tmp_path / "grading_log.csv", newline="", encoding="utf-8") as handle:
+        problem = next(csv.DictReader(handle))["problem"]
+    assert f"more than {GRADER_CPU_SECONDS:.0f} s of CPU" in problem
+    assert time.monotonic() - start < 120  # 200 lines would take minutes of the grader's CPU

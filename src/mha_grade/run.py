@@ -44,6 +44,10 @@ MAX_ERRORS_COUNTED = 10_000
 # The per-cell limit is kept in the sandbox (SIGALRM: the cell is interrupted, the notebook goes
 # on) and, as a backstop, here: a step that sends nothing for this much longer is stopped.
 CELL_GRACE = 10.0
+# CPU seconds the grading process may spend on one submission's messages and checks: the course's
+# own notebooks take under half a second each; a flood of messages is stopped here, not left to
+# take a neighbour's CPU for the notebook's whole time limit
+GRADER_CPU_SECONDS = 10.0
 
 def graded_checks(assignment: Assignment) -> dict[str, str]:
     """The checks the sandbox replaces by capturing wrappers ("ch01.stable_softmax"), each with
@@ -274,7 +278,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     plan_path.chmod(0o444)
     if settings.user is not None:
         work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing
-    start = time.monotonic()
+    start, grader_cpu = time.monotonic(), time.process_time()
     timeout = settings.timeout_of(assignment)
     deadline = start + timeout
     step_limit = settings.cell_timeout + CELL_GRACE
@@ -293,7 +297,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         messages = Messages(process.stdout)
         channel = SandboxChannel(process, messages, deadline, step_limit)
         finished = started = False
-        while not finished:
+        while not finished and time.process_time() - grader_cpu < GRADER_CPU_SECONDS:
             # every step says when it starts: one that runs past its limit (a cell that ignores
             # SIGALRM) is stopped here, from outside the sandbox. Starting (importing torch)
             # is no step: only the notebook's limit bounds it
@@ -331,7 +335,10 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
             elif message.get("finished") is True:
                 finished = True
         if not finished:
-            if time.monotonic() >= deadline:
+            if time.process_time() - grader_cpu >= GRADER_CPU_SECONDS:
+                unfinished = (f"stopped: the notebook made the grader work for more than "
+                              f"{GRADER_CPU_SECONDS:.0f} s of CPU (its messages and check calls)")
+            elif time.monotonic() >= deadline:
                 unfinished = f"{TIMED_OUT} of {timeout:.0f} s"
                 outcome.timed_out = True
             elif messages.junk > MAX_JUNK_LINES:

@@ -17,6 +17,8 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
 from mha.exercises import set_grading_seed
 from mha_grade import sandbox
 from mha_grade.assignments import Assignment, load_assignment
@@ -64,6 +66,7 @@ def worker(stdin, stdout) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sends SIGTERM
     config = json.loads(stdin.readline())
+    torch.set_num_threads(1)  # the checks' own work: one CPU, as each sandbox gets
     set_grading_seed(config["seed"])
     assignments = [load_assignment(Path(p)) for p in config["sources"]]
     assignments = [a for a in assignments if a.exercises]
