@@ -100,10 +100,11 @@ test-fast: $(STAMP)
 # Book tests read _build/html, so the book is built first.
 test: lint book pytest
 
-# Re-run every notebook in place in a fresh kernel, for authors refreshing committed outputs.
+# Re-run notebooks in place in a fresh kernel, for authors refreshing committed outputs (every
+# notebook, or NOTEBOOKS=notebooks/06_positional_encoding.ipynb). Cells tagged machine-dependent
+# keep their committed outputs; REFRESH=1 records them anew (tools/execute.py).
 execute: $(STAMP)
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-		--NotebookClient.record_timing=False --ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
+	$(BIN)/python tools/execute.py $(if $(REFRESH),--refresh) $(NOTEBOOKS)
 
 # The source notebooks, with jupyterlab-myst (requirements.txt) rendering their MyST as the book does.
 lab: $(STAMP)
