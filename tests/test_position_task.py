@@ -79,7 +79,7 @@ def attention_weights_per_head(model, n, batch=64, seed=1):
 @functools.cache
 def trained(encoding, seed):
     """A model trained as in the notebook (length 16, 200 steps, one thread: tiny matrices gain
-    nothing from more, and lose much on a busy machine), once per module: two tests read the
+    nothing from more, and lose much on a busy machine), once per module: several tests read the
     sinusoidal ones. Training draws everything from ``seed``, so a second run would be equal."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

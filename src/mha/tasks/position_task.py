@@ -108,6 +108,8 @@ class PositionToyModel(nn.Module):
         n = tokens.shape[1]
         x = self.embed(tokens)
         if self.encoding == "sinusoidal":
+            check_allocation("PositionToyModel's sinusoidal rows", (start + n, x.shape[-1]),
+                             x.dtype, f"use a smaller start ({start})")
             x = x + sinusoidal_encoding(start + n, x.shape[-1], dtype=x.dtype)[start:]
         if self.encoding == "learned":
             if start + n > self.max_positions:
