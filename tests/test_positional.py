@@ -70,11 +70,16 @@ def test_frequencies_decrease_along_the_dimension_like_binary_digits():
 
 
 @pytest.mark.claim("6.7")
-def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
+def test_one_pair_separates_positions_but_the_encoding_keeps_them_less_apart_than_bits():
     """Literally true: one (sin, cos) pair gives 1024 positions 1024 distinct points. Useless:
-    two of them are 1e-4 apart. Ten bits keep 1024 positions at least 1 apart; the encoding
-    with the paper's base 10000 needs d = 16 columns (entries in [-1, 1], twice the bits'
-    range) to do as well, while with base 10 ten columns suffice."""
+    two of them are 1e-4 apart. Compared without regard to scale (smallest distance between two
+    positions over the common length of the rows; computed here with scipy's pdist on the
+    formula in numpy), ten centred bits score 0.632, the paper's encoding 0.434 with d = 10 and
+    less with more columns, 0.260 with d = 64, and below the bits at every even d up to 64;
+    base 10 comes closer, 0.547 with d = 10. The raw distance said the opposite (d = 16 above
+    the bits' 1), only because longer rows lie further apart."""
+    from scipy.spatial.distance import pdist
+
     far = torch.eye(1024, dtype=torch.float64) * 1e9
 
     def closest(points):
@@ -85,13 +90,23 @@ def test_one_pair_separates_positions_but_only_many_columns_keep_them_apart():
     assert f"{first_pair:.4f}" == "0.0001" and closest(p) > 1.4  # 1e-4 apart, as row 6.7 says
     # positions 0 and 44: 44 radians is 7 turns minus 0.0177 (pi is irrational: never exact)
     assert 0 < (p[44, :2] - p[0, :2]).norm() < 0.02
-    bits = ((torch.arange(1024)[:, None] >> torch.arange(10)) & 1).double()
-    assert closest(bits) == 1.0
-    by_width = {d: closest(mha.sinusoidal_encoding(1024, d, dtype=torch.float64))
-                for d in (2, 4, 6, 8, 10, 12, 14, 16)}
-    assert all(by_width[d] < 1 for d in (2, 4, 6, 8, 10, 12, 14)) and by_width[16] > 1
-    # the frequencies decide, not continuity: with base 10, ten columns beat the ten bits
-    assert closest(mha.sinusoidal_encoding(1024, 10, 10.0, dtype=torch.float64)) > 1.2
+
+    def separation(code):
+        code = np.asarray(code)
+        lengths = np.linalg.norm(code, axis=1)
+        np.testing.assert_allclose(lengths, lengths[0])  # every row equally long
+        return pdist(code).min() / lengths[0]
+
+    bits = (np.arange(1024)[:, None] >> np.arange(10)) & 1
+    assert pdist(bits).min() == 1.0  # raw: ten bits keep 1024 positions at least 1 apart
+    centred_bits = separation(bits - 0.5)
+    assert round(centred_bits, 3) == 0.632
+    by_width = {d: separation(paper_encoding(1024, d, 10000.0)) for d in range(2, 65, 2)}
+    assert round(by_width[10], 3) == 0.434 and round(by_width[64], 3) == 0.260
+    assert max(by_width.values()) == by_width[10] < centred_bits
+    assert all(by_width[d + 2] < by_width[d] for d in range(10, 64, 2))  # more columns, less apart
+    assert pdist(paper_encoding(1024, 16, 10000.0)).min() > 1  # the raw distance misleads
+    assert round(separation(paper_encoding(1024, 10, 10.0)), 3) == 0.547
 
 
 @pytest.mark.claim("6.2")

@@ -7,6 +7,11 @@ each token is. The model is one causal attention layer with a residual connectio
 ``logits = W_out (E + attn(E))`` with ``E`` the token embeddings (plus the position encoding
 for ``"sinusoidal"`` and ``"learned"``); ``"rope"`` rotates queries and keys instead and
 ``"alibi"`` adds linear biases to the scores.
+
+Where a sequence starts is a choice of the data: ``start`` places its tokens at positions
+``start .. start + n - 1``, and training can draw a new start for each batch (``max_start``).
+Trained from position 0 only, an absolute rule ("attend to position i - 1") and a relative one
+("attend one place back") fit the data equally well; varied starts tell them apart.
 """
 
 from __future__ import annotations
@@ -89,8 +94,10 @@ class PositionToyModel(nn.Module):
             self.attn = MultiHeadAttention(embed_dim, num_heads)
         self.readout = nn.Linear(embed_dim, vocab_size)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)``."""
+    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)`` at positions
+        ``start .. start + n - 1`` (``"none"`` and ``"alibi"`` do not depend on ``start``)."""
+        start = require_int("start", start, minimum=0)
         require_int_tensor("tokens", tokens)
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (batch, n), got {tuple(tokens.shape)}")
@@ -101,18 +108,23 @@ class PositionToyModel(nn.Module):
         n = tokens.shape[1]
         x = self.embed(tokens)
         if self.encoding == "sinusoidal":
-            x = x + sinusoidal_encoding(n, x.shape[-1], dtype=x.dtype)
+            check_allocation("PositionToyModel's sinusoidal rows", (start + n, x.shape[-1]),
+                             x.dtype, f"use a smaller start ({start})")
+            x = x + sinusoidal_encoding(start + n, x.shape[-1], dtype=x.dtype)[start:]
         if self.encoding == "learned":
-            if n > self.max_positions:
+            if start + n > self.max_positions:
                 raise ValueError(f"the learned table has {self.max_positions} positions, "
-                                 f"got a sequence of {n}")
-            x = x + self.positions.weight[:n]
+                                 f"got a sequence of {n} starting at {start}")
+            x = x + self.positions.weight[start:start + n]
         if self.encoding == "alibi":
             # (1, heads, n, n): the same biases for every sequence of the batch
             mask = alibi_bias(self.num_heads, n, causal=True, dtype=x.dtype)[None]
         else:
             mask = torch.ones(n, n, dtype=torch.bool).tril()  # causal: True = may attend
-        out, _ = self.attn(x, mask=mask)
+        if self.encoding == "rope":
+            out, _ = self.attn(x, positions=torch.arange(start, start + n), mask=mask)
+        else:
+            out, _ = self.attn(x, mask=mask)
         return self.readout(x + out)
 
 
@@ -126,12 +138,16 @@ def train_position_model(
     lr: float = 1e-2,
     seed: int = 0,
     max_positions: int = 256,
+    max_start: int = 0,
 ) -> PositionToyModel:
     """Train a ``PositionToyModel`` with Adam on fresh batches of ``length`` tokens.
 
-    Everything random (initial weights, batches) is drawn from ``seed``.
+    Each batch starts at position 0 (``max_start=0``) or at a start drawn uniformly from
+    ``0 .. max_start``, the same for the whole batch. Everything random (initial weights,
+    batches, starts) is drawn from ``seed``.
     """
     require_int("steps", steps)
+    max_start = require_int("max_start", max_start, minimum=0)
     require_positive("lr", lr)
     torch.manual_seed(require_int("seed", seed, minimum=0))
     model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
@@ -140,7 +156,9 @@ def train_position_model(
     loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
     for _ in range(steps):
         tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
-        loss = loss_fn(model(tokens).flatten(0, 1), targets.flatten())
+        # no draw when every batch starts at 0: the runs from position 0 stay as they were
+        start = int(torch.randint(max_start + 1, (), generator=generator)) if max_start else 0
+        loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
@@ -149,15 +167,16 @@ def train_position_model(
 
 @torch.no_grad()
 def previous_token_accuracy(
-    model: PositionToyModel, length: int, *, batch: int = 256, seed: int = 1
+    model: PositionToyModel, length: int, *, batch: int = 256, seed: int = 1, start: int = 0
 ) -> float:
-    """Share of positions ``1 .. length-1`` where the model predicts the previous token."""
+    """Share of the tokens ``1 .. length-1`` of a sequence (placed at positions ``start ..
+    start + length - 1``) where the model predicts the previous token."""
     if not isinstance(model, PositionToyModel):
         raise ValueError(f"model must be a PositionToyModel, got {type(model).__name__}")
     vocab_size = model.readout.out_features
     generator = torch.Generator().manual_seed(seed)
     tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
-    predicted = model(tokens).argmax(dim=-1)
+    predicted = model(tokens, start).argmax(dim=-1)
     keep = targets != IGNORE
     return (predicted[keep] == targets[keep]).float().mean().item()
 
