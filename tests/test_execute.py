@@ -60,7 +60,8 @@ def test_consecutive_outputs_of_one_stream_are_merged():
     assert [o.get("text") for o in execute.merged_streams(split)] == ["ab\n", None, "c\n"]
 
 
-TIMERS = ("perf_counter", "timeit", "time.time(", "process_time", "peak_memory", "tracemalloc")
+TIMERS = ("perf_counter", "timeit", "time.time(", "process_time", "tracemalloc",
+          "measure.time_call", "measure.peak_memor")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
