@@ -12,6 +12,7 @@ venv=/autograder/venv
 missing=()  # from apt only what the image lacks
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3 python3-venv)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v setpriv >/dev/null || missing+=(util-linux)  # runs each notebook as `student`
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
@@ -27,6 +28,8 @@ python3 -m venv "$venv"
 # torch's CPU build (about 200 MB to download instead of several GB of CUDA) when the index answers
 torch_index=https://download.pytorch.org/whl/cpu
 index=$("$venv/bin/python" "$source/tools/reachable.py" "$torch_index")
+[ -n "$index" ] || echo "setup.sh: PyTorch's CPU index ($torch_index) does not answer: pip" \
+  "takes torch from its own configuration or PyPI, whose Linux build brings several GB of CUDA" >&2
 "$venv/bin/python" -m pip install --quiet ${index:+--extra-index-url "$index"} \
   -r "$source/requirements-grading.txt"
 # built with the lock's setuptools (just installed), not PyPI's newest
