@@ -7,30 +7,90 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from conventions import ROOT
 
-CLAIM_ROW = re.compile(r"^\|\s*((?:\d+|L)\.\d+)\s*\|")
+# book/claims.md: per chapter a table of one line per claim (its number, linking to its
+# evidence; the claim; the verdict; the reason in one sentence), then the evidence of each claim
+# in a section of its own, fields in bold: the claim, its seed, the verdict, where, the tests.
+SUMMARY_ROW = re.compile(r"^\|\s*\{ref\}`((?:\d+|L)\.\d+) <claim-([\w-]+)>`\s*\|")
+EVIDENCE = re.compile(r"^\(claim-([\w-]+)\)=\n### Claim ((?:\d+|L)\.\d+)\n"
+                      r"(.*?)(?=^\([\w-]+\)=$|^#|\Z)", re.MULTILINE | re.DOTALL)
+FIELDS = {"claim": "Claim", "seed": "Seed", "verdict": "Verdict",
+          "where": "Where the course shows it", "tests": "Tests"}
+FIELD = re.compile(r"^\*\*(" + "|".join(map(re.escape, FIELDS.values())) + r"):\*\*\s*",
+                   re.MULTILINE)
 TEST_REF = re.compile(r"`?(tests/[\w/]+\.py)::(\w+)`?")
+VERDICTS = ("true", "false", "true under a condition", "ambiguous", "not checked")
 UNCHECKED = {"not checked"}
 
 
-def claim_rows() -> dict[str, list[str]]:
-    """Claim id -> the row's cells (``#, Claim, Seed, Verdict, Where, Test``)."""
+@dataclass
+class Claim:
+    id: str
+    claim: str  # as the table quotes it
+    label: str  # the table's verdict: one of VERDICTS, or "attribution: true; reproduction: ..."
+    reason: str  # the table's one sentence
+    evidence: dict[str, str]  # the section's fields: claim, seed, verdict, where, tests
+    anchor: str  # the section's label, which the table's number links to
+
+    @property
+    def tests(self) -> str:
+        return self.evidence.get("tests", "")
+
+    def verdicts(self) -> list[tuple[str, str]]:
+        """The label as (part, verdict): ``[("", "true")]``, ``[("attribution", "true"), ...]``."""
+        parts = []
+        for part in self.label.split(";"):
+            name, _, value = part.strip().rpartition(":")
+            parts.append((name.strip(), value.strip()))
+        return parts
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def claim_rows() -> dict[str, Claim]:
+    """Claim id -> its table row and its evidence. A claim that is in the table without its
+    section (or the other way round) fails here, naming it."""
+    text = (ROOT / "book" / "claims.md").read_text()
+    sections = {}
+    for match in EVIDENCE.finditer(text):
+        anchor, claim, body = match.groups()
+        pieces = FIELD.split(body)
+        fields = {name: value.strip() for name, value in zip(pieces[1::2], pieces[2::2],
+                                                               strict=True)}
+        sections[claim] = (f"claim-{anchor}",
+                           {key: fields.get(title, "") for key, title in FIELDS.items()})
     rows = {}
-    for line in (ROOT / "book" / "claims.md").read_text().splitlines():
-        match = CLAIM_ROW.match(line)
+    for line in text.splitlines():
+        match = SUMMARY_ROW.match(line)
         if match:
-            rows[match.group(1)] = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            claim, anchor = match.group(1), f"claim-{match.group(2)}"
+            cells = _cells(line)
+            if claim not in sections:
+                raise ValueError(f"book/claims.md: claim {claim} has no evidence section")
+            label = cells[2].replace("*", "")
+            rows[claim] = Claim(claim, cells[1], label, cells[3], sections[claim][1], anchor)
+            if sections[claim][0] != anchor:
+                raise ValueError(f"book/claims.md: claim {claim} links to {anchor}, its "
+                                 f"evidence is {sections[claim][0]}")
+    missing = sorted(set(sections) - set(rows))
+    if missing:
+        raise ValueError(f"book/claims.md: evidence without a row in a table: {missing}")
     return rows
 
 
-def verdict(cells: list[str]) -> str:
-    return cells[3].lower()
+def verdict(row: Claim) -> str:
+    """Everything a claim's verdict says: the one-sentence reason and the whole argument."""
+    return (row.reason + " " + row.evidence["verdict"]).lower()
 
 
-def is_checked(cells: list[str]) -> bool:
-    return not any(verdict(cells).startswith(word) for word in UNCHECKED)
+def is_checked(row: Claim) -> bool:
+    """Whether a test must check the claim: unless every verdict it gets is "not checked"."""
+    return not all(value in UNCHECKED for _, value in row.verdicts())
 
 
 def _claim_ids(decorator: ast.expr) -> list[str]:

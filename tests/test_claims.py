@@ -1,11 +1,16 @@
 """book/claims.md and the tests agree: every checked claim has tests marked with its id
-(``@pytest.mark.claim("3.3")``), the row names exactly those tests, every marker names a row, and
-every number a verdict quotes is asserted by a test marked with the row's id."""
+(``@pytest.mark.claim("3.3")``), its evidence names exactly those tests, every marker names a
+claim, and every number a verdict (or its one-sentence reason) quotes is asserted by a test
+marked with the claim's id. And the page reads at a glance: each claim's verdict is one of the
+page's five and is the verdict its evidence argues, with a reason of one sentence."""
+
+import re
 
 import pytest
 
 from claim_markers import (
     TEST_REF,
+    VERDICTS,
     asserted_constants,
     claim_rows,
     is_asserted,
@@ -32,10 +37,86 @@ def test_a_checked_claim_has_a_test_marked_with_its_id(claim):
 
 @pytest.mark.parametrize("claim", sorted(ROWS))
 def test_the_row_names_exactly_the_tests_marked_with_its_id(claim):
-    named = {"::".join(m.groups()) for m in TEST_REF.finditer(ROWS[claim][-1])}
+    named = {"::".join(m.groups()) for m in TEST_REF.finditer(ROWS[claim].tests)}
     assert named == MARKED.get(claim, set()), (
         f"claim {claim}: the row names {sorted(named)}, the markers say "
         f"{sorted(MARKED.get(claim, set()))}")
+
+
+PARTS = {"", "attribution", "reproduction", "first half", "second half"}
+
+
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_every_verdict_is_one_of_the_five(claim):
+    for part, value in ROWS[claim].verdicts():
+        assert part in PARTS and value in VERDICTS, (
+            f"claim {claim}: verdict {ROWS[claim].label!r}; the page has {VERDICTS}, for a "
+            f"whole claim or for each of {sorted(PARTS - {''})}")
+
+
+def verdict_at_start(text):
+    """The page's verdict a text begins with, the longest that fits ("true under a condition"
+    rather than "true"), or None."""
+    text = text.lower()
+    fits = [v for v in VERDICTS if re.match(re.escape(v) + r"(?![\w-])", text)]
+    return max(fits, key=len, default=None)
+
+
+def argued_verdict(evidence, part):
+    """The verdict the evidence gives a part: the text after "Reproduction on the toy: ", or
+    the start of the evidence for a claim with one verdict."""
+    if not part:
+        return verdict_at_start(evidence)
+    found = re.search(re.escape(part) + r"\b[^:]{0,200}:\s*", evidence, re.IGNORECASE)
+    return verdict_at_start(evidence[found.end():]) if found else None
+
+
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_the_table_gives_the_verdict_the_evidence_argues(claim):
+    row = ROWS[claim]
+    for part, value in row.verdicts():
+        assert argued_verdict(row.evidence["verdict"], part) == value, (
+            f"claim {claim}: the table says {part or 'the verdict'} is {value!r}, the evidence "
+            f"begins {row.evidence['verdict'][:80]!r}")
+
+
+def test_the_verdict_reader_tells_the_five_apart():
+    assert verdict_at_start("True under a condition: only if") == "true under a condition"
+    assert verdict_at_start("true, but it does not follow") == "true"
+    assert verdict_at_start("true within one row only") == "true"
+    assert verdict_at_start("accurate (Voita et al.)") is None
+    assert verdict_at_start("not checked: a claim about names") == "not checked"
+    evidence = ("attribution: true (the paper). Reproduction on the toy decoder (87552 "
+                "parameters, one model): false for the recipes tried")
+    assert argued_verdict(evidence, "attribution") == "true"
+    assert argued_verdict(evidence, "reproduction") == "false"
+    assert argued_verdict(evidence, "second half") is None
+
+
+ONE_SENTENCE_WORDS = 40
+
+
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_the_reason_is_one_sentence_and_the_evidence_is_complete(claim):
+    row = ROWS[claim]
+    prose = re.sub(r"\$[^$]*\$|`[^`]*`|\bet al\.", "x", row.reason)  # maths, code, et al.
+    assert prose.endswith(".") and not re.search(r"[.!?]\s+[A-Z]", prose[:-1]), (
+        f"claim {claim}: the reason is not one sentence: {row.reason!r}")
+    assert len(row.reason.split()) <= ONE_SENTENCE_WORDS, (
+        f"claim {claim}: a reason of {len(row.reason.split())} words is not read at a glance")
+    empty = [field for field in ("claim", "seed", "verdict", "where") if not row.evidence[field]]
+    assert not empty, f"claim {claim}: its evidence has no {empty}"
+
+
+def test_a_claim_without_its_evidence_is_refused(tmp_path, monkeypatch):
+    import claim_markers
+
+    page = (claim_markers.ROOT / "book" / "claims.md").read_text()
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "claims.md").write_text(page.replace("### Claim 2.2\n", "### Claim\n"))
+    monkeypatch.setattr(claim_markers, "ROOT", tmp_path)
+    with pytest.raises(ValueError, match="claim 2.2 has no evidence"):
+        claim_markers.claim_rows()
 
 
 def test_every_marker_names_a_claim_row():

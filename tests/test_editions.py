@@ -4,9 +4,11 @@ Colab and JupyterLab show MyST as raw text, so both editions turn it into plain 
 (tools/jupyter_edition.py). Checked here: no directive, role, target or option is left in any
 markdown cell, nor in what nbconvert's HTML exporter (the markdown Jupyter renders) makes of
 them; every exercise keeps its numbered heading; code and outputs are the source's; the setup
-cell installs from the repository named in _config.yml; the student edition has an answer cell
-for every question asked in words and still grades; and, when the book is built, every number
-and link agrees with the book's own HTML.
+cell installs from the repository named in _config.yml; solutions are folded as the book folds
+them; references to the same notebook are anchors in it, and the rest link to the published book
+named in _config.yml; the student edition has an answer cell for every question asked in words
+and still grades; and, when the book is built, every number and link agrees with the book's own
+HTML.
 """
 
 import json
@@ -120,7 +122,8 @@ def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
     assert len(kept) == len(code)
     for original, copy in zip(code, kept, strict=True):
         assert copy["outputs"] == original["outputs"]
-        assert copy["metadata"] == original["metadata"]
+        folded = {k: v for k, v in copy["metadata"].items() if k != "jupyter"}
+        assert folded == {k: v for k, v in original["metadata"].items() if k != "jupyter"}
         if fmt.source(original) != setup_cell_source():
             assert fmt.source(copy) == fmt.source(original)
     assert edition["metadata"] == source["metadata"]
@@ -140,16 +143,98 @@ def test_the_setup_cell_installs_from_the_repository_of_config_yml():
 def test_references_and_citations_read_as_the_book_says_them():
     """Chapter 4's text, as a student reads it: numbers, titles and links to the book."""
     text = "\n".join(markdown(jupyter(ROOT / "notebooks" / "04_multi_head_attention.ipynb")))
-    page = f"{BOOK.base_url}notebooks/04_multi_head_attention.html"
-    assert f"[Lemma 4.1]({page}#lem-04-two-views)" in text
-    assert f"[Fig. 4.1]({page}#fig-04-flow)" in text
-    assert f"[Twelve real heads]({page}#sec-04-real-heads)" in text
+    assert "[Lemma 4.1](#lem-04-two-views)" in text  # in this notebook: an anchor in it
+    assert "[Fig. 4.1](#fig-04-flow)" in text
+    assert "[Twelve real heads](#sec-04-real-heads)" in text
+    assert '<a id="lem-04-two-views"></a>\n**Lemma 4.1**' in text
+    assert '## 4.10. Twelve real heads <a id="sec-04-real-heads"></a>' in text
     assert f"[Exercise 3.4]({BOOK.base_url}notebooks/03_attention_with_weights.html#ex-03-4)" \
         in text
     assert f"([Vaswani et al., 2017]({BOOK.base_url}book/bibliography.html))" in text
     assert "**Lemma 4.2** (h heads serve at most h look-ups)" in text
-    assert "*Proof.* " in text and "## 4.10. Twelve real heads" in text
+    assert "*Proof.* " in text
     assert BOOK.base_url == "https://mha-course.github.io/multi-head-attention/"
+
+
+def test_the_published_book_is_the_one_config_yml_names():
+    """Links to other pages go to html.baseurl, else to the repository's GitHub Pages site: a
+    fork's edition links to the fork's book."""
+    fork = {"repository": {"url": "https://github.com/A-Teacher/mha-fork.git"}}
+    assert jupyter_edition.published_url(fork) == "https://a-teacher.github.io/mha-fork/"
+    own = {**fork, "html": {"baseurl": "https://teach.example.edu/mha"}}
+    assert jupyter_edition.published_url(own) == "https://teach.example.edu/mha/"
+    with pytest.raises(ValueError, match="html.baseurl"):
+        jupyter_edition.published_url({"repository": {"url": "https://gitlab.com/a/b"}})
+
+
+LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+@pytest.mark.parametrize("kind,path", EDITIONS, ids=edition_id)
+def test_references_to_the_same_notebook_are_anchors_in_it(kind, path):
+    """Offline, or in a fork not yet published, a link within the notebook still works: it
+    names an anchor the notebook has, and no link goes to this notebook's page of the book."""
+    text = "\n".join(markdown(MAKE[kind](path)))
+    anchors = ANCHOR.findall(text)
+    assert len(anchors) == len(set(anchors)), "an anchor is defined twice"
+    links = LOCAL_LINK.findall(text)
+    assert set(links) <= set(anchors), sorted(set(links) - set(anchors))
+    assert not re.search(re.escape(BOOK.url(docname(path))) + r"[#)]", text)
+
+
+def test_every_chapter_links_within_itself():
+    """Not vacuous: the chapters refer to their own lemmas, figures and sections."""
+    for path in NOTEBOOKS:
+        assert LOCAL_LINK.search("\n".join(markdown(jupyter(path)))), path.name
+
+
+# -- solutions folded, as the book folds them
+
+
+def folded(cell):
+    return cell.get("metadata", {}).get("jupyter", {})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
+    """Every cell of a solution is collapsed: code with its outputs, text behind a first line
+    that gives nothing away (a collapsed cell in JupyterLab shows its first line); each keeps a
+    visible "Solution to Exercise N.K" line, and no other cell is folded."""
+    source, edition = fmt.load(path), jupyter(path)
+    solution_ids = {source["cells"][i]["id"] for e in fmt.parse(source) for i in e.solution}
+    by_id = {c.get("id"): c for c in edition["cells"]}
+    for cell_id in solution_ids & set(by_id):
+        cell = by_id[cell_id]
+        if cell["cell_type"] == "code":
+            assert folded(cell) == {"source_hidden": True, "outputs_hidden": True}, cell_id
+        else:
+            assert folded(cell) == {"source_hidden": True}, cell_id
+            assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_FIRST_LINE
+    captions_of_solutions = {f"{i}-caption" for i in solution_ids}
+    others = [c.get("id") for c in edition["cells"] if folded(c)
+              and c.get("id") not in solution_ids | captions_of_solutions]
+    assert not others, f"folded outside a solution: {others}"
+    headings = re.findall(r"^\*\*Solution to Exercise (\d+\.\d+)", "\n".join(markdown(edition)),
+                          re.MULTILINE)
+    assert headings == [e.name for e in fmt.parse(source)]
+    assert all(not folded(by_id[f"{i}-head"]) for i in solution_ids if f"{i}-head" in by_id)
+
+
+def test_a_folded_solution_previews_nothing_of_itself():
+    """The issue's case: chapter 2's prose solution began with maths, which JupyterLab showed,
+    raw, as the collapsed cell's preview."""
+    path = ROOT / "notebooks" / "02_diagonal_problem.ipynb"
+    previews = [fmt.source(c).split("\n")[0] for c in jupyter(path)["cells"] if folded(c)
+                and c["cell_type"] == "markdown"]
+    assert previews and set(previews) == {jupyter_edition.FOLDED_FIRST_LINE}
+    assert not re.search(r"[$\\]", jupyter_edition.FOLDED_FIRST_LINE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_the_student_edition_folds_nothing(path):
+    """Its solutions are stubs a student fills in."""
+    assert not [c.get("id") for c in student(path)["cells"] if folded(c)]
 
 
 # -- the student edition
@@ -266,8 +351,12 @@ def test_numbers_are_the_ones_the_built_book_shows(path):
 def test_every_link_to_the_book_names_an_anchor_the_book_has_and_the_words_it_shows(path):
     here = built(path)
     text = "\n".join(markdown(jupyter(path)))
-    for shown, url in re.findall(r"\[([^\]]+)\]\((" + re.escape(BOOK.base_url) + r"[^)]*)\)",
-                                 text):
+    here_page = f"{docname(path)}.html"
+    links = re.findall(r"\[([^\]]+)\]\((" + re.escape(BOOK.base_url) + r"[^)]*|#[^)\s]+)\)", text)
+    assert links
+    for shown, url in links:
+        # an anchor in the notebook stands for the same anchor of this page of the book
+        url = BOOK.base_url + here_page + url if url.startswith("#") else url
         page, _, anchor = url[len(BOOK.base_url):].partition("#")
         target = HTML / page
         assert target.exists(), url

@@ -6,20 +6,29 @@ The chapters are written in MyST for the book (Jupyter Book 1: sphinx-exercise, 
 sphinxcontrib-bibtex). Colab and JupyterLab show that MyST as raw text, so this edition rewrites
 every markdown cell in the markdown Jupyter renders, numbered as the book numbers it:
 
-- an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a prose
-  solution a bold "Solution to" line and its text in a cell JupyterLab shows folded, a code
-  solution's explanation a bold "Solution to" line (its ``{solution-end}`` cell goes);
+- an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a solution a
+  bold "Solution to" line, then the solution folded, as the book folds it: its text in a
+  markdown cell JupyterLab shows collapsed, whose first line (all a collapsed cell shows of
+  itself) gives nothing away, and its code cells with their code and outputs collapsed (the
+  ``{solution-end}`` cell goes). The student edition, whose solutions are stubs to fill in,
+  folds nothing (``fold_solutions=False``);
 - a lemma or theorem ``**Lemma 2.1** (title)``, a proof ``*Proof.*``; a note or other
   admonition a quotation with its title in bold; a table or figure its numbered caption;
 - ``{ref}``, ``{numref}``, ``{prf:ref}``, ``{doc}`` and links to labels become the text the book
-  shows (``Exercise 3.4``, ``Fig. 4.1``, a section's title), linked to the published book's page;
-  ``{cite:p}`` becomes ``(Vaswani et al., 2017)``, ``{cite:t}`` ``Vaswani et al. (2017)``, linked
-  to the bibliography; ``(label)=`` lines and ``:label:`` options go;
+  shows (``Exercise 3.4``, ``Fig. 4.1``, a section's title). A target in the same notebook is
+  linked as an anchor in the notebook (``[Lemma 4.1](#lem-04-two-views)``, to an
+  ``<a id="lem-04-two-views"></a>`` where the label was), so it works offline and in a fork;
+  a target on another page links to that page of the published book. ``{cite:p}`` becomes
+  ``(Vaswani et al., 2017)``, ``{cite:t}`` ``Vaswani et al. (2017)``, linked to the book's
+  bibliography; ``(label)=`` lines and ``:label:`` options go;
 - headings get the book's section numbers (``## 4.1. h heads, side by side``), and a figure cell
   (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it.
 
-Code cells and their outputs are kept as they are; the setup cell installs ``mha`` from the
-repository and branch named in ``_config.yml`` (an instructor's fork names its own).
+Code cells and their outputs are kept as they are (a solution's are only folded); the setup
+cell installs ``mha`` from the repository and branch named in ``_config.yml`` (an instructor's
+fork names its own). The published book is ``html.baseurl`` in ``_config.yml`` if set, else the
+GitHub Pages site of that repository (``https://OWNER.github.io/NAME/``): a fork's edition links
+to the fork's book.
 
 The numbers follow the rules the book's Sphinx extensions use, computed from the sources: the
 chapter number is the position in the numbered part of ``_toc.yml``; sections, exercises, figures
@@ -68,6 +77,17 @@ PROOF_TYPES = {"lemma", "theorem", "definition", "corollary", "proposition", "co
                "property", "assumption", "notation"}
 # what {prf:ref}, {numref} and captions call each kind of numbered thing
 NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
+# The first line of a folded solution's text: JupyterLab shows a collapsed cell as its first
+# line, which would otherwise preview the solution (as raw LaTeX, at that).
+FOLDED_FIRST_LINE = "<!-- folded solution: click the dots or the bar on its left to open it -->"
+FOLDED = {"source_hidden": True, "outputs_hidden": True}
+LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+
+
+def anchor(label: str) -> str:
+    """Where a label was: an empty link target Jupyter keeps (JupyterLab as data-jupyter-id)."""
+    return f'<a id="{label}"></a>'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,8 +218,10 @@ def source(cell: dict) -> str:
 class Chapter:
     """Converts the cells of one page in order, counting what the book numbers."""
 
-    def __init__(self, book: Book, docname: str, chapter: int | None, resolve: bool = True):
+    def __init__(self, book: Book, docname: str, chapter: int | None, resolve: bool = True,
+                 fold_solutions: bool = True):
         self.book, self.docname, self.chapter, self.resolve = book, docname, chapter, resolve
+        self.fold_solutions = fold_solutions
         self.sections = [0] * 6  # heading counters, h1 .. h6
         self.counters: dict[str, int] = {}
 
@@ -230,25 +252,36 @@ class Chapter:
 
     def convert_cells(self, cells: list[dict]) -> list[dict]:
         out = []
+        in_solution = False  # between {solution-start} and {solution-end}: the book folds it
         for cell in cells:
             cell = copy.deepcopy(cell)
             if cell["cell_type"] == "markdown":
-                prose_solution = re.search(r"^\s*```+\{solution\}", source(cell), re.MULTILINE)
-                text = self.markdown(source(cell)).strip("\n")
+                text = source(cell)
+                starts = re.search(r"^\s*```+\{solution(-start)?\}", text, re.MULTILINE)
+                ends = re.search(r"^\s*```+\{solution-end\}", text, re.MULTILINE)
+                text = self.markdown(text).strip("\n")
                 if not text.strip():
+                    in_solution = in_solution and not ends
                     continue  # a cell that held only MyST markup ({solution-end})
                 cell["source"] = text
-                heading, _, answer = text.partition("\n\n")
-                if prose_solution and heading.startswith("**Solution to") and answer.strip():
-                    # a prose solution: its heading shown, its text in a cell JupyterLab shows
-                    # folded (one click opens it)
+                heading, _, answer = text.partition("\n")
+                if starts and heading.startswith("**Solution to"):
+                    # the heading shown, the solution's text in a cell of its own, folded
                     out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'sol')}-head",
                                 "metadata": {}, "source": heading})
-                    cell["source"] = answer
-                    cell.setdefault("metadata", {}).setdefault("jupyter", {})["source_hidden"] = (
-                        True)
+                    cell["source"] = answer.strip("\n")
+                    self.fold(cell)
+                    if cell["source"]:
+                        out.append(cell)
+                    in_solution = starts.group(1) is not None
+                    continue
+                if in_solution:
+                    self.fold(cell)
+                in_solution = in_solution and not ends
                 out.append(cell)
             elif cell["cell_type"] == "code":
+                if in_solution or "solution" in cell.get("metadata", {}).get("tags", []):
+                    self.fold(cell)
                 out.append(cell)
                 figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
                 if figure is not None:
@@ -258,12 +291,28 @@ class Chapter:
                         self.add_target(figure["name"], "figure", number, caption)
                     if not cell.get("outputs"):
                         continue  # a solution stubbed in the student edition draws nothing
+                    here = anchor(figure["name"]) if figure.get("name") else ""
                     out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption",
                                 "metadata": {"tags": ["caption"]},
-                                "source": f"**Fig. {number}.** {caption}".rstrip()})
+                                "source": f"{here}\n**Fig. {number}.** {caption}".strip()})
+                    if cell.get("metadata", {}).get("jupyter"):  # a solution's figure
+                        self.fold(out[-1])
             else:
                 out.append(cell)
         return out
+
+    def fold(self, cell: dict) -> None:
+        """Fold a solution's cell as the book folds it: a markdown cell collapsed behind a first
+        line that gives nothing away (JupyterLab shows a collapsed cell as its first line), a
+        code cell with its code and outputs collapsed."""
+        if not self.fold_solutions:
+            return
+        if cell["cell_type"] == "markdown":
+            if source(cell).strip():
+                cell["source"] = FOLDED_FIRST_LINE + "\n\n" + source(cell)
+            cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(source_hidden=True)
+        else:
+            cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(FOLDED)
 
     # -- block-level markdown
 
@@ -284,12 +333,14 @@ class Chapter:
                 replacements.append((start, end, []))
                 continue
             labels, pending_labels = pending_labels, []  # a target names the block after it
+            here = "".join(anchor(label) for label in labels)
             if token.type == "heading_open" and token.markup.startswith("#"):
                 match = HEADING.match(lines[start].strip())
                 level, title = len(match.group(1)), match.group(2)
                 numbered = self.heading(level, title, labels)
                 prefix = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
-                replacements.append((start, start + 1, [f"{prefix}{'#' * level} {numbered}"]))
+                line = f"{prefix}{'#' * level} {numbered}" + (f" {here}" if here else "")
+                replacements.append((start, start + 1, [line]))
             elif token.type in ("fence", "colon_fence") and DIRECTIVE.match(token.info.strip()):
                 first = lines[start]
                 pad = first[: len(first) - len(first.lstrip())]
@@ -297,7 +348,15 @@ class Chapter:
                 body = [ln[len(pad):] if ln.startswith(pad) else ln.lstrip()
                         for ln in token.content.rstrip("\n").split("\n")]
                 converted = self.directive(name, argument, body, pad)
+                if here and converted:  # the anchor on its own line: above a paragraph, in it
+                    blank = [""] if converted[0].startswith(("$$", "```", "|", ">")) else []
+                    converted = [here, *blank, *converted]
                 replacements.append((start, end, [pad + ln if ln else ln for ln in converted]))
+            elif here and token.nesting >= 0 and token.level == 0:
+                # a target before a paragraph: the anchor's line joins it; before a list, a
+                # table or maths, a line of its own
+                paragraph = token.type == "paragraph_open"
+                replacements.append((start, start, [here] if paragraph else [here, ""]))
         for start, end, new in sorted(replacements, reverse=True):
             lines[start:end] = new
         text = "\n".join(lines)
@@ -311,13 +370,16 @@ class Chapter:
         content = self.markdown("\n".join(rest).strip("\n")) if rest else ""
         title = self.inline(argument) if argument else ""
         label = options.get("label") or options.get("name")
+        here = anchor(label) if label and self.resolve else ""
+        # the anchor on a line of its own just above: the same paragraph, so it adds no space
+        here_line = [here] if here else []
         kind = name.split(":")[-1]
         if name == "exercise":
             number = None if "nonumber" in options else self.next_number("exercise")
             if label:
                 self.add_target(label, "exercise", number, title)
             head = f"**Exercise {number}**" if number else "**Exercise**"
-            return [head + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [*here_line, head + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ("solution", "solution-start"):
             target = self.book.targets.get(argument.strip())
             what = f"{target.numbered_name} ({target.title})" if target and target.title else (
@@ -341,7 +403,7 @@ class Chapter:
             if label:
                 self.add_target(label, kind, number, title)
             head = f"**{kind.capitalize()}{' ' + number if number else ''}**"
-            return [head + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [*here_line, head + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ADMONITIONS:
             heading = title if name == "admonition" else (
                 "See also" if name == "seealso" else name.capitalize())
@@ -353,14 +415,16 @@ class Chapter:
             if label:
                 self.add_target(label, "table", number, title)
             table = content if name == "table" else self.list_table(rest, options)
-            caption = [f"**Table {number}.** {title}", ""] if number else []
+            caption = [*here_line, f"**Table {number}.** {title}", ""] if number else (
+                [here, ""] if here else [])
             return [*caption, *table.split("\n")]
         if name == "figure":
             number = self.next_number("figure")
             if label:
                 self.add_target(label, "figure", number, content.split("\n")[0])
             alt = options.get("alt", "")
-            return [f"![{alt}]({argument.strip()})", "", f"**Fig. {number}.** {content}".rstrip()]
+            return [f"![{alt}]({argument.strip()})", "",
+                    *here_line, f"**Fig. {number}.** {content}".rstrip()]
         if name == "math":
             return ["$$", *rest, "$$"]
         if name in ("code-block", "code", "sourcecode"):
@@ -428,12 +492,17 @@ class Chapter:
             return original
         label = target.lstrip("#")
         if label in self.book.targets:
-            found = self.book.targets[label]
-            return f"[{text}]({self.book.url(found.docname, label)})"
+            return f"[{text}]({self.target_url(label)})"
         page = self.page_of(target)
         if page:
             return f"[{text}]({self.book.url(page)})"
         return original
+
+    def target_url(self, label: str) -> str:
+        """An anchor in this notebook for a label of this page, else the book's page."""
+        found = self.book.targets[label]
+        return f"#{label}" if found.docname == self.docname else self.book.url(found.docname,
+                                                                               label)
 
     def page_of(self, path: str) -> str | None:
         """The docname of a page named by a path relative to this page (``../book/claims``)."""
@@ -471,7 +540,7 @@ class Chapter:
                 shown = found.title
             else:
                 shown = found.numbered_name
-            return f"[{shown}]({self.book.url(found.docname, target)})"
+            return f"[{shown}]({self.target_url(target)})"
         if name == "math":
             return f"${content}$"
         raise ValueError(f"{self.docname}: no plain-markdown form for the role {{{name}}}")
@@ -505,14 +574,31 @@ def setup_cell(cell: dict, book: Book) -> dict:
     return cell
 
 
-def convert_notebook(nb: dict, book: Book, docname: str) -> dict:
-    """The Jupyter edition of one notebook of the book (a new dict; ``nb`` is left as it is)."""
+def convert_notebook(nb: dict, book: Book, docname: str, fold_solutions: bool = True) -> dict:
+    """The Jupyter edition of one notebook of the book (a new dict; ``nb`` is left as it is).
+    ``fold_solutions=False`` leaves solution cells open (the student edition's are stubs)."""
     chapter = dict(book.pages).get(docname)
     edition = copy.deepcopy({k: v for k, v in nb.items() if k != "cells"})
     cells = list(nb["cells"])
     first = [setup_cell(cells[0], book)] if cells and SETUP_SPEC.search(source(cells[0])) else []
-    edition["cells"] = first + Chapter(book, docname, chapter).convert_cells(cells[len(first):])
+    converted = Chapter(book, docname, chapter, fold_solutions=fold_solutions).convert_cells(
+        cells[len(first):])
+    edition["cells"] = first + link_missing_anchors_to_the_book(converted, book)
     return edition
+
+
+def link_missing_anchors_to_the_book(cells: list[dict], book: Book) -> list[dict]:
+    """A link to an anchor this notebook lacks (its target was in a solution the student edition
+    left out) goes to the book's page instead."""
+    present = {label for cell in cells if cell["cell_type"] == "markdown"
+               for label in ANCHOR.findall(source(cell))}
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = LOCAL_LINK.sub(
+                lambda m: m.group(0) if m.group(1) in present or m.group(1) not in book.targets
+                else f"]({book.url(book.targets[m.group(1)].docname, m.group(1))})",
+                source(cell))
+    return cells
 
 
 def edition_notebooks(root: Path = ROOT) -> list[Path]:

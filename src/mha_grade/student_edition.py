@@ -148,7 +148,7 @@ def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) 
                             answer_cell(exercise.label, exercise.name)))
     for index, cell in sorted(inserts, key=lambda pair: pair[0], reverse=True):
         edition["cells"].insert(index, cell)
-    return jupyter_edition.convert_notebook(edition, book, docname)
+    return jupyter_edition.convert_notebook(edition, book, docname, fold_solutions=False)
 
 
 def write(nb: dict, path: Path) -> None:
