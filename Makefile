@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # chapters, and the book pages that are notebooks (their outputs are checked the same way)
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb)) $(sort $(wildcard book/*.ipynb))
 
-.PHONY: setup lock book test test-fast lint pytest execute lab clean
+.PHONY: setup lock book test test-fast lint pytest execute lab jupyter clean
 
 setup: $(STAMP)
 
@@ -106,9 +106,16 @@ test: lint book pytest
 execute: $(STAMP)
 	$(BIN)/python tools/execute.py $(if $(REFRESH),--refresh) $(NOTEBOOKS)
 
-# The source notebooks, with jupyterlab-myst (requirements.txt) rendering their MyST as the book does.
+# The source notebooks, with jupyterlab-myst (requirements.txt) rendering their MyST as the book
+# does: for authors (solutions open, MyST to edit). Readers and students run `make jupyter`.
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
+
+# The Jupyter edition (what the book's launch buttons open: no MyST left, solutions folded, links
+# within a chapter as anchors in it) written to _build/jupyter/ and opened in JupyterLab.
+jupyter: $(STAMP)
+	$(BIN)/python tools/jupyter_edition.py --out _build/jupyter
+	$(BIN)/jupyter lab _build/jupyter/notebooks/
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

@@ -96,7 +96,7 @@ KEEPS_ITS_WIDTH = """() => [...document.querySelectorAll('mjx-container')]
 def set_width(page, width):
     """The loaded page at another width, as a reader turning a phone sees it: for a page that
     does not keep its width (KEEPS_ITS_WIDTH), the same layout as the page loaded at that width
-    (the CUT_OFF and claim-card results, figure sizes, formula widths, every box of <main>).
+    (the CUT_OFF and claim-table results, figure sizes, formula widths, every box of <main>).
     Measured by reviews/2026-11-28/resize_equivalence.py for 1280 -> 400 -> 1280 -> 400, the
     order this file asks for; if a page gains anything else decided by the width at load (a
     script reading it), run resize_equivalence.py again."""
@@ -367,38 +367,59 @@ def test_only_chart_pages_load_plotly_and_no_page_loads_fontawesome_js(open_page
         assert not any("fontawesome" in url for url in scripts), path
 
 
-# The claims of book/claims.md: one card per claim at both widths, with nothing cut off.
-CLAIM_CARDS = """() => {
-  const rows = [...document.querySelectorAll('main table tbody tr')]
-    .filter(r => r.children.length === 6);
-  const article = document.querySelector('main article').getBoundingClientRect().width;
-  const narrow = rows.filter(r => r.getBoundingClientRect().width < 0.9 * article)
-    .map(r => r.firstElementChild.textContent);
-  // a test cell spans the card, so test names break only where a line runs out
-  const squeezed = rows.filter(r => r.children[5].getBoundingClientRect().width
-      < 0.8 * r.getBoundingClientRect().width && r.children[5].textContent.trim())
-    .map(r => r.firstElementChild.textContent);
+# The claims of book/claims.md as a reader scans them: per chapter a table whose every row shows
+# a verdict and a one-sentence reason, its number linking to that claim's evidence on the page;
+# at both widths nothing is cut off and the page does not scroll sideways.
+CLAIM_TABLES = """() => {
+  const page = document.querySelector('#the-seeds-claims-checked');
+  const rows = [...page.querySelectorAll('table tbody tr')];
+  const article = document.querySelector('main article').getBoundingClientRect();
+  const found = rows.map(r => {
+    const link = r.querySelector('td a');
+    const target = link && document.getElementById(decodeURIComponent(link.hash.slice(1)));
+    const box = r.getBoundingClientRect();
+    return {id: r.children[0].textContent.trim(), verdict: r.children[2].textContent.trim(),
+            reason: r.children[3].textContent.trim(),
+            evidence: !!target && target.tagName === 'SECTION'
+                      && target.querySelector('h3').textContent.includes(link.textContent.trim()),
+            inside: box.left >= article.left - 1 && box.right <= article.right + 1};
+  });
   const wider = [], hidden = [];
-  for (const m of document.querySelectorAll('main table mjx-container')) {
+  for (const m of page.querySelectorAll('table mjx-container')) {
     const box = m.closest('p') || m.parentElement;
     const inner = m.getBoundingClientRect(), outer = box.getBoundingClientRect();
     if (inner.right <= outer.right + 1 && inner.left >= outer.left - 1) continue;
-    const id = m.closest('tr').firstElementChild.textContent;
+    const id = m.closest('tr').firstElementChild.textContent.trim();
     wider.push(id);
     if (getComputedStyle(box).overflowX !== 'auto') hidden.push(id);
   }
-  return {rows: rows.length, narrow, squeezed, wider, hidden};
+  // what each link's words point to: words that point to two places do not say where they go
+  const targets = {};
+  for (const a of page.querySelectorAll('a[href]:not(.headerlink)')) {
+    const words = a.textContent.trim().replace(/\\s+/g, ' ');
+    (targets[words] = targets[words] || new Set()).add(a.getAttribute('href'));
+  }
+  const vague = Object.keys(targets).filter(w => targets[w].size > 1);
+  const sideways = document.documentElement.scrollWidth > window.innerWidth;
+  return {rows: found, wider, hidden, vague, sideways};
 }"""
+VERDICT_LABEL = re.compile(r"^(?:(?:attribution|reproduction|first half|second half): )?"
+                           r"(true under a condition|true|false|ambiguous|not checked)$")
 
 
 @pytest.mark.parametrize("width", [1280, 400])
-def test_each_claim_is_a_card_whose_formulas_and_test_names_read_whole(open_page, width):
-    found = open_page("book/claims.html", width=width).evaluate(CLAIM_CARDS)
-    assert found["rows"] >= 50
-    assert found["narrow"] == [], f"claims narrower than the article: {found['narrow']}"
-    assert found["squeezed"] == [], f"test names in a narrow column: {found['squeezed']}"
+def test_each_claim_shows_its_verdict_and_reason_and_links_to_its_evidence(open_page, width):
+    found = open_page("book/claims.html", width=width).evaluate(CLAIM_TABLES)
+    rows = found["rows"]
+    assert len(rows) >= 50
+    for row in rows:
+        parts = row["verdict"].split("; ")
+        assert all(VERDICT_LABEL.match(part) for part in parts), row
+        assert row["reason"].endswith(".") and row["evidence"] and row["inside"], row
+    assert found["vague"] == [], f"links whose words point to several places: {found['vague']}"
     assert found["hidden"] == [], f"formulas cut off in claims {found['hidden']}"
-    if width == 1280:  # at a laptop's width every formula fits its card
+    assert not found["sideways"]
+    if width == 1280:  # at a laptop's width every formula of the tables fits its cell
         assert found["wider"] == [], f"formulas scroll in claims {found['wider']}"
 
 
