@@ -146,12 +146,12 @@ def test_references_and_citations_read_as_the_book_says_them():
     assert "[Lemma 4.1](#lem-04-two-views)" in text  # in this notebook: an anchor in it
     assert "[Fig. 4.1](#fig-04-flow)" in text
     assert "[Twelve real heads](#sec-04-real-heads)" in text
-    assert '<a id="lem-04-two-views"></a>\n**Lemma 4.1**' in text
+    assert '**Lemma 4.1**<a id="lem-04-two-views"></a> (The two views' in text
     assert '## 4.10. Twelve real heads <a id="sec-04-real-heads"></a>' in text
     assert f"[Exercise 3.4]({BOOK.base_url}notebooks/03_attention_with_weights.html#ex-03-4)" \
         in text
     assert f"([Vaswani et al., 2017]({BOOK.base_url}book/bibliography.html))" in text
-    assert "**Lemma 4.2** (h heads serve at most h look-ups)" in text
+    assert '**Lemma 4.2**<a id="lem-04-h-heads"></a> (h heads serve at most h look-ups)' in text
     assert "*Proof.* " in text
     assert BOOK.base_url == "https://mha-course.github.io/multi-head-attention/"
 

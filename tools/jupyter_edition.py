@@ -294,7 +294,7 @@ class Chapter:
                     here = anchor(figure["name"]) if figure.get("name") else ""
                     out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption",
                                 "metadata": {"tags": ["caption"]},
-                                "source": f"{here}\n**Fig. {number}.** {caption}".strip()})
+                                "source": f"**Fig. {number}.**{here} {caption}".rstrip()})
                     if cell.get("metadata", {}).get("jupyter"):  # a solution's figure
                         self.fold(out[-1])
             else:
@@ -348,15 +348,15 @@ class Chapter:
                 body = [ln[len(pad):] if ln.startswith(pad) else ln.lstrip()
                         for ln in token.content.rstrip("\n").split("\n")]
                 converted = self.directive(name, argument, body, pad)
-                if here and converted:  # the anchor on its own line: above a paragraph, in it
-                    blank = [""] if converted[0].startswith(("$$", "```", "|", ">")) else []
-                    converted = [here, *blank, *converted]
+                if here and converted:  # a label given by a target line, not by :label:
+                    converted = [here, "", *converted]
                 replacements.append((start, end, [pad + ln if ln else ln for ln in converted]))
+            elif here and token.type == "paragraph_open" and token.level == 0:
+                # a target before a paragraph: the anchor starts its first line
+                replacements.append((start, start + 1, [here + lines[start]]))
             elif here and token.nesting >= 0 and token.level == 0:
-                # a target before a paragraph: the anchor's line joins it; before a list, a
-                # table or maths, a line of its own
-                paragraph = token.type == "paragraph_open"
-                replacements.append((start, start, [here] if paragraph else [here, ""]))
+                # before a list, a table or maths: a line of its own
+                replacements.append((start, start, [here, ""]))
         for start, end, new in sorted(replacements, reverse=True):
             lines[start:end] = new
         text = "\n".join(lines)
@@ -370,16 +370,16 @@ class Chapter:
         content = self.markdown("\n".join(rest).strip("\n")) if rest else ""
         title = self.inline(argument) if argument else ""
         label = options.get("label") or options.get("name")
+        # the anchor right after the bold name ("**Lemma 4.1**<a id=...></a> (title)"): on a
+        # line of its own it would start the paragraph with a space
         here = anchor(label) if label and self.resolve else ""
-        # the anchor on a line of its own just above: the same paragraph, so it adds no space
-        here_line = [here] if here else []
         kind = name.split(":")[-1]
         if name == "exercise":
             number = None if "nonumber" in options else self.next_number("exercise")
             if label:
                 self.add_target(label, "exercise", number, title)
             head = f"**Exercise {number}**" if number else "**Exercise**"
-            return [*here_line, head + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [head + here + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ("solution", "solution-start"):
             target = self.book.targets.get(argument.strip())
             what = f"{target.numbered_name} ({target.title})" if target and target.title else (
@@ -403,7 +403,7 @@ class Chapter:
             if label:
                 self.add_target(label, kind, number, title)
             head = f"**{kind.capitalize()}{' ' + number if number else ''}**"
-            return [*here_line, head + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [head + here + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ADMONITIONS:
             heading = title if name == "admonition" else (
                 "See also" if name == "seealso" else name.capitalize())
@@ -415,7 +415,7 @@ class Chapter:
             if label:
                 self.add_target(label, "table", number, title)
             table = content if name == "table" else self.list_table(rest, options)
-            caption = [*here_line, f"**Table {number}.** {title}", ""] if number else (
+            caption = [f"**Table {number}.**{here} {title}", ""] if number else (
                 [here, ""] if here else [])
             return [*caption, *table.split("\n")]
         if name == "figure":
@@ -424,7 +424,7 @@ class Chapter:
                 self.add_target(label, "figure", number, content.split("\n")[0])
             alt = options.get("alt", "")
             return [f"![{alt}]({argument.strip()})", "",
-                    *here_line, f"**Fig. {number}.** {content}".rstrip()]
+                    f"**Fig. {number}.**{here} {content}".rstrip()]
         if name == "math":
             return ["$$", *rest, "$$"]
         if name in ("code-block", "code", "sourcecode"):
