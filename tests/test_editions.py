@@ -122,8 +122,9 @@ def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
     assert len(kept) == len(code)
     for original, copy in zip(code, kept, strict=True):
         assert copy["outputs"] == original["outputs"]
-        folded = {k: v for k, v in copy["metadata"].items() if k != "jupyter"}
-        assert folded == {k: v for k, v in original["metadata"].items() if k != "jupyter"}
+        folding = {"jupyter", "cellView"}  # what folds a solution (checked below)
+        assert {k: v for k, v in copy["metadata"].items() if k not in folding} == \
+            {k: v for k, v in original["metadata"].items() if k not in folding}
         if fmt.source(original) != setup_cell_source():
             assert fmt.source(copy) == fmt.source(original)
     assert edition["metadata"] == source["metadata"]
@@ -208,6 +209,7 @@ def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
         cell = by_id[cell_id]
         if cell["cell_type"] == "code":
             assert folded(cell) == {"source_hidden": True, "outputs_hidden": True}, cell_id
+            assert cell["metadata"]["cellView"] == "form", cell_id  # Colab's folding
         else:
             assert folded(cell) == {"source_hidden": True}, cell_id
             assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_FIRST_LINE
@@ -234,7 +236,8 @@ def test_a_folded_solution_previews_nothing_of_itself():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
 def test_the_student_edition_folds_nothing(path):
     """Its solutions are stubs a student fills in."""
-    assert not [c.get("id") for c in student(path)["cells"] if folded(c)]
+    assert not [c.get("id") for c in student(path)["cells"]
+                if folded(c) or "cellView" in c.get("metadata", {})]
 
 
 # -- the student edition

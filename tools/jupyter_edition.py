@@ -304,7 +304,8 @@ class Chapter:
     def fold(self, cell: dict) -> None:
         """Fold a solution's cell as the book folds it: a markdown cell collapsed behind a first
         line that gives nothing away (JupyterLab shows a collapsed cell as its first line), a
-        code cell with its code and outputs collapsed."""
+        code cell with its code and outputs collapsed (Colab, which reads neither mark, hides the
+        code of a cell in "form" view). Colab shows markdown cells open."""
         if not self.fold_solutions:
             return
         if cell["cell_type"] == "markdown":
@@ -313,6 +314,7 @@ class Chapter:
             cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(source_hidden=True)
         else:
             cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(FOLDED)
+            cell["metadata"]["cellView"] = "form"  # Colab's mark: code hidden, "Show code"
 
     # -- block-level markdown
 
