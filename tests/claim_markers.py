@@ -72,7 +72,7 @@ def claim_rows() -> dict[str, Claim]:
             cells = _cells(line)
             if claim not in sections:
                 raise ValueError(f"book/claims.md: claim {claim} has no evidence section")
-            label = cells[2].replace("*", "")
+            label = re.sub(r"<br\s*/?>", " ", cells[2]).replace("*", "")  # one part a line
             rows[claim] = Claim(claim, cells[1], label, cells[3], sections[claim][1], anchor)
             if sections[claim][0] != anchor:
                 raise ValueError(f"book/claims.md: claim {claim} links to {anchor}, its "

@@ -413,7 +413,7 @@ def test_each_claim_shows_its_verdict_and_reason_and_links_to_its_evidence(open_
     rows = found["rows"]
     assert len(rows) >= 50
     for row in rows:
-        parts = row["verdict"].split("; ")
+        parts = re.split(r";\s*", row["verdict"])
         assert all(VERDICT_LABEL.match(part) for part in parts), row
         assert row["reason"].endswith(".") and row["evidence"] and row["inside"], row
     assert found["vague"] == [], f"links whose words point to several places: {found['vague']}"
