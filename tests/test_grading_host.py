@@ -3,6 +3,7 @@ root, keeps no capability, cannot write the kernel's settings, and each grading 
 of its own, so that ending one submission's processes ends no other's."""
 
 import csv
+import errno
 import json
 import os
 import subprocess
@@ -157,3 +158,47 @@ def test_a_flood_of_valid_messages_is_stopped_at_the_graders_cpu_budget(tmp_path
         problem = next(csv.DictReader(handle))["problem"]
     assert f"more than {GRADER_CPU_SECONDS:.0f} s of CPU" in problem
     assert time.monotonic() - start < 120  # 200 lines would take minutes of the grader's CPU
+
+
+# The kernel's keyring of a uid outlives the sandbox (outside attack): one notebook wrote to it,
+# the next graded as the same uid read it. Every keyring call must fail, in every sandbox.
+KEYRING = r'''
+import ctypes, platform
+calls = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+text = b"left by an earlier notebook"
+add = libc.syscall(calls[0], b"user", b"drop", text, len(text), -4)  # the uid's keyring
+add_errno = ctypes.get_errno()
+found = libc.syscall(calls[1], b"user", b"drop", None, -4)
+# and a message whose check key is a list (it once made grading the notebook fail)
+import os
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        flags = int(open(f"/proc/self/fdinfo/{fd}").read().split("flags:")[1].split()[0], 8)
+        if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and flags & 3 == 1:
+            os.write(int(fd), b'{"ready": ["x"], "types": []}\n')
+    except OSError:
+        pass
+raise RuntimeError(f"PROBE{[add, add_errno, found]}PROBE")
+'''
+
+
+@pytest.mark.skipif(sandbox.keyring_filter() is None, reason="no filter for this architecture")
+def test_a_notebook_can_leave_nothing_in_its_uids_keyring_nor_break_its_grading(tmp_path):
+    nb = student_edition.student_edition(fmt.load(EXAMPLE))
+    nb["cells"].insert(1, {"cell_type": "code", "metadata": {}, "outputs": [],
+                           "execution_count": None, "source": KEYRING})
+    for name in ("ada", "bob"):  # one grading process: the same uid, one after the other
+        (tmp_path / name).mkdir()
+        (tmp_path / name / EXAMPLE.name).write_text(json.dumps(nb))
+    run = subprocess.run([sys.executable, "-m", "mha_grade", "grade", str(tmp_path),
+                          "--source", str(EXAMPLE), "--no-calibrate", "--jobs", "1"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    with open(tmp_path / "grading_log.csv", newline="", encoding="utf-8") as handle:
+        log = list(csv.DictReader(handle))
+    assert not any("grader failed" in row["problem"] for row in log)
+    errors = {row["first_error"] for row in log}
+    assert len(errors) == 1  # the same for both: refused, nothing found
+    add, add_errno, found = json.loads(errors.pop().split("PROBE")[1])
+    assert add == -1 and add_errno == errno.EPERM and found == -1
