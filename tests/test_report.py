@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 
 import pytest
@@ -1047,3 +1048,110 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     assert "<td>0.3</td><td>1 / 2</td>" in dana and "hidden part [0/1]" in dana
     assert HIDDEN_PART not in dana and "n=1" not in dana
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile sizes: reading a submission after grading is linear in it (issue 35, item 2)
+
+SECONDS = 30  # each takes 2-10 s here (on 2 shared cores); a quadratic step takes hours
+SIZE = by_hand.MAX_NOTEBOOK_BYTES - 2**16  # room for the rest of the notebook
+
+
+def hostile(answer_cells):
+    """The example's student edition saved without cell ids, with ``answer_cells`` below the
+    by-hand prompt (0.1): its answer, as far as the report can tell."""
+    nb = student_nb()
+    for item in nb["cells"]:
+        item.pop("id", None)
+    position = next(i for i, c in enumerate(nb["cells"]) if ":label: ex-00-1" in
+                    "".join(c["source"]))
+    nb["cells"][position + 1:position + 1] = answer_cells
+    return nb
+
+
+def markdown(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def timed(function, *args):
+    start = time.perf_counter()
+    result = function(*args)
+    return result, time.perf_counter() - start
+
+
+def test_the_report_ends_in_seconds_on_a_notebook_of_unclosed_comments(tmp_path, capsys):
+    """The reproducer of issue 35, item 2, at the size limit: one markdown cell of unclosed
+    ``<!--``, cell ids removed, below a by-hand prompt (a regex read it in time quadratic in
+    its length: hours). The report finishes, and the page shows the answer, cut."""
+    folder, roster = make_class(tmp_path)
+    nb = hostile([markdown("<!--" * (SIZE // 4))])
+    (folder / "alice" / NAME).write_text(json.dumps(nb))
+    assert (folder / "alice" / NAME).stat().st_size <= by_hand.MAX_NOTEBOOK_BYTES
+    code, seconds = timed(run, folder, "--roster", roster, "--out", tmp_path / "out",
+                          "--source", EXAMPLE)
+    assert code == 0, capsys.readouterr().err
+    assert seconds < SECONDS
+    page = (tmp_path / "out" / "by_hand" / "0.1.html").read_text()
+    assert "&lt;!--&lt;!--" in page and "more characters]" in page
+
+
+@pytest.mark.parametrize("text", ["<!--", "](", "{a:", "(x)", ":label: ex-00-1 \t", ":label:\n"])
+def test_reading_a_markdown_cell_takes_one_pass(text):
+    """Every pattern the report looks for in a markdown cell, started and never ended,
+    repeated to the size limit: its words, and the exercise labels that mark prompts."""
+    cell = text * (SIZE // len(text))
+    _, seconds = timed(lambda: (by_hand.words(cell), by_hand.LABEL.findall(cell)))
+    assert seconds < SECONDS
+
+
+@pytest.mark.parametrize("text", [
+    "See [the page](https://x.org/a_b) <!-- hidden\nline --> {cite:p}`v`, (sec)= done",
+    "<!-- a --> b <!-- c --> d <!-- open", "[x](a(b)c) and [y](z w) more", "no markup at all"])
+def test_words_are_the_ones_the_quadratic_regex_found(text):
+    """The regex the report used before (quadratic), as the reference on ordinary text."""
+    old = re.sub(r"\]\([^)]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=|<!--.*?-->", " ", text,
+                 flags=re.DOTALL)
+    assert by_hand.words(text) == re.findall(r"[^\W_]+", old.casefold())
+
+
+@pytest.mark.parametrize("path", [max(WITH_EXERCISES, key=lambda p: max(
+    length for length, _ in by_hand.read_source(p).chapter.words))], ids=lambda p: p.stem[:2])
+def test_recognising_the_chapters_text_is_linear_in_a_submission(path, tmp_path):
+    """As many cells as the grader takes (MAX_CELLS), below the first exercise's prompt, ids
+    removed, each as long as the chapter's longest markdown cell and half its words: telling
+    the chapter's text from an answer compares each cell with each known one once, in one pass
+    (difflib's ratio took 0.4 s a cell here: 13 minutes a notebook)."""
+    source = by_hand.read_source(path)
+    longest = max((c for c in json.loads(path.read_text())["cells"]
+                   if c["cell_type"] == "markdown"), key=lambda c: len("".join(c["source"])))
+    words = "".join(longest["source"]).split()
+    nb = json.loads(handed_out(path))
+    for item in nb["cells"]:
+        item.pop("id", None)
+    first = next(i for i, c in enumerate(nb["cells"]) if ":label: ex-" in "".join(c["source"]))
+    hostile_cells = []
+    for number_ in range(by_hand.MAX_CELLS - len(nb["cells"])):
+        order = words[number_ % len(words):] + words[:number_ % len(words)]
+        hostile_cells.append(markdown(" ".join(w if i % 2 else f"w{i}"
+                                               for i, w in enumerate(order))))
+    nb["cells"][first + 1:first + 1] = hostile_cells
+    (tmp_path / path.name).write_text(json.dumps(nb))
+    cells, read = timed(by_hand.read_cells, tmp_path / path.name)
+    start = time.perf_counter()
+    answers = [by_hand.answer(cells, label, source) for label in source.labels.values()]
+    assert read + time.perf_counter() - start < SECONDS
+    assert len(answers[0]) >= len(hostile_cells)  # none taken for the chapter's text
+
+
+def test_a_notebook_of_more_cells_than_the_grader_takes_is_not_read(tmp_path):
+    path = tmp_path / "many.ipynb"
+    path.write_text(json.dumps({"cells": [markdown("x")] * (by_hand.MAX_CELLS + 1)}))
+    with pytest.raises(ValueError, match=f"more than {by_hand.MAX_CELLS} cells"):
+        by_hand.read_cells(path)
+
+
+def test_the_reports_size_limits_are_the_graders():
+    from mha_grade import submissions
+
+    assert (by_hand.MAX_NOTEBOOK_BYTES, by_hand.MAX_CELLS) == \
+        (submissions.MAX_NOTEBOOK_BYTES, submissions.MAX_CELLS)
