@@ -524,7 +524,7 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
                           "a decimal comma (1,5) or a comma in a comment, unquoted, shifts the "
                           "columns; write 1.5, or quote the field (\"1,5\"): row not taken")
             continue
-        key = uncell(row.get("student") or "").strip()
+        key = uncell(row.get("student") or "")  # exactly: " alice" is not alice
         exercise = (row.get("exercise") or "").strip()
         student = book.student(key)
         if student is None:
