@@ -5,8 +5,9 @@ download, one folder per student), or a ``submission_NNN`` folder of a Gradescop
 SUBMISSIONS or one folder per assignment in it: gradebook.gradescope_exports); for a file
 directly in SUBMISSIONS, the Canvas user id of a Canvas bulk download
 (``smithalice_700030_700031_01_attention_recap.ipynb``: the name part, the user id, the
-submission id, then the file's own name, with ``_late`` after the name part when late), else the prefix before the chapter's name (``alice_03_....ipynb``).
-The key is compared exactly: ``ALICE/`` and ``alice/`` are two owners.
+submission id, then the file's own name, with ``_late`` after the name part when late), else
+the prefix before the chapter's name (``alice_03_....ipynb``). The key is compared exactly:
+``ALICE/`` and ``alice/`` are two owners (the report stops on such look-alikes).
 
 Which copy counts, one rule in ``mha-grade grade``, ``mha-grade report`` and on Gradescope
 (``RULES``):
