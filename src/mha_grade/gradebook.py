@@ -512,8 +512,8 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
             for owner in owners(book):
                 student = by_key.get(identity(owner))
                 if student is not None:
-                    student.notes.append(f"{book.name} not graded: "
-                                         f"{book.problem.removeprefix(copies.IGNORED)}")
+                    student.notes.append(f"{book.name}: a copy handed in earlier, not "
+                                         "graded")
     by_id = {id(s): s for s in students}
     when = handed_in or {}
     for (student_id, chapter), books in handed.items():

@@ -235,9 +235,9 @@ def run(args: argparse.Namespace) -> int:
                      + ", ".join(terminal(s.key) for s in unknown))
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
-    for nb in book.ignored:
-        lines.append(f"not graded, a copy: {terminal(nb.name)}: "
-                     f"{terminal(nb.problem.removeprefix(copies.IGNORED))}")
+    if book.ignored:  # why is in grading_log.csv, and the gradebook's notes
+        lines.append(f"copies handed in earlier, not graded ({len(book.ignored)}): "
+                     + ", ".join(terminal(nb.name) for nb in book.ignored))
     if read_from:
         lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:
