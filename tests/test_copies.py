@@ -163,3 +163,8 @@ def test_gradescope_best_grades_every_copy_and_keeps_the_most_points(tmp_path):
     assert [o.notebook for o in counted] == [NAME]
     assert [i.relative for i, _ in worse] == ["later.ipynb"]
     assert f"{NAME} counts: the most points (1 points here)" in worse[0][1]
+
+
+def test_grading_refuses_an_unknown_rule_by_name(tmp_path):
+    with pytest.raises(ValueError, match="rule must be one of latest, best, not 'newest'"):
+        graded(tmp_path, "newest")

@@ -175,6 +175,8 @@ def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
     the one handed in last is not graded (``path`` None); with "best", all are graded. Every
     copy's row says which copies there are and what became of each. ``exports``: as
     ``copies.owner_of``."""
+    if rule not in copies.RULES:
+        raise ValueError(f"rule must be one of {', '.join(copies.RULES)}, not {rule!r}")
     for (owner, chapter), items in same_chapter(found, assignments, exports).items():
         if len(items) < 2:
             continue
