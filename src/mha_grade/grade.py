@@ -1,11 +1,15 @@
 """Grade submitted notebooks in a sandbox, with verdicts computed outside it.
 
     mha-grade grade SUBMISSIONS [--jobs 2] [--timeout 300] [--cell-timeout 120]
-                          [--out FOLDER] [--seed N] [--no-sandbox]
+                          [--out FOLDER] [--seed N] [--no-sandbox] [--copies latest|best]
+                          [--again-alone]
 
 Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is matched to its
 chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
-failing that, by the exercise labels it contains. For each submission:
+failing that, by the exercise labels it contains. One student's copies of a chapter cost one
+grading: the copy handed in last is graded, the others are reported as ignored (mha_grade.copies;
+``--copies best`` grades every copy, and the report counts the one with the most points). For
+each submission:
 
 1. its code cells run, as written, in a bubblewrap sandbox (mha_grade.sandbox,
    mha_grade.run_notebook): no network, no view of this machine's files, processes or
@@ -42,7 +46,7 @@ import time
 from pathlib import Path
 
 from mha.exercises import set_grading_seed
-from mha_grade import ROOT, sandbox
+from mha_grade import ROOT, copies, sandbox
 from mha_grade.assignments import load_assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import cell, display, terminal
@@ -92,6 +96,15 @@ def main(argv: list[str] | None = None) -> int:
                              f"instructor's notebook takes here) (default {FACTOR:g})")
     parser.add_argument("--no-calibrate", action="store_true",
                         help="do not time the instructor's notebooks first: --timeout for all")
+    parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+                        help="a student's copies of one chapter: grade the one handed in last "
+                             "(latest: Canvas's submission order, else the files' times; the "
+                             "others are reported as ignored), or every copy, the one with the "
+                             "most points to count (best: a grading per copy). Default latest; "
+                             "give the report the same")
+    parser.add_argument("--again-alone", action="store_true",
+                        help="grade a notebook that reached its time limit beside others once "
+                             "more, alone, at the end (by default its first run is written)")
     parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.regrade and args.resume:
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     set_grading_seed(seed)
     sources = [p.resolve() for p in (args.source or chapter_notebooks(ROOT))]
     assignments = [a for a in (load_assignment(p) for p in sources) if a.exercises]
-    found = find_submissions(folder, assignments, out)
+    found = find_submissions(folder, assignments, out, args.copies)
     settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
                         sandbox.Limits(memory=int(args.memory_gb * 2**30),
                                        total_memory=int(args.memory_gb * 2**30),
@@ -158,11 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     graded = 0
     grading = {"seed": seed, "sources": sources, "prefix": prefix, "hide": hide}
     by_shown = {display(f.relative): f for f in found}
-    again: list = []  # stopped at the time limit beside others: graded again, alone, once
+    again: list = []  # with --again-alone: stopped at the time limit, graded again alone once
 
     def record(outcome: Outcome) -> None:
         nonlocal graded
-        if outcome.timed_out and outcome.notebook in by_shown and not again_alone:
+        if outcome.timed_out and outcome.notebook in by_shown and args.again_alone \
+                and not again_alone:
             again.append(by_shown[outcome.notebook])
             print("  " + terminal(f"{outcome.notebook}: stopped after its time limit; "
                                   "graded again alone at the end"), flush=True)
