@@ -55,6 +55,19 @@ def test_the_limit_is_calibrated_on_the_instructors_notebook_and_regrade_replace
     assert abs(limit - math.ceil(3 * seconds)) <= 1  # the time is printed rounded
     for who in ["alice", "bob"]:
         assert points(folder, who) == {"0.1": "", "0.2": "1", "0.3": "2"}
+    # a later run of the class with the same options keeps the limit: not measured again, and
+    # bob is graded 3/3 under it (--timeout 1 s alone is too short for any notebook)
+    done = run(folder, "--timeout", "1", "--jobs", "2", "--regrade", "bob/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "time limits kept in time_limits.json" in done.stdout
+    assert "measured here" not in done.stdout
+    assert f"00_example_exercises: {limit} s = max(--timeout 1 s, 3 x {seconds:.1f} s" \
+        in done.stdout
+    assert points(folder, "bob") == {"0.1": "", "0.2": "1", "0.3": "2"}
+    # other options, or --recalibrate, measure again
+    for options in (["--jobs", "1"], ["--jobs", "2", "--recalibrate"]):
+        done = run(folder, "--timeout", "1", *options, "--regrade", "bob/")
+        assert "measured here" in done.stdout and "kept in" not in done.stdout, done.stdout
     # alice hands in again (her notebook is now the student edition): only she is graded
     (folder / "alice" / NAME).write_text(json.dumps(student_edition.student_edition(
         fmt.load(EXAMPLE))))

@@ -51,7 +51,16 @@ from mha_grade.assignments import load_assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import cell, display, terminal
 from mha_grade.exercise_format import chapter_notebooks
-from mha_grade.limits import FACTOR, calibrate, chapters_of, describe
+from mha_grade.limits import (
+    FACTOR,
+    KEPT,
+    calibrate,
+    chapters_of,
+    describe,
+    keep,
+    kept,
+    measured_for,
+)
 from mha_grade.outputs import Writer, summary_line
 from mha_grade.run import CELL_GRACE, Settings
 from mha_grade.submissions import Found, find_submissions
@@ -96,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"instructor's notebook takes here) (default {FACTOR:g})")
     parser.add_argument("--no-calibrate", action="store_true",
                         help="do not time the instructor's notebooks first: --timeout for all")
+    parser.add_argument("--recalibrate", action="store_true",
+                        help=f"time the instructor's notebooks again, even where the output "
+                             f"folder keeps limits measured for this course, machine and "
+                             f"options ({KEPT})")
     parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
                         help="a student's copies of one chapter: grade the one handed in last "
                              "(latest: Canvas's submission order, else the files' times; the "
@@ -193,12 +206,24 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if not args.no_calibrate and any(f.path for f in found):
-            limits = calibrate(chapters_of([f for f in found if f.path], assignments),
-                               assignments, settings, factor=args.calibrate_factor,
-                               jobs=args.jobs, **grading)
+            chapters = chapters_of([f for f in found if f.path], assignments)
+            key = measured_for(sources, args.jobs, args.timeout, args.calibrate_factor)
+            known, when = ({}, "") if args.recalibrate else kept(out, key, args.timeout)
+            todo = [c for c in chapters if c.name not in known]
+            limits = [known[c.name] for c in chapters if c.name in known]
+            if limits:
+                print(f"time limits kept in {KEPT}, measured {when} for this course, machine "
+                      "and options (--recalibrate measures them again):", flush=True)
+                for line in describe(limits)[1:]:
+                    print(terminal(line), flush=True)
+            if todo:
+                measured = calibrate(todo, assignments, settings, factor=args.calibrate_factor,
+                                     jobs=args.jobs, **grading)
+                for line in describe(measured):
+                    print(terminal(line), flush=True)
+                limits += measured
+                keep(out, key, list({**known, **{m.chapter: m for m in measured}}.values()))
             settings.timeouts = {limit.chapter: limit.limit for limit in limits}
-            for line in describe(limits):
-                print(terminal(line), flush=True)
         grade_all(found, assignments, settings, jobs=args.jobs, on_outcome=record, **grading)
         if again:
             print(f"grading again, one at a time, {len(again)} notebook(s) stopped after "
