@@ -24,6 +24,10 @@ class KVCache:
     Shapes: ``keys`` and ``values`` are ``(B, h_kv, n, d_k)`` and ``(B, h_kv, n, d_v)``, or
     ``None`` while the cache is empty. Pass one cache per layer as
     ``MultiHeadAttention(...)(x, cache=cache, is_causal=True)``.
+
+    A compiled decode step (``torch.compile``) may take the cache as an argument: each
+    ``append`` in eager mode marks the length dimension dynamic, so the step compiles once
+    for every length (``tests/test_compile.py``: 64 steps, one compilation).
     """
 
     def __init__(self) -> None:
@@ -64,10 +68,12 @@ class KVCache:
         n = len(self) + keys.shape[-2]
         check_allocation("the KV cache", (2, *keys.shape[:2], n, max(keys.shape[-1],
                          values.shape[-1])), keys.dtype,
-                         f"use shorter sequences (the cache holds {len(self)} tokens, keys "
-                         f"adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
+                         lambda: f"use shorter sequences (the cache holds {len(self)} tokens, "
+                         f"keys adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
         if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
+            # contiguous like every later torch.cat, so that a compiled step sees one layout
+            # (a head-split view of the projections has other strides: a recompile)
+            self.keys, self.values = keys.contiguous(), values.contiguous()
         else:
             if keys.shape[:2] != self.keys.shape[:2] or keys.shape[-1] != self.keys.shape[-1]:
                 raise ValueError(
@@ -75,4 +81,9 @@ class KVCache:
                     f"{tuple(self.keys.shape)}: (B, h_kv, ·, d_k) must agree")
             self.keys = torch.cat([self.keys, keys], dim=-2)  # (B, h_kv, n + n_new, d_k)
             self.values = torch.cat([self.values, values], dim=-2)  # (B, h_kv, n + n_new, d_v)
+        if not torch.compiler.is_compiling():
+            # the length grows at every step: a compiled step traces it as a symbol from its
+            # first call instead of compiling once per length (hints only, nothing is copied)
+            torch._dynamo.maybe_mark_dynamic(self.keys, 2)
+            torch._dynamo.maybe_mark_dynamic(self.values, 2)  # (B, h_kv, n, d)
         return self.keys, self.values

@@ -1,19 +1,6 @@
 """Multi-head attention: h heads, each with its own projections, concatenated and projected.
 
-Compiling and vmapping. ``torch.compile(fullgraph=True)`` traces :class:`MultiHeadAttention`
-in one graph (with or without weights, causal, masks, grouped-query heads, a
-:class:`mha.KVCache` decode step), and ``torch.func.vmap`` maps it over an extra leading
-dimension (masks included); ``tests/test_compile.py`` checks both against eager outputs. The
-argument checks look at shapes and dtypes only, which Dynamo folds into constants. The one
-check that reads values, the fused path's look for NaN and inf, is skipped when compiled or
-vmapped and can be switched off in eager mode with :func:`mha.set_debug` (see there for what
-changes). What does not compile in one graph: :class:`mha.TinyDecoder` and
-:func:`mha.generate` (the token ids' range check reads the ids on the host: one graph break
-each), causal :func:`mha.chunked_attention` (it skips key blocks by their values),
-:func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading it).
-``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take the
-argument checks' Python (``isinstance`` on unions, f-strings, keyword-only options, the
-``KVCache`` object); use ``torch.compile`` or ``torch.export`` instead.
+Compiling and vmapping: see the class docstring of :class:`MultiHeadAttention`.
 """
 
 from __future__ import annotations
@@ -74,6 +61,26 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: key/value heads h_kv, a divisor of h; defaults to h.
         dropout: probability of zeroing each attention weight in training (the weights returned
             are the dropped ones, as in ``nn.MultiheadAttention``); nothing in ``eval()`` mode.
+
+    Compiling, exporting, vmapping. ``torch.compile(fullgraph=True)`` traces every path in one
+    graph (weights or fused, causal, masks, grouped-query heads, a :class:`mha.KVCache`), and
+    ``dynamic=True`` makes that one graph for every sequence length. A decode loop that
+    passes a growing ``KVCache`` to a compiled step compiles once and never recompiles: the
+    cache marks its length dynamic (``torch._dynamo.maybe_mark_dynamic``), and no check
+    turns a size into a constant. ``torch.export`` with a dynamic length works, and
+    ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
+    ``tests/test_compile.py`` checks all of these against eager outputs, as for
+    :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
+    :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
+    read values (the fused path's look for NaN and inf, :func:`mha.apply_rotary`'s range of
+    positions, token ids in range) run in eager mode and are skipped when compiled, exported
+    or vmapped (:func:`mha.set_debug` switches the first off in eager mode too). What does
+    not compile in one graph: :func:`mha.generate` (a Python loop that reads each token;
+    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does), causal
+    :func:`mha.chunked_attention` (it skips key blocks by their values),
+    :func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading
+    it). ``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take
+    the argument checks' Python; use ``torch.compile`` or ``torch.export`` instead.
     """
 
     def __init__(
@@ -190,8 +197,8 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             check_output_allocation("the attention weights", "query", query,
                                     (batch, self.num_heads, n_q, n_k), query.dtype,
-                                    f"pass need_weights=False (fused kernel), or use fewer "
-                                    f"than n_q = {n_q} queries and n_k = {n_k} keys")
+                                    lambda: f"pass need_weights=False (fused kernel), or "
+                                    f"use fewer than n_q = {n_q} queries and n_k = {n_k} keys")
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
         if key_padding_mask is not None:

@@ -6,6 +6,7 @@ import torch
 
 from mha._checks import (
     check_output_allocation,
+    may_read_values,
     require_base,
     require_features,
     require_float_tensor,
@@ -67,7 +68,8 @@ def apply_rotary(
     if grown:
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to x's "
                          f"tokens {tuple(x.shape[:-1])} without growing them")
-    if positions.is_floating_point() and not torch.isfinite(positions).all():
+    if positions.is_floating_point() and may_read_values(positions) and not bool(
+            torch.isfinite(positions).all()):
         raise ValueError("positions must be finite, got NaN or inf")
     # float64 angles p * omega carry an error near |p| * 2**-53 rad: below 2**32 it stays under
     # float32's resolution, beyond it the scores would stop depending on offsets only
@@ -93,6 +95,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     The parameters are those of :class:`mha.MultiHeadAttention` (``head_dim`` must be even);
     only the step between the projections and the attention changes:
     ``head_i = Attention(RoPE(X W_Q,i), RoPE(X W_K,i), X W_V,i)``. Values are not rotated.
+    It compiles in one graph (``fullgraph=True``; ``dynamic=True``: one for every length); the
+    range check on ``positions`` runs in eager mode only.
     """
 
     def __init__(

@@ -101,6 +101,12 @@ class TinyDecoder(nn.Module):
         make_attention: optional factory returning each block's attention layer (for
             example a :class:`mha.MultiHeadLatentAttention`); default
             ``MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)``.
+
+    ``torch.compile(model, fullgraph=True)`` traces a forward pass in one graph, with or
+    without ``caches``; a decode loop feeding one token at a time with the caches compiles
+    once (``benchmarks/compiled_decoding.py``). The check that token ids lie in the
+    vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
+    index check remains). :func:`mha.generate` itself does not compile (a Python loop).
     """
 
     def __init__(
@@ -190,7 +196,9 @@ class TinyDecoder(nn.Module):
                 if not isinstance(cache, KVCache | LatentCache):
                     raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
                                      f"model.new_caches()), got {type(cache).__name__}")
-            if len({len(cache) for cache in caches}) > 1:
+            lengths = [len(cache) for cache in caches]
+            # compared, not put in a set: hashing a traced length would fix it to one value
+            if any(length != lengths[0] for length in lengths[1:]):
                 raise ValueError(f"the caches hold different numbers of tokens "
                                  f"{[len(cache) for cache in caches]}: use fresh ones")
         past = 0 if caches is None else len(caches[0])
@@ -239,6 +247,9 @@ def generate(
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
     sequence. Both give the same tokens.
+
+    Not for ``torch.compile``: a Python loop that reads every token; compile the model's
+    step instead (see :class:`mha.TinyDecoder`).
     """
     require_module("model", model, TinyDecoder)
     steps = require_int("steps", steps, minimum=0)
