@@ -87,3 +87,36 @@ def test_budget_is_overridable_and_restored():
     assert mha.get_memory_budget() == before
     with pytest.raises(ValueError, match="nbytes"):
         mha.set_memory_budget(-1)
+
+
+def test_a_memory_budget_block_is_the_calling_threads_only():
+    """``with mha.memory_budget(...)`` in one thread must not make another thread's
+    attention fail (torch.no_grad() is per thread in the same way)."""
+    import threading
+
+    q = torch.zeros(1, 300, 2)
+    inside, other_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other_thread():
+        inside.wait()
+        seen["budget"] = mha.get_memory_budget()
+        try:
+            mha.attention(q, q, q)
+            seen["error"] = None
+        except mha.MemoryBudgetError as error:
+            seen["error"] = error
+        other_done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    before = mha.get_memory_budget()
+    with mha.memory_budget(100):
+        inside.set()
+        other_done.wait(timeout=60)
+        with pytest.raises(mha.MemoryBudgetError):
+            mha.attention(q, q, q)
+    thread.join()
+    assert seen == {"budget": before, "error": None}
+    with mha.memory_budget(100), mha.memory_budget(None):  # blocks nest; None is the default
+        assert mha.get_memory_budget() == before

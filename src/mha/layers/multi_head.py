@@ -203,6 +203,8 @@ class MultiHeadAttention(nn.Module):
             self._check_mask(mask, batch, n_q, n_k)
         if key_padding_mask is not None:
             mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
+        # every check before the cache grows: a call that raises leaves the cache as it was
+        gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
         q, k, v = self._project(query, key, value)
         if cache is not None:
@@ -213,8 +215,8 @@ class MultiHeadAttention(nn.Module):
         else:
             heads, weights = self._fused_attention(q, k, v, mask, is_causal, dropout), None
 
-        if head_mask is not None:
-            heads = heads * self._gates(head_mask, batch)
+        if gates is not None:
+            heads = heads * gates
         merged = heads.transpose(1, 2).reshape(batch, n_q, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights
 

@@ -16,6 +16,7 @@ from mha._checks import (
     require_features,
     require_flag,
     require_generator,
+    require_head_mask,
     require_int,
     require_int_tensor,
     require_module,
@@ -212,6 +213,11 @@ class TinyDecoder(nn.Module):
                              f"{len(self.blocks)} layers, got "
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
         n = tokens.shape[1]
+        if head_mask is not None:  # each layer's gates now: a raise in layer 2 would leave
+            for layer, block in enumerate(self.blocks):  # layer 1's cache one call ahead
+                weight = block.attn.out_proj.weight
+                require_head_mask(head_mask[layer], block.attn.num_heads, tokens.shape[0],
+                                  weight.dtype, weight.device)
         # the widest activation: the logits, the MLP's hidden layer or the residual stream
         width = max(self.vocab_size, self.token_embedding.embedding_dim,
                     *(block.mlp[0].out_features for block in self.blocks))
@@ -248,8 +254,15 @@ def generate(
     earlier keys and values from the caches; without it every step recomputes the whole
     sequence. Both give the same tokens.
 
-    Not for ``torch.compile``: a Python loop that reads every token; compile the model's
-    step instead (see :class:`mha.TinyDecoder`).
+    The model runs in eval mode (no dropout) and gets its training mode back when the call
+    returns or raises; meanwhile another thread sharing the model sees ``training == False``
+    (``nn.Module``'s mode is the module's, not the thread's): do not generate from a model
+    another thread is training. Not for ``torch.compile``: a Python loop that reads every
+    token; compile the model's step instead (see :class:`mha.TinyDecoder`).
+
+    Raises ``ValueError`` on a bad argument (named), on ``prompt`` ids outside
+    ``0 .. vocab_size - 1``, on ``prompt length + steps > model.max_len``, and on NaN logits
+    (a NaN weight); :class:`mha.MemoryBudgetError` when the tokens would exceed the budget.
     """
     require_module("model", model, TinyDecoder)
     steps = require_int("steps", steps, minimum=0)
@@ -269,7 +282,16 @@ def generate(
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
     was_training = model.training
-    model.eval()
+    model.eval()  # dropout off; training mode comes back even if a step raises
+    try:
+        return _generate(model, prompt, steps, use_cache, temperature, generator)
+    finally:
+        model.train(was_training)
+
+
+def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
+              temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`generate`'s loop, on checked arguments and a model in eval mode."""
     tokens = prompt
     caches = model.new_caches() if use_cache else None
     new_input = prompt
@@ -285,7 +307,6 @@ def generate(
             next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
         tokens = torch.cat([tokens, next_token], dim=1)
         new_input = next_token
-    model.train(was_training)
     return tokens
 
 
@@ -330,7 +351,8 @@ def bits_per_byte(
 
     The windows are the first ``num_windows`` non-overlapping stretches of ``length + 1``
     tokens, so every model is scored on the same text. A model that knows nothing (uniform over
-    256 bytes) scores 8.
+    256 bytes) scores 8. The model runs in eval mode and gets its training mode back when the
+    call returns or raises (as in :func:`generate`, other threads see the eval mode meanwhile).
     """
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
@@ -344,10 +366,12 @@ def bits_per_byte(
                          f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
     was_training = model.training
-    model.eval()
-    logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
-                                                                   head_mask=head_mask)
-    model.train(was_training)
+    model.eval()  # dropout off; training mode comes back even if the model raises
+    try:
+        logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
+                                                                       head_mask=head_mask)
+    finally:
+        model.train(was_training)
     return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)
 
 
