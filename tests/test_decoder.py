@@ -211,3 +211,12 @@ def test_an_attention_call_that_raises_leaves_its_cache_unchanged():
     assert len(cache) == 5
     retry, _ = layer(x[:, 5:], cache=cache, is_causal=True)
     torch.testing.assert_close(retry, layer(x, is_causal=True)[0][:, 5:], rtol=0, atol=1e-12)
+
+
+def test_a_temperature_too_small_for_the_logits_dtype_says_so():
+    model = small_decoder("mha", torch.float32)
+    prompt = torch.zeros(1, 2, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"temperature=1e-46 is too small.*temperature=0"):
+        mha.generate(model, prompt, 2, temperature=1e-46)
+    assert mha.generate(model, prompt, 2, temperature=1e-3,  # small but fine: near greedy
+                        generator=torch.Generator().manual_seed(0)).shape == (1, 4)

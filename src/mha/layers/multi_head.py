@@ -179,6 +179,7 @@ class MultiHeadAttention(nn.Module):
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
         """
+        self._check_defaults(key, value)
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
@@ -336,6 +337,28 @@ class MultiHeadAttention(nn.Module):
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
         weight = self.out_proj.weight
         return require_head_mask(head_mask, self.num_heads, batch, weight.dtype, weight.device)
+
+    def _check_defaults(self, key, value) -> None:
+        """An omitted ``key`` is ``query`` and an omitted ``value`` is ``key``: say so when the
+        module's sizes cannot take that, rather than blame the tensor that was passed."""
+        if key is None and self.kdim != self.embed_dim:
+            raise ValueError(f"key is omitted, so it defaults to query ({self.embed_dim} "
+                             f"features), but this module has kdim={self.kdim}: pass key")
+        if value is None and (self.vdim != self.kdim if key is not None
+                              else self.vdim != self.embed_dim):
+            source = "key" if key is not None else "query"
+            size = self.kdim if key is not None else self.embed_dim
+            raise ValueError(f"value is omitted, so it defaults to {source} ({size} "
+                             f"features), but this module has vdim={self.vdim}: pass value")
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # torch's own message would list missing and unexpected keys without saying why
+        if any(f"{prefix}{name}" in state_dict for name in
+               ("in_proj_weight", "q_proj_weight", "in_proj_bias")):
+            raise ValueError(f"state_dict holds nn.MultiheadAttention's parameters "
+                             f"({prefix}in_proj_weight ...), laid out differently: convert the "
+                             f"module itself with mha.MultiHeadAttention.from_torch(module)")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _check_inputs(self, query, key, value) -> None:
         for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),

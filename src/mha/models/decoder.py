@@ -14,13 +14,13 @@ from mha._checks import (
     check_output_allocation,
     require_callable,
     require_features,
+    require_finite,
     require_flag,
     require_generator,
     require_head_mask,
     require_int,
     require_int_tensor,
     require_module,
-    require_no_nan,
     require_number,
     require_optional_int,
     require_tensor,
@@ -298,12 +298,17 @@ def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: b
     for _ in range(steps):
         logits = model(new_input if use_cache else tokens, caches=caches)[:, -1]  # (B, V)
         # argmax of NaN picks token 0 and multinomial fails deep in torch: say why here
-        require_no_nan("the logits of model", logits, "check model's parameters (a NaN weight, "
-                       "e.g. from a diverged training run, reaches every logit)")
+        require_finite("the logits of model", logits, "check model's parameters (a NaN or "
+                       "inf weight, e.g. from a diverged training run, reaches every logit)")
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         else:
-            probs = torch.softmax(logits / temperature, dim=-1)
+            scaled = logits / temperature  # (B, V)
+            if not bool(torch.isfinite(scaled).all()):  # else multinomial fails on NaN
+                raise ValueError(f"temperature={temperature:g} is too small for "
+                                 f"{logits.dtype} logits (logits / temperature overflows); "
+                                 f"use temperature=0 for greedy decoding, or a larger one")
+            probs = torch.softmax(scaled, dim=-1)
             next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
         tokens = torch.cat([tokens, next_token], dim=1)
         new_input = next_token
