@@ -28,7 +28,26 @@ class KVCache:
     A compiled decode step (``torch.compile``) may take the cache as an argument: each
     ``append`` in eager mode marks the length dimension dynamic, so the step compiles once
     for every length (``tests/test_compile.py``: 64 steps, one compilation).
+
+    The cache keeps the autograd history of what it holds: a second ``backward()`` through
+    earlier steps needs ``retain_graph=True``, or fill the cache under ``torch.no_grad()``
+    (as :func:`mha.generate` does); ``copy.deepcopy`` refuses such a cache, as torch refuses
+    to deepcopy a non-leaf tensor. Inside ``torch.func.vmap`` pass keys and values in and out
+    as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
     """
+
+    def __deepcopy__(self, memo: dict) -> KVCache:
+        """A copy with cloned tensors; refused while they carry autograd history."""
+        held = [t for t in (self.keys, self.values) if t is not None]
+        if any(t.grad_fn is not None for t in held):
+            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
+                             "cannot copy: fill it under torch.no_grad(), or copy the "
+                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
+                             "values alike)")
+        copy = KVCache()
+        copy.keys, copy.values = (None if t is None else t.clone()
+                                  for t in (self.keys, self.values))
+        return copy
 
     def __init__(self) -> None:
         self.keys: torch.Tensor | None = None
@@ -53,6 +72,12 @@ class KVCache:
         that read them (nothing non-finite is hidden, see :func:`mha.attention`)."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
+        if (self.keys is not None and not torch.compiler.is_compiling()
+                and torch._C._functorch.is_functorch_wrapped_tensor(self.keys)
+                and not torch._C._functorch.is_functorch_wrapped_tensor(keys)):
+            raise ValueError("this KVCache was filled inside torch.func.vmap and holds its "
+                             "batched tensors, which do not outlive it: use a new KVCache "
+                             "here (inside vmap, pass keys and values in and out as tensors)")
         require_same_dtype(("keys", keys), ("values", values),
                            *([("the cached keys", self.keys)] if self.keys is not None else []))
         require_same_device(("keys", keys), ("values", values))

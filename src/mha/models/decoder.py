@@ -252,7 +252,9 @@ def generate(
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
-    sequence. Both give the same tokens.
+    sequence. Both give the same tokens. There is no padding: every row is continued after its
+    last token, so a row padded at the end would continue from the pad; batch prompts of one
+    length (generate the others separately).
 
     The model runs in eval mode (no dropout) and gets its training mode back when the call
     returns or raises; meanwhile another thread sharing the model sees ``training == False``
