@@ -69,7 +69,11 @@ class KVCache:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all.
         NaN or inf values are stored as given: like any attention input they reach the outputs
-        that read them (nothing non-finite is hidden, see :func:`mha.attention`)."""
+        that read them (nothing non-finite is hidden, see :func:`mha.attention`).
+
+        Raises ``ValueError`` for tensors that are not 4-D floating, of another dtype or
+        device than the cache, or whose ``(B, h_kv, ., d)`` do not fit it (nothing is added
+        then), and :class:`mha.MemoryBudgetError` when the cache would exceed the budget."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
         if (self.keys is not None and not torch.compiler.is_compiling()

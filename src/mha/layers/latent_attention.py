@@ -198,6 +198,11 @@ class MultiHeadLatentAttention(nn.Module):
         :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
         False (the arguments exist so a decoder block can call any of the course's layers
         alike). NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
+
+        Raises ``ValueError`` naming the argument for ``x`` of another shape, dtype or device,
+        a ``cache`` of another batch or sizes, a bad ``head_mask``, ``is_causal=False`` or
+        ``need_weights=True``; :class:`mha.MemoryBudgetError` before an over-budget
+        allocation. A call that raises leaves ``cache`` as it was.
         """
         require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:

@@ -178,6 +178,13 @@ class MultiHeadAttention(nn.Module):
 
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
+
+        Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
+        the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
+        cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
+        ``cache`` of another batch or head size; :class:`mha.MemoryBudgetError` (before
+        allocating) when the weights or projections would exceed the memory budget. A call
+        that raises leaves ``cache`` as it was.
         """
         self._check_defaults(key, value)
         key = query if key is None else key

@@ -44,6 +44,11 @@ def apply_rotary(
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm. Positions beyond
     ``+-2**32`` are refused (their angles would no longer resolve the offsets). NaN and inf
     in ``x`` stay in the rotated pairs that hold them (a rotation mixes the two of a pair).
+
+    Raises ``ValueError`` naming ``x``, ``positions`` or ``base`` for a wrong shape, dtype,
+    device or value (the range and finiteness of ``positions`` are read in eager mode only:
+    compiled code cannot branch on values), :class:`mha.MemoryBudgetError` before an
+    over-budget allocation.
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
@@ -129,7 +134,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
         (``num_kv_heads``) and dropout (in training) as there too. Returns
         ``(output (B, n, embed_dim), weights (B, h, n, n))``. NaN and inf in ``x`` reach the
-        outputs (the rule of :func:`mha.attention`).
+        outputs (the rule of :func:`mha.attention`). Raises ``ValueError`` naming ``x``,
+        ``positions`` or ``mask`` when its shape, dtype or device does not fit (positions
+        beyond ``+-2**32`` too, in eager mode), :class:`mha.MemoryBudgetError` before an
+        over-budget allocation.
         """
         require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape

@@ -182,6 +182,13 @@ class TinyDecoder(nn.Module):
         hold: they sit at positions ``len(cache) ..``, and their keys and values are added to
         the caches. ``head_mask``: gates of shape ``(layers, heads)``, layer ``l``'s heads
         multiplied by row ``l`` (Michel et al. 2019).
+
+        Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
+        in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
+        cached ones, ``caches`` not made by :meth:`new_caches` (or of unequal lengths), a bad
+        ``head_mask`` (every row is checked before any cache grows, so a call that raises
+        leaves the caches as they were); :class:`mha.MemoryBudgetError` before an
+        over-budget allocation.
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
