@@ -89,9 +89,11 @@ def test_budget_is_overridable_and_restored():
         mha.set_memory_budget(-1)
 
 
-def test_a_memory_budget_block_is_the_calling_threads_only():
-    """``with mha.memory_budget(...)`` in one thread must not make another thread's
-    attention fail (torch.no_grad() is per thread in the same way)."""
+@pytest.mark.parametrize("setting", ["block", "setter"])
+def test_a_memory_budget_is_the_calling_threads_only(setting):
+    """``with mha.memory_budget(...)`` or ``set_memory_budget`` in one thread must not make
+    another thread's attention fail (torch.set_grad_enabled is per thread in the same way)."""
+    import contextlib
     import threading
 
     q = torch.zeros(1, 300, 2)
@@ -111,11 +113,16 @@ def test_a_memory_budget_block_is_the_calling_threads_only():
     thread = threading.Thread(target=other_thread)
     thread.start()
     before = mha.get_memory_budget()
-    with mha.memory_budget(100):
-        inside.set()
-        other_done.wait(timeout=60)
-        with pytest.raises(mha.MemoryBudgetError):
-            mha.attention(q, q, q)
+    previous = mha.set_memory_budget(100) if setting == "setter" else None
+    try:
+        with mha.memory_budget(100) if setting == "block" else contextlib.nullcontext():
+            inside.set()
+            other_done.wait(timeout=60)
+            with pytest.raises(mha.MemoryBudgetError):
+                mha.attention(q, q, q)
+    finally:
+        if setting == "setter":
+            mha.set_memory_budget(previous)
     thread.join()
     assert seen == {"budget": before, "error": None}
     with mha.memory_budget(100), mha.memory_budget(None):  # blocks nest; None is the default

@@ -279,3 +279,17 @@ def test_value_checks_skipped_when_compiled_still_refuse_bad_input_in_eager():
     model = mha.TinyDecoder(16, 8, embed_dim=8, num_heads=2, num_layers=1)
     with pytest.raises(ValueError, match="tokens must lie in 0..15"):
         model(torch.tensor([[3, 16]]))
+
+
+def test_the_memory_budget_still_refuses_in_compiled_code():
+    """The budget check is a guard on the traced sizes, not a constant: an over-budget length
+    raises with the usual message (fullgraph=True reports it as Dynamo's observed exception)."""
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    compiled = torch.compile(lambda x: layer(x)[0], backend="eager", dynamic=True)
+    compiled(torch.randn(1, 5, 16))
+    with mha.memory_budget(10_000), pytest.raises(mha.MemoryBudgetError, match="query"):
+        compiled(torch.randn(1, 200, 16))
+    strict = torch.compile(lambda x: layer(x)[0], backend="eager", dynamic=True,
+                           fullgraph=True)
+    with mha.memory_budget(10_000), pytest.raises(Exception, match="memory budget"):
+        strict(torch.randn(1, 200, 16))

@@ -9,8 +9,8 @@ tensor's values, so they never add a pass over the data.
 The memory guard lives here too: :func:`check_allocation` refuses, before anything is
 allocated, a tensor larger than the memory budget (by default 1/8 of the machine's RAM, since
 attention holds two or three score-sized tensors at once), raising :class:`MemoryBudgetError`.
-Change the budget with :func:`memory_budget` (a context manager, for the calling thread) or
-:func:`set_memory_budget` (for every thread).
+Change the budget with :func:`memory_budget` (a context manager) or :func:`set_memory_budget`;
+both act on the calling thread only.
 """
 
 from __future__ import annotations
@@ -541,8 +541,8 @@ class MemoryBudgetError(MemoryError, ValueError):
 #: fraction of the machine's RAM one tensor may take by default
 DEFAULT_FRACTION = 1 / 8
 _FALLBACK_RAM = 8 * 2**30  # when the OS does not say (a laptop-sized guess)
-_budget: int | None = None  # set_memory_budget's, for every thread
-_thread = threading.local()  # .budgets: this thread's memory_budget blocks, innermost last
+# the budget is per thread, as torch's grad mode is: one thread's setting never reaches another
+_thread = threading.local()  # .budget: this thread's setting, None for the default
 
 
 def _read_machine_memory() -> int:
@@ -564,40 +564,35 @@ def machine_memory() -> int:
 
 
 def get_memory_budget() -> int:
-    """The largest tensor, in bytes, that ``mha`` allocates without complaint, in this thread:
-    the innermost ``with mha.memory_budget(...)`` of this thread, else the budget of
-    :func:`set_memory_budget`, else 1/8 of the machine's RAM."""
-    blocks = getattr(_thread, "budgets", None)
-    chosen = blocks[-1] if blocks else _budget
+    """The largest tensor, in bytes, that ``mha`` allocates without complaint in this thread."""
+    chosen = getattr(_thread, "budget", None)
     return _DEFAULT_BUDGET if chosen is None else chosen
 
 
 def set_memory_budget(nbytes: int | None) -> int | None:
-    """Set the budget in bytes for every thread (``None``: back to 1/8 of RAM); returns the
-    previous setting. A thread inside ``with mha.memory_budget(...)`` keeps that block's
-    budget until the block ends."""
-    global _budget
-    previous = _budget
-    _budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
+    """Set the calling thread's budget in bytes (``None``: back to 1/8 of RAM); returns the
+    previous setting. Per thread, as ``torch.set_grad_enabled`` is: other threads keep
+    theirs, and a new thread starts with the default."""
+    previous = getattr(_thread, "budget", None)
+    _thread.budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
     return previous
 
 
 @contextlib.contextmanager
 def memory_budget(nbytes: int | None) -> Iterator[None]:
     """``with mha.memory_budget(2 * 2**30): ...`` runs the block with another budget
-    (``None``: 1/8 of RAM). The budget is the calling thread's, as ``torch.no_grad()`` is:
-    other threads keep theirs, and blocks nest."""
-    nbytes = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
-    if getattr(_thread, "budgets", None) is None:
-        _thread.budgets = []
-    _thread.budgets.append(nbytes)
+    (``None``: 1/8 of RAM) in the calling thread, and restores the thread's setting after
+    it (blocks nest; other threads are not affected)."""
+    previous = set_memory_budget(nbytes)
     try:
         yield
     finally:
-        _thread.budgets.pop()
+        set_memory_budget(previous)
 
 
 def _gib(nbytes: int) -> str:
+    if torch.compiler.is_compiling():  # a traced size takes no format spec
+        return f"{nbytes} bytes"
     return f"{nbytes / 2**30:.3g} GiB"
 
 
@@ -625,10 +620,11 @@ def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
     nbytes, budget = _nbytes(shape, dtype), get_memory_budget()
     if nbytes > budget:
         hint = hint() if callable(hint) else hint
+        sizes = tuple([int(s) for s in shape])  # plain ints to print, traced or not
         raise MemoryBudgetError(
-            f"{what} would need a tensor of shape {tuple(int(s) for s in shape)} ({dtype}) = "
-            f"{_gib(nbytes)}, over the memory budget of {_gib(budget)}: {hint}, or raise the "
-            f"budget with mha.memory_budget(nbytes)"
+            f"{what} would need a tensor of shape {sizes} ({dtype}) = {_gib(int(nbytes))}, "
+            f"over the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
+            f"mha.memory_budget(nbytes)"
         )
 
 
