@@ -36,19 +36,6 @@ class KVCache:
     as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
     """
 
-    def __deepcopy__(self, memo: dict) -> KVCache:
-        """A copy with cloned tensors; refused while they carry autograd history."""
-        held = [t for t in (self.keys, self.values) if t is not None]
-        if any(t.grad_fn is not None for t in held):
-            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
-                             "cannot copy: fill it under torch.no_grad(), or copy the "
-                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
-                             "values alike)")
-        copy = KVCache()
-        copy.keys, copy.values = (None if t is None else t.clone()
-                                  for t in (self.keys, self.values))
-        return copy
-
     def __init__(self) -> None:
         self.keys: torch.Tensor | None = None
         self.values: torch.Tensor | None = None
@@ -63,6 +50,19 @@ class KVCache:
         if self.keys is None or self.values is None:
             return 0
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values))
+
+    def __deepcopy__(self, memo: dict) -> KVCache:
+        """A copy with cloned tensors; refused while they carry autograd history."""
+        held = [t for t in (self.keys, self.values) if t is not None]
+        if any(t.grad_fn is not None for t in held):
+            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
+                             "cannot copy: fill it under torch.no_grad(), or copy the "
+                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
+                             "values alike)")
+        copy = KVCache()
+        copy.keys, copy.values = (None if t is None else t.clone()
+                                  for t in (self.keys, self.values))
+        return copy
 
     def append(
         self, keys: torch.Tensor, values: torch.Tensor
