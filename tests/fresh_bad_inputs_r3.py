@@ -1269,8 +1269,11 @@ SECOND_CASES = [
          ("head_mask",)),
     Case("pretrained.sentence_states_empty", lambda: _pt().sentence_states(""), ValueError,
          ("sentence",)),
+    # int weights are drawn when they are distributions (one-hot rows); all-ones rows sum to
+    # 4, which the explorer now refuses as not weights (issue 37: raw scores drawn silently)
     Case("explorer.weights_int", lambda: mha.attention_explorer(
-        _ET, torch.ones(2, 4, 4, dtype=torch.long)), None, check=lambda r: r is not None),
+        _ET, torch.eye(4, dtype=torch.long).expand(2, 4, 4)), None,
+        check=lambda r: r is not None),
     Case("explorer.weights_meta", lambda: mha.attention_explorer(
         _ET, torch.empty(2, 4, 4, device="meta")), TV, ("weights",)),
     Case("text.windows_length_float", lambda: _corpus().windows(_DATA, 2, 8.0, _gen()), TV,

@@ -87,3 +87,43 @@ def test_budget_is_overridable_and_restored():
     assert mha.get_memory_budget() == before
     with pytest.raises(ValueError, match="nbytes"):
         mha.set_memory_budget(-1)
+
+
+@pytest.mark.parametrize("setting", ["block", "setter"])
+def test_a_memory_budget_is_the_calling_threads_only(setting):
+    """``with mha.memory_budget(...)`` or ``set_memory_budget`` in one thread must not make
+    another thread's attention fail (torch.set_grad_enabled is per thread in the same way)."""
+    import contextlib
+    import threading
+
+    q = torch.zeros(1, 300, 2)
+    inside, other_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other_thread():
+        inside.wait()
+        seen["budget"] = mha.get_memory_budget()
+        try:
+            mha.attention(q, q, q)
+            seen["error"] = None
+        except mha.MemoryBudgetError as error:
+            seen["error"] = error
+        other_done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    before = mha.get_memory_budget()
+    previous = mha.set_memory_budget(100) if setting == "setter" else None
+    try:
+        with mha.memory_budget(100) if setting == "block" else contextlib.nullcontext():
+            inside.set()
+            other_done.wait(timeout=60)
+            with pytest.raises(mha.MemoryBudgetError):
+                mha.attention(q, q, q)
+    finally:
+        if setting == "setter":
+            mha.set_memory_budget(previous)
+    thread.join()
+    assert seen == {"budget": before, "error": None}
+    with mha.memory_budget(100), mha.memory_budget(None):  # blocks nest; None is the default
+        assert mha.get_memory_budget() == before

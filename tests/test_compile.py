@@ -10,6 +10,8 @@ backward; Inductor's C++ code generation is left out (110 s for one graph on thi
 
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounter
+from torch._dynamo.utils import counters
 
 import mha
 
@@ -22,6 +24,7 @@ CONFIGS = [  # (num_kv_heads, need_weights, is_causal)
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
     torch._dynamo.reset()
+    counters.clear()  # Dynamo's counters outlive reset()
     yield
     torch._dynamo.reset()
 
@@ -163,3 +166,130 @@ def test_debug_switch_keeps_the_nan_rule_in_eager_and_can_be_turned_off():
     assert mha.get_debug() == previous
     with pytest.raises(ValueError, match="flag"):
         mha.set_debug("no")
+
+
+# --- dynamic shapes: one graph for every length, a decode loop that never recompiles ---------
+
+def counted_compile(fn, **options):
+    """``torch.compile`` with Dynamo's own compile-count backend (eager execution of each
+    graph): ``counter.frame_count`` is the number of graphs compiled, recompilations included."""
+    counter = CompileCounter()
+    return torch.compile(fn, backend=counter, fullgraph=True, **options), counter
+
+
+def test_compiled_kv_cache_decode_of_64_steps_compiles_once():
+    """A growing cache changes a shape at every step: the compiled step must trace the length
+    as a symbol (KVCache marks it) and read no size into a constant, or it recompiles per step."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    seq = torch.randn(1, 69, 16, generator=torch.Generator().manual_seed(10))
+    step, counter = counted_compile(
+        lambda x, cache: layer(x, cache=cache, is_causal=True, need_weights=False)[0])
+    cache = mha.KVCache()
+    layer(seq[:, :5], cache=cache, is_causal=True, need_weights=False)  # the prompt, eagerly
+    outs = [step(seq[:, i:i + 1], cache) for i in range(5, 69)]  # 64 decode steps
+    assert len(cache) == 69
+    assert counter.frame_count == 1  # compiled at the first step, never again
+    assert counters["stats"]["unique_graphs"] == 1
+    full, _ = layer(seq, is_causal=True, need_weights=False)  # recomputing every prefix
+    torch.testing.assert_close(torch.cat(outs, dim=1), full[:, 5:])
+
+
+@pytest.mark.parametrize("attention", ["latent", "grouped"])
+def test_compiled_tiny_decoder_decodes_in_one_graph_and_equals_generate(attention):
+    torch.manual_seed(0)
+    make = (lambda: mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4)) \
+        if attention == "latent" else None
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_kv_heads=2,
+                            num_layers=2, make_attention=make).eval()
+    prompt = torch.randint(256, (2, 5), generator=torch.Generator().manual_seed(11))
+    step, counter = counted_compile(lambda tokens, caches: model(tokens, caches=caches))
+    with torch.no_grad():
+        caches = model.new_caches()
+        tokens = [prompt]
+        logits = model(prompt, caches=caches)[:, -1]  # the prompt, eagerly
+        for _ in range(8):
+            tokens.append(logits.argmax(dim=-1, keepdim=True))
+            logits = step(tokens[-1], caches)[:, -1]
+    assert counter.frame_count == 1
+    assert torch.equal(torch.cat(tokens, dim=1), mha.generate(model, prompt, 8))
+
+
+ATTENTION_LAYERS = {  # name: (layer, keyword arguments of a causal self-attention call)
+    "multi-head": (lambda: mha.MultiHeadAttention(16, 4), dict(is_causal=True)),
+    "multi-head, fused": (lambda: mha.MultiHeadAttention(16, 4),
+                          dict(is_causal=True, need_weights=False)),
+    "grouped-query": (lambda: mha.MultiHeadAttention(16, 4, num_kv_heads=2),
+                      dict(is_causal=True, need_weights=False)),
+    "latent": (lambda: mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4), {}),
+    "rotary": (lambda: mha.RotaryMultiHeadAttention(16, 4, num_kv_heads=2), {}),
+}
+
+
+@pytest.mark.parametrize("name", ATTENTION_LAYERS)
+def test_dynamic_compile_makes_one_graph_for_every_sequence_length(name):
+    make, options = ATTENTION_LAYERS[name]
+    torch.manual_seed(0)
+    layer = make().eval()
+    compiled, counter = counted_compile(lambda x: layer(x, **options)[0], dynamic=True)
+    for n in (3, 5, 8, 13):
+        x = torch.randn(2, n, 16, generator=torch.Generator().manual_seed(n))
+        torch.testing.assert_close(compiled(x), layer(x, **options)[0])
+    assert counter.frame_count == 1
+
+
+def test_apply_rotary_compiles_in_one_graph_for_every_length():
+    compiled, counter = counted_compile(mha.apply_rotary, dynamic=True)
+    for n in (3, 6, 11):
+        x = torch.randn(2, 4, n, 8, generator=torch.Generator().manual_seed(n))
+        positions = torch.arange(7, 7 + n)
+        torch.testing.assert_close(compiled(x, positions), mha.apply_rotary(x, positions))
+    assert counter.frame_count == 1
+
+
+class CausalSelfAttention(torch.nn.Module):
+    """A layer called as a decoder calls it, for torch.export (which takes a module)."""
+
+    def __init__(self, layer, options):
+        super().__init__()
+        self.layer, self.options = layer, options
+
+    def forward(self, x):
+        return self.layer(x, **self.options)[0]
+
+
+@pytest.mark.parametrize("name", ["multi-head, fused", "grouped-query", "latent"])
+def test_export_with_a_dynamic_length_equals_eager_at_other_lengths(name):
+    make, options = ATTENTION_LAYERS[name]
+    torch.manual_seed(0)
+    module = CausalSelfAttention(make().eval(), options)
+    length = torch.export.Dim("length", min=2, max=512)
+    exported = torch.export.export(module, (torch.randn(2, 6, 16),),
+                                   dynamic_shapes={"x": {1: length}})
+    for n in (3, 17):
+        x = torch.randn(2, n, 16, generator=torch.Generator().manual_seed(n))
+        torch.testing.assert_close(exported.module()(x), module(x))
+
+
+def test_value_checks_skipped_when_compiled_still_refuse_bad_input_in_eager():
+    """What compiled code leaves out (it cannot branch on values) eager code still says."""
+    x = torch.randn(1, 1, 3, 4)
+    with pytest.raises(ValueError, match="positions"):
+        mha.apply_rotary(x, torch.tensor([2.0**40, 0.0, 1.0]))
+    model = mha.TinyDecoder(16, 8, embed_dim=8, num_heads=2, num_layers=1)
+    with pytest.raises(ValueError, match="tokens must lie in 0..15"):
+        model(torch.tensor([[3, 16]]))
+
+
+def test_the_memory_budget_still_refuses_in_compiled_code():
+    """The budget check is a guard on the traced sizes, not a constant: an over-budget length
+    raises with the usual message (fullgraph=True reports it as Dynamo's observed exception)."""
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    compiled = torch.compile(lambda x: layer(x)[0], backend="eager", dynamic=True)
+    compiled(torch.randn(1, 5, 16))
+    with mha.memory_budget(10_000), pytest.raises(mha.MemoryBudgetError, match="query"):
+        compiled(torch.randn(1, 200, 16))
+    strict = torch.compile(lambda x: layer(x)[0], backend="eager", dynamic=True,
+                           fullgraph=True)
+    with mha.memory_budget(10_000), pytest.raises(Exception, match="memory budget"):
+        strict(torch.randn(1, 200, 16))

@@ -156,3 +156,67 @@ def test_a_layer_runs_on_meta_like_torchs():
         assert (weights is None) == (ref_weights is None)
         if need_weights:
             assert weights.shape == ref_weights.shape
+
+
+# --- a call that raises leaves the model and its caches as they were ------------------------
+
+def diverged(model: mha.TinyDecoder) -> mha.TinyDecoder:
+    """``model`` with a NaN weight, as after a diverged training run, in training mode."""
+    with torch.no_grad():
+        model.blocks[1].mlp[0].weight[0, 0] = float("nan")
+    return model.train()
+
+
+def test_generate_that_raises_leaves_the_model_in_training_mode():
+    model = diverged(small_decoder("gqa", torch.float32))
+    with pytest.raises(ValueError, match="logits of model holds NaN"):
+        mha.generate(model, torch.zeros(1, 3, dtype=torch.int64), 4)
+    assert model.training and all(module.training for module in model.modules())
+
+
+def test_bits_per_byte_that_raises_leaves_the_model_in_training_mode():
+    model = small_decoder("mha", torch.float32).train()
+    data = torch.randint(256, (400,), generator=torch.Generator().manual_seed(4))
+    with pytest.raises(ValueError, match="head_mask"):
+        mha.bits_per_byte(model, data, length=8, num_windows=4,
+                          head_mask=torch.ones(2, 3))  # 3 gates for 4 heads
+    assert model.training and all(module.training for module in model.modules())
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_a_decoder_call_that_raises_leaves_the_caches_unchanged(kind):
+    """A bad second row of head_mask used to raise in layer 1 after layer 0 had cached the
+    tokens; the corrected retry must equal the full pass."""
+    model = small_decoder(kind)
+    tokens = torch.randint(256, (2, 9), generator=torch.Generator().manual_seed(5))
+    caches = model.new_caches()
+    model(tokens[:, :6], caches=caches)
+    gates = torch.ones(2, 4, dtype=torch.float64)
+    gates[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="head_mask"):
+        model(tokens[:, 6:], caches=caches, head_mask=gates)
+    assert [len(cache) for cache in caches] == [6, 6]
+    retry = model(tokens[:, 6:], caches=caches)
+    torch.testing.assert_close(retry, model(tokens)[:, 6:], rtol=0, atol=1e-12)
+
+
+def test_an_attention_call_that_raises_leaves_its_cache_unchanged():
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).double().eval()
+    x = torch.randn(1, 7, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    cache = mha.KVCache()
+    layer(x[:, :5], cache=cache, is_causal=True)
+    with pytest.raises(ValueError, match="head_mask"):
+        layer(x[:, 5:], cache=cache, is_causal=True, head_mask=torch.ones(3))
+    assert len(cache) == 5
+    retry, _ = layer(x[:, 5:], cache=cache, is_causal=True)
+    torch.testing.assert_close(retry, layer(x, is_causal=True)[0][:, 5:], rtol=0, atol=1e-12)
+
+
+def test_a_temperature_too_small_for_the_logits_dtype_says_so():
+    model = small_decoder("mha", torch.float32)
+    prompt = torch.zeros(1, 2, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"temperature=1e-46 is too small.*temperature=0"):
+        mha.generate(model, prompt, 2, temperature=1e-46)
+    assert mha.generate(model, prompt, 2, temperature=1e-3,  # small but fine: near greedy
+                        generator=torch.Generator().manual_seed(0)).shape == (1, 4)

@@ -199,3 +199,33 @@ def test_dropout_weights_no_longer_sum_to_one_but_are_right_in_expectation():
     # E[weight] = clean weight; the sample mean's standard error is w sqrt(p / (1 - p) / N)
     stderr = clean * math.sqrt(0.25 / 0.75 / 4000)
     assert ((samples.mean(0) - clean).abs() <= 5 * stderr + 1e-12).all()
+
+
+def test_a_cache_with_autograd_history_refuses_deepcopy_and_one_without_copies():
+    import copy
+
+    layer = mha.MultiHeadAttention(8, 2)
+    x = torch.randn(1, 3, 8, generator=torch.Generator().manual_seed(0))
+    cache = mha.KVCache()
+    layer(x, cache=cache)
+    with pytest.raises(ValueError, match="autograd history.*torch.no_grad"):
+        copy.deepcopy(cache)
+    with torch.no_grad():
+        plain = mha.KVCache()
+        layer(x, cache=plain)
+    twin = copy.deepcopy(plain)
+    assert torch.equal(twin.keys, plain.keys) and twin.keys is not plain.keys
+    layer(x[:, :1], cache=twin)  # the copy grows on its own
+    assert (len(twin), len(plain)) == (4, 3)
+
+
+def test_a_cache_filled_inside_vmap_is_refused_outside_with_the_fix():
+    layer = mha.MultiHeadAttention(8, 2)
+    cache = mha.KVCache()
+
+    def step(x):
+        return layer(x, cache=cache, is_causal=True)[0]
+
+    torch.func.vmap(step)(torch.randn(2, 1, 3, 8))
+    with pytest.raises(ValueError, match="inside torch.func.vmap.*new KVCache"):
+        layer(torch.randn(1, 1, 8), cache=cache, is_causal=True)

@@ -165,3 +165,10 @@ def test_every_output_is_drawn_by_the_book(path):
             if PLOTLY_MIMETYPE in kinds:
                 assert "text/html" in kinds
                 json.dumps(output["data"][PLOTLY_MIMETYPE])
+
+
+def test_scores_are_refused_as_weights_with_the_fix():
+    scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="weights must be attention weights.*softmax"):
+        mha.attention_explorer(list("abcd"), scores)
+    mha.attention_explorer(list("abcd"), scores.softmax(dim=-1))  # the weights draw

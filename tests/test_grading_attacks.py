@@ -258,9 +258,9 @@ def attacks(paths):
 
 
 MALFORMED = {
-    "tags_5": {"cells": [{"cell_type": "code", "metadata": {"tags": 5}, "source": "1"}]},
-    "source_5": {"cells": [{"cell_type": "code", "metadata": {}, "source": 5}]},
-    "cells_1": {"cells": [1]},
+    "tags-5": {"cells": [{"cell_type": "code", "metadata": {"tags": 5}, "source": "1"}]},
+    "source-5": {"cells": [{"cell_type": "code", "metadata": {}, "source": 5}]},
+    "cells-1": {"cells": [1]},
     "no_cells": {"metadata": {}},
     "a_list": [1, 2, 3],
 }
@@ -296,7 +296,8 @@ def attacked(tmp_path_factory):
         path = folder / who / NAME
         path.parent.mkdir(parents=True)
         path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
-    malformed = folder  # one file per student, flat: tags_5_00_example_exercises.ipynb ...
+    malformed = folder  # one file per student, flat: tags-5_00_example_exercises.ipynb ...
+    # (not tags_5_00_...: a Canvas download's user 5, submission 00)
     for name, nb in MALFORMED.items():
         (malformed / f"{name}_{NAME}").write_text(json.dumps(nb))
     (malformed / f"not-json_{NAME}").write_bytes(b"\x00\xff{{{ not json")
@@ -310,6 +311,7 @@ def attacked(tmp_path_factory):
     (folder / "twice").mkdir()
     (folder / "twice" / NAME).write_text(json.dumps(fmt.load(EXAMPLE)))
     (folder / "twice" / f"copy {NAME}").write_text(json.dumps(fmt.load(EXAMPLE)))
+    os.utime(folder / "twice" / NAME, (1.7e9, 1.7e9))  # the copy handed in last
     (folder / "wrong_name").mkdir()
     (folder / "wrong_name" / "01_attention_recap.ipynb").write_text(json.dumps(
         fmt.load(EXAMPLE)))
@@ -431,9 +433,9 @@ def test_tampering_attempts_are_flagged_and_honest_ones_are_not(attacked):
 
 
 @pytest.mark.parametrize("name,reason", [
-    (f"tags_5_{NAME}", "1 cell(s) with malformed tags (tags ignored)"),
-    (f"source_5_{NAME}", "1 malformed cell(s) skipped"),
-    (f"cells_1_{NAME}", "1 malformed cell(s) skipped"),
+    (f"tags-5_{NAME}", "1 cell(s) with malformed tags (tags ignored)"),
+    (f"source-5_{NAME}", "1 malformed cell(s) skipped"),
+    (f"cells-1_{NAME}", "1 malformed cell(s) skipped"),
     (f"no_cells_{NAME}", "not a notebook: no list of cells"),
     (f"a_list_{NAME}", "not a notebook: no list of cells"),
     (f"not-json_{NAME}", "not a notebook: the file is not JSON"),
@@ -441,7 +443,11 @@ def test_tampering_attempts_are_flagged_and_honest_ones_are_not(attacked):
     (f"upper/{EXAMPLE.stem}.IPYNB", "the name must end in .ipynb"),
     ("upper/notes.txt", "not a notebook (.ipynb): skipped"),
     (f"link/{NAME}", "a symbolic link: not followed"),
-    (f"twice/{NAME}", "duplicate: the same student's chapter is also in twice/copy "),
+    (f"twice/{NAME}", f"ignored copy: chapter 00 handed in 2 times by twice: twice/copy {NAME}, "
+                      "handed in last (the files' modification times), is graded"),
+    (f"twice/copy {NAME}", "duplicate: chapter 00 handed in 2 times by twice: this copy, "
+                           f"handed in last (the files' modification times), is graded; not "
+                           f"graded: twice/{NAME}"),
     ("wrong_name/01_attention_recap.ipynb", "saved as chapter 01 (01_attention_recap) but its "
                                             "exercises are chapter 00's"),
 ])

@@ -55,6 +55,19 @@ def test_the_limit_is_calibrated_on_the_instructors_notebook_and_regrade_replace
     assert abs(limit - math.ceil(3 * seconds)) <= 1  # the time is printed rounded
     for who in ["alice", "bob"]:
         assert points(folder, who) == {"0.1": "", "0.2": "1", "0.3": "2"}
+    # a later run of the class with the same options keeps the limit: not measured again, and
+    # bob is graded 3/3 under it (--timeout 1 s alone is too short for any notebook)
+    done = run(folder, "--timeout", "1", "--jobs", "2", "--regrade", "bob/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "time limits kept in time_limits.json" in done.stdout
+    assert "measured here" not in done.stdout
+    assert f"00_example_exercises: {limit} s = max(--timeout 1 s, 3 x {seconds:.1f} s" \
+        in done.stdout
+    assert points(folder, "bob") == {"0.1": "", "0.2": "1", "0.3": "2"}
+    # other options, or --recalibrate, measure again
+    for options in (["--jobs", "1"], ["--jobs", "2", "--recalibrate"]):
+        done = run(folder, "--timeout", "1", *options, "--regrade", "bob/")
+        assert "measured here" in done.stdout and "kept in" not in done.stdout, done.stdout
     # alice hands in again (her notebook is now the student edition): only she is graded
     (folder / "alice" / NAME).write_text(json.dumps(student_edition.student_edition(
         fmt.load(EXAMPLE))))
@@ -93,9 +106,9 @@ def test_resume_grades_again_the_notebooks_stopped_at_their_time_limit(tmp_path)
     assert points(folder, "stopped") == {"0.1": "", "0.2": "1", "0.3": "2"}  # graded again
 
 
-def test_a_notebook_stopped_at_its_limit_is_graded_again_alone_once(tmp_path, monkeypatch):
+def grade_with_timeouts(tmp_path, monkeypatch, *options):
     """The orchestration, with grading itself replaced: slow/ times out beside others and
-    finishes alone; stuck/ times out both times. Each is graded again once, with jobs=1."""
+    finishes alone; stuck/ times out both times. Returns the calls of grade_all."""
     folder = tmp_path / "class"
     for who in ["quick", "slow", "stuck"]:
         (folder / who).mkdir(parents=True)
@@ -118,8 +131,15 @@ def test_a_notebook_stopped_at_its_limit_is_graded_again_alone_once(tmp_path, mo
     # as root, --no-sandbox first checks its users can start this Python: nothing runs here
     monkeypatch.setattr(grader.sandbox, "cannot_start_python", lambda user: None)
     code = grader.main([str(folder), "--source", str(EXAMPLE), "--no-sandbox",
-                        "--no-calibrate", "--jobs", "2"])
+                        "--no-calibrate", "--jobs", "2", *options])
     assert code == 0
+    return folder, calls
+
+
+def test_a_notebook_stopped_at_its_limit_is_graded_again_alone_once_if_asked(tmp_path,
+                                                                           monkeypatch):
+    """--again-alone: each notebook stopped at its limit is graded again once, with jobs=1."""
+    folder, calls = grade_with_timeouts(tmp_path, monkeypatch, "--again-alone")
     assert calls == [([f"{w}/{NAME}" for w in ["quick", "slow", "stuck"]], 2),
                      ([f"slow/{NAME}", f"stuck/{NAME}"], 1)]
     problems = {r["notebook"].split("/")[0]: r["problem"]
@@ -130,3 +150,15 @@ def test_a_notebook_stopped_at_its_limit_is_graded_again_alone_once(tmp_path, mo
     assert problems["stuck"] == ("stopped after the time limit of 9 s; also when graded again "
                                  "alone")
     assert points(folder, "slow")["0.2"] == "1" and points(folder, "stuck")["0.2"] == "0"
+
+
+
+def test_a_notebook_stopped_at_its_limit_is_graded_once_by_default(tmp_path, monkeypatch):
+    """A notebook that runs to its limit costs one limit, not two: its first run is written."""
+    folder, calls = grade_with_timeouts(tmp_path, monkeypatch)
+    assert calls == [([f"{w}/{NAME}" for w in ["quick", "slow", "stuck"]], 2)]
+    problems = {r["notebook"].split("/")[0]: r["problem"]
+                for r in rows(folder / "grading_log.csv")}
+    assert problems == {"quick": "", "slow": "stopped after the time limit of 9 s",
+                        "stuck": "stopped after the time limit of 9 s"}
+    assert points(folder, "slow")["0.2"] == "0"

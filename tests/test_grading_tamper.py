@@ -289,21 +289,33 @@ def test_a_reference_the_chapter_uses_is_flagged_in_an_answer_cell_only(chapter_
 # ---------------------------------------------------------------------------------------------
 # Duplicates: one student's chapter in several notebooks, by name or by exercise labels
 
-def test_one_students_copies_of_a_chapter_are_all_reported_as_duplicates(tmp_path):
+@pytest.mark.parametrize("rule", ["latest", "best"])
+def test_one_students_copies_of_a_chapter_cost_one_grading_by_default(tmp_path, rule):
+    """Issue 35, item 7: copies found by name or by exercise labels are one chapter; by
+    default only the one handed in last is graded (the others get a row saying so), with
+    --copies best every one is, each row naming the others."""
     solved = json.dumps(fmt.load(EXAMPLE))
-    names = [NAME, "copy.ipynb", "final_answer.ipynb"]  # the last two match by labels only
+    names = ["copy.ipynb", NAME, "final_answer.ipynb"]  # the last by its labels; handed in last
     (tmp_path / "ann").mkdir()
-    for name in names:
+    for number, name in enumerate(names):
         (tmp_path / "ann" / name).write_text(solved)
+        os.utime(tmp_path / "ann" / name, (1.7e9 + number, 1.7e9 + number))
     (tmp_path / "bob").mkdir()
     (tmp_path / "bob" / "mine.ipynb").write_text(solved)  # one copy: no duplicate
     chapters = [assignments.load_assignment(EXAMPLE)]
-    found = {f.relative: f.problem for f in submissions.find_submissions(tmp_path, chapters)}
+    found = {f.relative: f for f in submissions.find_submissions(tmp_path, chapters, rule=rule)}
+    assert found["bob/mine.ipynb"].problem == "" and found["bob/mine.ipynb"].path
+    graded = [n for n in names if found[f"ann/{n}"].path is not None]
+    assert graded == (names if rule == "best" else ["final_answer.ipynb"])
     for name in names:
-        others = sorted(f"ann/{n}" for n in names if n != name)
-        assert found[f"ann/{name}"].startswith("duplicate:"), found
-        assert sorted(found[f"ann/{name}"].split(" in ", 1)[1].split(", ")) == others
-    assert found["bob/mine.ipynb"] == ""
+        problem = found[f"ann/{name}"].problem
+        assert "chapter 00 handed in 3 times by ann" in problem, problem
+        others = [f"ann/{n}" for n in names if n != name]
+        if rule == "best" or name in graded:
+            assert problem.startswith("duplicate:") and all(o in problem for o in others)
+        else:
+            assert problem.startswith("ignored copy:")
+            assert "ann/final_answer.ipynb, handed in last" in problem
 
 
 # ---------------------------------------------------------------------------------------------

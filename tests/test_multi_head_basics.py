@@ -44,3 +44,30 @@ def test_bad_construction_and_inputs():
         layer(torch.randn(2, 3, 8), head_mask=torch.ones(3))
     with pytest.raises(ValueError, match="cannot prune all"):
         mha.prune_heads(layer, [0, 1])
+
+
+def test_load_state_dict_of_torchs_module_points_to_from_torch():
+    ours = mha.MultiHeadAttention(8, 2)
+    theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+    with pytest.raises(ValueError, match=r"in_proj_weight.*MultiHeadAttention\.from_torch"):
+        ours.load_state_dict(theirs.state_dict())
+    block = nn.ModuleDict({"attn": ours})  # nested: the prefix is named
+    with pytest.raises(ValueError, match=r"attn\.in_proj_weight"):
+        block.load_state_dict({f"attn.{k}": v for k, v in theirs.state_dict().items()})
+    converted = mha.MultiHeadAttention.from_torch(theirs)
+    ours.load_state_dict(converted.state_dict())  # the course's own layout still loads
+    x = torch.randn(1, 3, 8)
+    torch.testing.assert_close(ours(x)[0], theirs(x, x, x)[0])
+
+
+@pytest.mark.parametrize("sizes,call,blamed", [
+    (dict(kdim=4, vdim=6), lambda m: m(torch.randn(1, 3, 8), torch.randn(1, 3, 4)),
+     "value is omitted, so it defaults to key .4 features., but this module has vdim=6"),
+    (dict(kdim=4, vdim=4), lambda m: m(torch.randn(1, 3, 8)),
+     "key is omitted, so it defaults to query .8 features., but this module has kdim=4"),
+    (dict(vdim=6), lambda m: m(torch.randn(1, 3, 8)),
+     "value is omitted, so it defaults to query .8 features., but this module has vdim=6"),
+])
+def test_an_omitted_key_or_value_is_blamed_not_the_tensor_passed(sizes, call, blamed):
+    with pytest.raises(ValueError, match=blamed):
+        call(mha.MultiHeadAttention(8, 2, **sizes))

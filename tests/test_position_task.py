@@ -121,8 +121,9 @@ def accuracy_at_start(model, start, batch=256, seed=1):
     return (predicted[:, 1:] == tokens[:, :-1]).float().mean().item()
 
 
-def weight_on_previous_token(model, start, batch=64, seed=1):
-    """Each head's mean attention weight on the previous token, queries 1..15, at start.."""
+def weights_on_previous_token(model, start, batch=64, seed=1):
+    """Each head's mean attention weight on the previous token at each query 1..15, (heads, 15),
+    for 16 tokens at positions start.."""
     tokens = torch.randint(16, (batch, 16), generator=torch.Generator().manual_seed(seed))
     captured = []
     hook = model.attn.register_forward_hook(lambda module, args, out: captured.append(out[1]))
@@ -132,39 +133,78 @@ def weight_on_previous_token(model, start, batch=64, seed=1):
     finally:
         hook.remove()
     weights = captured[0].mean(dim=0)  # (heads, 16, 16)
-    return torch.stack([weights[:, i, i - 1] for i in range(1, 16)], dim=1).mean(dim=1)
+    return torch.stack([weights[:, i, i - 1] for i in range(1, 16)], dim=1)
+
+
+#: The training regimes of the chapter's experiment, by the positions they cover: 0-15, 0-31,
+#: 0-63, 0-79 and 0-1015 (a start drawn per batch from 0..max_start, plus the length).
+REGIMES = {
+    "start 0, length 16": dict(length=16),
+    "starts 0..16, length 16": dict(length=16, max_start=16),
+    "start 0, length 64": dict(length=64),
+    "starts 0..64, length 16": dict(length=16, max_start=64),
+    "starts 0..1000, length 16": dict(length=16, max_start=1000),
+}
 
 
 @functools.cache
-def trained_at_varied_starts(seed):
-    """The notebook's recipe with one change: each batch starts at a random position 0..1000."""
+def trained_in_regime(name, seed):
+    """The notebook's recipe (200 steps, batch 32, one thread) in one of REGIMES."""
+    if name == "start 0, length 16":
+        return trained("sinusoidal", seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return train_position_model("sinusoidal", steps=200, batch=32, seed=seed, max_start=1000)
+        return train_position_model("sinusoidal", steps=200, batch=32, seed=seed, **REGIMES[name])
     finally:
         torch.set_num_threads(threads)
 
 
+def spread(values):
+    """(smallest, largest) of a list of numbers."""
+    return min(values), max(values)
+
+
 @pytest.mark.claim("6.8")
-def test_x_plus_p_attends_by_offset_when_training_varies_the_start():
-    """Row 6.8 under its condition. Trained from position 0 only (three seeds), the models lose
-    the previous token at start 5000, never seen: accuracy 0.23, 0.27, 0.28, and every head's
-    weight on it falls from more than 0.4 to less than 0.3. The same recipe with each batch at a
-    random start in 0..1000: 0.76, 0.90, 0.77 at start 5000, and every head keeps more than 0.35
-    of its weight on the previous token, within 0.1 of its weight at start 0: a rule by offset."""
-    from_0 = [trained("sinusoidal", seed) for seed in range(3)]
-    varied = [trained_at_varied_starts(seed) for seed in range(3)]
-    assert [round(accuracy_at_start(m, 5000), 2) for m in from_0] == [0.23, 0.27, 0.28]
-    assert [round(accuracy_at_start(m, 5000), 2) for m in varied] == [0.76, 0.90, 0.77]
-    for model in from_0:
-        assert accuracy_at_start(model, 0) > 0.95
-        assert (weight_on_previous_token(model, 0) > 0.4).all()
-        assert (weight_on_previous_token(model, 5000) < 0.3).all()
-    for model in varied:
-        at_0, at_5000 = weight_on_previous_token(model, 0), weight_on_previous_token(model, 5000)
-        assert (at_5000 > 0.35).all(), at_5000
-        assert ((at_0 - at_5000).abs() < 0.1).all(), (at_0, at_5000)
+def test_the_range_of_positions_training_covers_decides_whether_x_plus_p_attends_by_offset():
+    """Row 6.8's condition. The same model, 200 steps, three seeds, trained on sequences that
+    cover positions 0-15 (start 0, length 16) or 0-31 (random starts 0..16): accuracy 0.23-0.34
+    at start 5000, never seen, while the models from start 0 keep more than 0.4 of each head's
+    weight on the previous token at start 0 and less than 0.3 at 5000. Covering 0-63 with one
+    start (length 64): 0.48-0.57; 0-79 through starts 0..64: 0.54-0.73; 0-1015 through starts
+    0..1000: 0.76-0.90. Varying the start is neither needed (length 64 from 0) nor enough
+    (starts 0..16); the range is what counts. The widest is approximately shift-invariant: from
+    start 0 to 5000 each head's mean weight on the previous token stays above 0.35 and moves by
+    less than 0.1, but one query's weight moves by up to 0.34-0.49.
+
+    Margins, for the seeds tested (0-2; the bounds are not claimed for others): the narrow
+    regimes reach at most 0.34 (bound 0.4) and every wide one beats the best narrow one of its
+    seed by at least 0.22 (bound 0.1). The ranges quoted are checked within 0.02, since
+    accuracies differ in the last digit between CPUs."""
+    at_5000 = {name: [accuracy_at_start(trained_in_regime(name, seed), 5000) for seed in range(3)]
+               for name in REGIMES}
+    narrow = at_5000["start 0, length 16"] + at_5000["starts 0..16, length 16"]
+    assert spread(narrow) == pytest.approx((0.23, 0.34), abs=0.02)
+    assert spread(at_5000["start 0, length 64"]) == pytest.approx((0.48, 0.57), abs=0.02)
+    assert spread(at_5000["starts 0..64, length 16"]) == pytest.approx((0.54, 0.73), abs=0.02)
+    assert spread(at_5000["starts 0..1000, length 16"]) == pytest.approx((0.76, 0.90), abs=0.02)
+    for seed in range(3):
+        trained_at = [at_5000[name][seed] for name in REGIMES]
+        assert max(trained_at[:2]) < 0.4, trained_at      # positions 0-15 and 0-31
+        assert min(trained_at[2:]) > max(trained_at[:2]) + 0.1, trained_at  # 0-63, 0-79, 0-1015
+        assert accuracy_at_start(trained_in_regime("starts 0..16, length 16", seed), 0) > 0.9
+        from_0 = trained_in_regime("start 0, length 16", seed)  # solved where trained, lost at 5000
+        assert accuracy_at_start(from_0, 0) > 0.95
+        assert (weights_on_previous_token(from_0, 0).mean(dim=1) > 0.4).all()
+        assert (weights_on_previous_token(from_0, 5000).mean(dim=1) < 0.3).all()
+    query_changes = []
+    for seed in range(3):
+        widest = trained_in_regime("starts 0..1000, length 16", seed)
+        at_0, at_5000_w = (weights_on_previous_token(widest, s) for s in (0, 5000))
+        assert (at_5000_w.mean(dim=1) > 0.35).all(), at_5000_w
+        assert ((at_0.mean(dim=1) - at_5000_w.mean(dim=1)).abs() < 0.1).all()
+        query_changes.append((at_0 - at_5000_w).abs().max().item())
+    assert spread(query_changes) == pytest.approx((0.34, 0.49), abs=0.02)
 
 
 def test_start_places_the_tokens_at_positions_start_on():

@@ -12,10 +12,12 @@ import base64
 import csv
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 
 import pytest
@@ -268,14 +270,14 @@ def test_a_gradescope_export_names_its_students_and_credits_every_group_member(t
     assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
     assert set(rows) == {"max points", "alice@example.edu", "bob@example.edu",
-                         "dave@example.edu", "chapter00"}
+                         "dave@example.edu", "chapter00/submission_13"}
     assert rows["alice@example.edu"]["name"] == "Alice Archer"
     assert rows["alice@example.edu"]["sis_user_id"] == "100"
     assert rows["alice@example.edu"]["total"] == "3"
     # a group's submission counts for each member
     assert rows["bob@example.edu"]["total"] == rows["dave@example.edu"]["total"] == "1"
-    # a submission the metadata does not name: its folder, as without a roster
-    assert rows["chapter00"]["total"] == "0"
+    # a submission the metadata does not name: its own folder, as without a roster
+    assert rows["chapter00/submission_13"]["total"] == "0"
     # with a roster, matched by e-mail or SIS id
     roster = tmp_path / "roster.csv"
     roster.write_text("name,sis_user_id,login\nAlice Archer,100,aa\nDave Dunn,,dave@example.edu\n")
@@ -360,9 +362,10 @@ def test_students_whose_keys_differ_in_dots_or_case_are_two_students(tmp_path, c
     export = tmp_path / "export"
     graded = {f"submission_11/{NAME}": CLASS["alice"], f"submission_12/{NAME}": CLASS["bob"],
               f"submission_13/{STEM}-1.ipynb": CLASS["carol"]}
-    for name, spec in graded.items():
+    for number, (name, spec) in enumerate(graded.items()):
         (export / name).parent.mkdir(parents=True)
         (export / name).write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(export / name, (1.7e9 - number, 1.7e9 - number))  # 12 after 13
     grader_files(export, graded)
     (export / "submission_metadata.yml").write_text(MERGED_METADATA)
     args = [export, "--out", tmp_path / "out", "--source", EXAMPLE]
@@ -378,7 +381,8 @@ def test_students_whose_keys_differ_in_dots_or_case_are_two_students(tmp_path, c
     assert set(rows) == {"max points", john, jon}
     assert (rows[john]["total"], rows[jon]["total"]) == ("3", "1")
     assert "handed in twice" not in rows[john]["notes"]
-    assert f"submission_12/{NAME} counted" in rows[jon]["notes"]
+    assert f"submission_12/{NAME} counted (handed in last, by the files' modification " \
+        "times; --copies latest)" in rows[jon]["notes"]
     if with_roster:
         assert "not on the roster" not in rows[john]["notes"] + rows[jon]["notes"]
         canvas = rows_of(tmp_path / "out" / "canvas_import.csv")[2:]
@@ -386,10 +390,11 @@ def test_students_whose_keys_differ_in_dots_or_case_are_two_students(tmp_path, c
     capsys.readouterr()
 
 
-def test_a_name_two_submissions_match_on_the_roster_merges_nobody(tmp_path, capsys):
-    """Folders "john-smith" and "John_Smith" both match the roster's John Smith by name only:
-    neither is taken for him (two students are never merged by a name), each keeps its row,
-    and the gradebook says why."""
+def test_a_roster_entry_two_submissions_match_stops_the_report_until_resolved(tmp_path,
+                                                                             capsys):
+    """Folders "john-smith" and "John_Smith" both match the roster's John Smith by name: the
+    report stops before it writes anything and names both (neither is taken for him, and he
+    gets no silent 0 for "handed in nothing"); --match settles it as the instructor says."""
     folder = tmp_path / "folders"
     graded = {f"john-smith/{NAME}": CLASS["alice"], f"John_Smith/{NAME}": CLASS["bob"],
               f"Carol Cole/{NAME}": CLASS["carol"]}
@@ -399,14 +404,82 @@ def test_a_name_two_submissions_match_on_the_roster_merges_nobody(tmp_path, caps
     grader_files(folder, graded)
     roster = tmp_path / "roster.csv"
     roster.write_text("name,id,login\nJohn Smith,1,jsmith\nCarol Cole,3,ccole\n")
-    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster) == 0
+    args = [folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster]
+    assert run(*args) == 2
+    err = capsys.readouterr().err
+    assert "'John_Smith', 'john-smith' all match John Smith (jsmith) on the roster" in err
+    assert "--match KEY=LOGIN" in err and not (tmp_path / "out").exists()
+    assert run(*args, "--match", "John_Smith=jsmith", "--match", "john-smith=") == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
-    assert set(rows) == {"max points", "jsmith", "ccole", "john-smith", "John_Smith"}
-    assert (rows["john-smith"]["total"], rows["John_Smith"]["total"]) == ("3", "1")
-    assert rows["jsmith"]["total"] == "0" and "handed in nothing" in rows["jsmith"]["notes"]
-    assert "its name matches John Smith, who is also matched by John_Smith: not matched" in \
-        rows["john-smith"]["notes"]
+    assert set(rows) == {"max points", "jsmith", "ccole", "john-smith"}
+    assert (rows["jsmith"]["total"], rows["john-smith"]["total"]) == ("1", "3")
+    assert "not on the roster" in rows["john-smith"]["notes"]
     assert "not on the roster" not in rows["ccole"]["notes"]  # one name match: taken
+    assert run(*args, "--match", "Jon=jsmith") == 2
+    assert "--match names no submission: 'Jon'" in capsys.readouterr().err
+
+
+def planted(tmp_path, folders, roster=None):
+    """A class of ``{folder: spec}`` (each the example chapter), written in that order, one
+    second apart; the report's exit status, and its stderr."""
+    folder = tmp_path / "class"
+    graded = {}
+    for number, (who, (name, spec)) in enumerate(folders.items()):
+        path = folder / who / name
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(path, (1.7e9 + number, 1.7e9 + number))
+        graded[f"{who}/{name}"] = spec
+    grader_files(folder, graded)
+    args = [folder, "--out", tmp_path / "out", "--source", EXAMPLE]
+    if roster:
+        (tmp_path / "roster.csv").write_text(roster)
+        args += ["--roster", tmp_path / "roster.csv"]
+    return run(*args), args
+
+
+ALICE_ROSTER = "name,id,login\nAlice Smith,1001,alice\nBob Baker,1002,bob\n"
+
+
+@pytest.mark.parametrize("planted_as, mine, roster", [
+    ("ALICE", "alice", ALICE_ROSTER),  # one login once case is folded
+    ("ＡＬＩＣＥ ＳＭＩＴＨ", "Alice Smith", ALICE_ROSTER),  # one name after NFKD
+    ("ＡＬＩＣＥ ＳＭＩＴＨ", "Alice Smith", None),  # alike, with no roster to tell them
+    (" alice", "alice", None),  # a leading space
+    (" alice", "alice", ALICE_ROSTER),
+])
+def test_a_planted_look_alike_folder_stops_the_report(tmp_path, capsys, planted_as, mine,
+                                                      roster):
+    """Issue 35, items 5 and 6: a 0-point copy named as the chapter, handed in after Alice's
+    own, in a folder that matches or looks like hers: neither displaces the other, and Alice
+    gets no 0; the report stops, naming both, and writes nothing."""
+    code, _ = planted(tmp_path, {mine: (f"{STEM}-1.ipynb", CLASS["alice"]),
+                                 planted_as: (NAME, CLASS["carol"]), "bob": (NAME, CLASS["bob"])},
+                      roster)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"'{planted_as}'" in err and f"'{mine}'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_look_alike_folder_resolved_keeps_its_own_row_and_points(tmp_path, capsys):
+    """`` alice`` (leading space) made a row of its own with --match: points entered for it
+    in points.csv are its own, never alice's (keys are compared exactly)."""
+    code, args = planted(tmp_path, {"alice": (NAME, CLASS["alice"]),
+                                    " alice": (NAME, CLASS["carol"])}, ALICE_ROSTER)
+    assert code == 2
+    assert run(*args, "--match", " alice=") == 0
+    points = tmp_path / "out" / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(points.open()))
+    assert sorted(r["student"] for r in rows) == [" alice", "alice"]
+    for row in rows:
+        row["points"], row["comment"] = ("1", "planted") if row["student"] == " alice" \
+            else ("", "")
+    write_csv(points, by_hand.POINTS_HEADER, rows)
+    assert run(*args, "--match", " alice=") == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert (rows["alice"]["0.1 (by hand)"], rows[" alice"]["0.1 (by hand)"]) == ("", "1")
+    assert (rows["alice"]["total"], rows[" alice"]["total"]) == ("3", "1")
     capsys.readouterr()
 
 
@@ -457,21 +530,66 @@ def test_several_chapters_get_their_columns_and_totals(tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_a_chapter_handed_in_twice_counts_once_and_says_which(tmp_path):
+@pytest.mark.parametrize("rule, counted, total", [
+    ("latest", NAME, "1"), ("best", f"again_{NAME}", "3")])
+def test_a_chapter_handed_in_twice_counts_once_by_the_rule_and_says_which(tmp_path, rule,
+                                                                          counted, total):
+    """Two graded copies (the grader's --copies best): the one handed in last counts by
+    default (its name, exactly the chapter's, is no reason), the one with more points with
+    --copies best."""
     folder = tmp_path / "twice"
-    folder.mkdir()
-    graded = {f"alice/{NAME}": dict(CLASS["bob"], problem="duplicate: also in alice/again"),
-              f"alice/again_{NAME}": dict(CLASS["alice"], problem="duplicate")}
-    for name, spec in graded.items():
-        (folder / name).parent.mkdir(exist_ok=True)
+    graded = {f"alice/again_{NAME}": CLASS["alice"], f"alice/{NAME}": CLASS["bob"]}
+    for number, (name, spec) in enumerate(graded.items()):  # NAME handed in last
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(folder / name, (1.7e9 + number, 1.7e9 + number))
+    grader_files(folder, graded)
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--copies", rule) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["alice"]["total"] == total
+    other = next(n for n in graded if n != f"alice/{counted}")
+    why = ("handed in last, by the files' modification times" if rule == "latest"
+           else "the most points")
+    assert f"alice/{counted} counted ({why}; --copies {rule}), {other} not" in \
+        rows["alice"]["notes"]
+
+
+def test_in_a_canvas_download_the_later_submission_counts(tmp_path):
+    """Instructor's term, H1: Canvas names a second upload of the same file "-1"; the earlier
+    one, named exactly as the chapter, scored 1, the later one 3. Canvas's submission id says
+    which is later, whatever the files' times say."""
+    folder = tmp_path / "canvas"
+    folder.mkdir()
+    graded = {f"archeralice_1001_700031_{STEM}-1.ipynb": CLASS["alice"],
+              f"archeralice_1001_700030_{NAME}": CLASS["bob"]}
+    for number, (name, spec) in enumerate(graded.items()):  # the earlier one modified last
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(folder / name, (1.7e9 + number, 1.7e9 + number))
     grader_files(folder, graded)
     assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
-    # the one named as the chapter counts (as on Gradescope), though the other scores more
-    assert rows["alice"]["total"] == "1"
-    assert f"alice/{NAME} counted (named as the chapter), alice/again_{NAME} not" in \
-        rows["alice"]["notes"]
+    assert rows["canvas-1001"]["total"] == "3"
+    assert (f"archeralice_1001_700031_{STEM}-1.ipynb counted (handed in last, by Canvas's "
+            "submission order") in rows["canvas-1001"]["notes"]
+
+
+def test_a_copy_the_grader_left_out_is_named_under_its_student(tmp_path, capsys):
+    folder = tmp_path / "left"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice" / NAME).write_text(json.dumps(student_nb("mine")))
+    (folder / "alice" / "old.ipynb").write_text(json.dumps(student_nb("old")))
+    grader_files(folder, {f"alice/{NAME}": CLASS["alice"]})
+    why = "chapter 00 handed in 2 times by alice: alice/00_... is graded, not this one"
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerow(
+            ["alice/old.ipynb", "", "", "", "", "", "", "ignored copy: " + why, "", ""])
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert set(rows) == {"max points", "alice"} and rows["alice"]["total"] == "3"
+    assert "alice/old.ipynb: a copy handed in earlier, not graded" in rows["alice"]["notes"]
+    printed = capsys.readouterr().out
+    assert "copies handed in earlier, not graded (1): alice/old.ipynb" in printed
+    assert "not graded as any chapter" not in printed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,13 +993,13 @@ def test_another_points_file_that_lacks_entered_points_is_loud(reported, capsys,
     fill(reported, {"alice": ("2", ""), "bob": ("0.5", "")})
     other = tmp_path / "other.csv"
     other.write_text("student,exercise,max_points,points,comment\ncarol,0.1,2,1,late\n")
+    before = outputs_of(reported)
     assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE,
                "--hand-points", other) == 1
     err = capsys.readouterr().err
     assert "points.csv holds points for alice, exercise 0.1 that" in err
     assert "points.csv holds points for bob, exercise 0.1 that" in err
-    _, rows = by_student(reported["out"] / "gradebook.csv")
-    assert (rows["alice"]["0.1 (by hand)"], rows["carol"]["0.1 (by hand)"]) == ("", "1")
+    assert outputs_of(reported) == before  # no gradebook without alice's and bob's points
     # our points.csv keeps its entries and takes the other file's: the next run has all three
     kept = {r["student"]: r["points"] for r in
             csv.DictReader((reported["out"] / "by_hand" / "points.csv").open())}
@@ -890,6 +1008,14 @@ def test_another_points_file_that_lacks_entered_points_is_loud(reported, capsys,
     _, rows = by_student(reported["out"] / "gradebook.csv")
     assert [rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")] == ["2", "0.5", "1"]
     capsys.readouterr()
+
+
+def outputs_of(reported):
+    """What a report writes that points not taken leave as they were."""
+    out = reported["out"]
+    return {p.relative_to(out).as_posix(): p.read_bytes()
+            for p in [out / "gradebook.csv", out / "canvas_import.csv",
+                      *(out / "feedback").iterdir()]}
 
 
 def test_bad_points_are_named_and_not_taken(reported, capsys):
@@ -901,6 +1027,7 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
          "comment": ""},
         {"student": "carol", "name": "", "exercise": "0.1", "max_points": "2", "points": "2",
          "comment": ""}])
+    before = outputs_of(reported)
     code = run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
                "--source", EXAMPLE, "--hand-points", path)
     err = capsys.readouterr().err
@@ -914,9 +1041,9 @@ def test_bad_points_are_named_and_not_taken(reported, capsys):
     assert "6 entries of" in err
     assert "not taken: points.csv line 2: points 3 for alice" in \
         (reported["out"] / "summary.txt").read_text()
-    _, rows = by_student(reported["out"] / "gradebook.csv")
-    assert rows["alice"]["0.1 (by hand)"] == "" and rows["bob"]["0.1 (by hand)"] == ""
-    assert rows["carol"]["0.1 (by hand)"] == "1"  # the first, valid entry is taken
+    # a gradebook without the refused entries would look complete: none is written
+    assert outputs_of(reported) == before
+    assert "gradebook.csv, canvas_import.csv and the feedback pages NOT written" in err
     # the file keeps every entry as typed, to be corrected (a negative number stays one)
     kept = [(r["student"], r["points"]) for r in csv.DictReader(path.open())]
     assert ("zed", "'-1") in kept and ("bob", "one") in kept and ("nobody", "1") in kept
@@ -946,13 +1073,13 @@ def test_an_unquoted_decimal_comma_in_a_comma_separated_file_is_refused(reported
                     "alice,A,0.1,2,1,5,\n"
                     'bob,B,0.1,2,"1,5",fine\n'
                     "carol,C,0.1,2,1,good, but short\n")
+    before = outputs_of(reported)
     assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE) == 1
     err = capsys.readouterr().err
     assert "points.csv line 2: more fields than the header has columns" in err
     assert "points.csv line 4: more fields than the header has columns" in err
     assert "line 3" not in err
-    _, rows = by_student(reported["out"] / "gradebook.csv")
-    assert [rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")] == ["", "1.5", ""]
+    assert outputs_of(reported) == before
     assert "points.csv left as it is" in err
     assert path.read_text().splitlines()[1] == "alice,A,0.1,2,1,5,"  # as typed, to correct
 
@@ -1047,3 +1174,110 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     assert "<td>0.3</td><td>1 / 2</td>" in dana and "hidden part [0/1]" in dana
     assert HIDDEN_PART not in dana and "n=1" not in dana
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile sizes: reading a submission after grading is linear in it (issue 35, item 2)
+
+SECONDS = 30  # each takes 2-10 s here (on 2 shared cores); a quadratic step takes hours
+SIZE = by_hand.MAX_NOTEBOOK_BYTES - 2**16  # room for the rest of the notebook
+
+
+def hostile(answer_cells):
+    """The example's student edition saved without cell ids, with ``answer_cells`` below the
+    by-hand prompt (0.1): its answer, as far as the report can tell."""
+    nb = student_nb()
+    for item in nb["cells"]:
+        item.pop("id", None)
+    position = next(i for i, c in enumerate(nb["cells"]) if ":label: ex-00-1" in
+                    "".join(c["source"]))
+    nb["cells"][position + 1:position + 1] = answer_cells
+    return nb
+
+
+def markdown(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def timed(function, *args):
+    start = time.perf_counter()
+    result = function(*args)
+    return result, time.perf_counter() - start
+
+
+def test_the_report_ends_in_seconds_on_a_notebook_of_unclosed_comments(tmp_path, capsys):
+    """The reproducer of issue 35, item 2, at the size limit: one markdown cell of unclosed
+    ``<!--``, cell ids removed, below a by-hand prompt (a regex read it in time quadratic in
+    its length: hours). The report finishes, and the page shows the answer, cut."""
+    folder, roster = make_class(tmp_path)
+    nb = hostile([markdown("<!--" * (SIZE // 4))])
+    (folder / "alice" / NAME).write_text(json.dumps(nb))
+    assert (folder / "alice" / NAME).stat().st_size <= by_hand.MAX_NOTEBOOK_BYTES
+    code, seconds = timed(run, folder, "--roster", roster, "--out", tmp_path / "out",
+                          "--source", EXAMPLE)
+    assert code == 0, capsys.readouterr().err
+    assert seconds < SECONDS
+    page = (tmp_path / "out" / "by_hand" / "0.1.html").read_text()
+    assert "&lt;!--&lt;!--" in page and "more characters]" in page
+
+
+@pytest.mark.parametrize("text", ["<!--", "](", "{a:", ":label: ex-00-1 \t"])
+def test_reading_a_markdown_cell_takes_one_pass(text):
+    """Every pattern the report looks for in a markdown cell, started and never ended,
+    repeated to the size limit: its words, and the exercise labels that mark prompts."""
+    cell = text * (SIZE // len(text))
+    _, seconds = timed(lambda: (by_hand.words(cell), by_hand.LABEL.findall(cell)))
+    assert seconds < SECONDS
+
+
+@pytest.mark.parametrize("text", [
+    "See [the page](https://x.org/a_b) <!-- hidden\nline --> {cite:p}`v`, (sec)= done",
+    "<!-- a --> b <!-- c --> d <!-- open", "[x](a(b)c) and [y](z w) more", "no markup at all"])
+def test_words_are_the_ones_the_quadratic_regex_found(text):
+    """The regex the report used before (quadratic), as the reference on ordinary text."""
+    old = re.sub(r"\]\([^)]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=|<!--.*?-->", " ", text,
+                 flags=re.DOTALL)
+    assert by_hand.words(text) == re.findall(r"[^\W_]+", old.casefold())
+
+
+@pytest.mark.parametrize("path", [max(WITH_EXERCISES, key=lambda p: max(
+    length for length, _ in by_hand.read_source(p).chapter.words))], ids=lambda p: p.stem[:2])
+def test_recognising_the_chapters_text_is_linear_in_a_submission(path, tmp_path):
+    """As many cells as the grader takes (MAX_CELLS), below the first exercise's prompt, ids
+    removed, each as long as the chapter's longest markdown cell and half its words: telling
+    the chapter's text from an answer compares each cell with each known one once, in one pass
+    (difflib's ratio took 0.4 s a cell here: 13 minutes a notebook)."""
+    source = by_hand.read_source(path)
+    longest = max((c for c in json.loads(path.read_text())["cells"]
+                   if c["cell_type"] == "markdown"), key=lambda c: len("".join(c["source"])))
+    words = "".join(longest["source"]).split()
+    nb = json.loads(handed_out(path))
+    for item in nb["cells"]:
+        item.pop("id", None)
+    first = next(i for i, c in enumerate(nb["cells"]) if ":label: ex-" in "".join(c["source"]))
+    hostile_cells = []
+    for number_ in range(by_hand.MAX_CELLS - len(nb["cells"])):
+        order = words[number_ % len(words):] + words[:number_ % len(words)]
+        hostile_cells.append(markdown(" ".join(w if i % 2 else f"w{i}"
+                                               for i, w in enumerate(order))))
+    nb["cells"][first + 1:first + 1] = hostile_cells
+    (tmp_path / path.name).write_text(json.dumps(nb))
+    cells, read = timed(by_hand.read_cells, tmp_path / path.name)
+    start = time.perf_counter()
+    answers = [by_hand.answer(cells, label, source) for label in source.labels.values()]
+    assert read + time.perf_counter() - start < SECONDS
+    assert len(answers[0]) >= len(hostile_cells)  # none taken for the chapter's text
+
+
+def test_a_notebook_of_more_cells_than_the_grader_takes_is_not_read(tmp_path):
+    path = tmp_path / "many.ipynb"
+    path.write_text(json.dumps({"cells": [markdown("x")] * (by_hand.MAX_CELLS + 1)}))
+    with pytest.raises(ValueError, match=f"more than {by_hand.MAX_CELLS} cells"):
+        by_hand.read_cells(path)
+
+
+def test_the_reports_size_limits_are_the_graders():
+    from mha_grade import submissions
+
+    assert (by_hand.MAX_NOTEBOOK_BYTES, by_hand.MAX_CELLS) == \
+        (submissions.MAX_NOTEBOOK_BYTES, submissions.MAX_CELLS)

@@ -1,5 +1,36 @@
 """mha: the shared implementations of the course "Multi-head attention, hands-on".
 
+Quick start (runs as a doctest: ``tests/test_package_docs.py``)::
+
+    >>> import torch, mha
+    >>> layer = mha.MultiHeadAttention(embed_dim=16, num_heads=4)
+    >>> x = torch.randn(2, 5, 16)                          # (batch, tokens, features)
+    >>> out, weights = layer(x, is_causal=True)
+    >>> tuple(out.shape), tuple(weights.shape)             # weights (B, h, n_q, n_k)
+    ((2, 5, 16), (2, 4, 5, 5))
+    >>> may_attend = torch.ones(5, 5, dtype=torch.bool).tril()   # True = may attend
+    >>> torch.allclose(layer(x, mask=may_attend)[0], out)
+    True
+    >>> cache = mha.KVCache()                              # incremental decoding
+    >>> steps = [layer(x[:, i:i + 1], cache=cache, is_causal=True)[0] for i in range(5)]
+    >>> torch.allclose(torch.cat(steps, dim=1), out, atol=1e-6)
+    True
+    >>> ours = mha.MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(16, 4))
+
+Conventions, everywhere in ``mha``:
+
+- batch first: tensors are ``(batch, tokens, features)``; attention weights are
+  ``(batch, heads, n_q, n_k)``;
+- boolean masks mean **True = may attend** (as ``scaled_dot_product_attention``); float masks
+  are added to the scores. ``nn.MultiheadAttention``'s masks mean the opposite; its
+  ``key_padding_mask`` is accepted with torch's meaning, under that name;
+- layers, heads, queries, keys and positions count from 0;
+- bad input raises ``ValueError`` (or ``TypeError``) naming the argument; a tensor over the
+  memory budget raises :class:`MemoryBudgetError` before it is allocated
+  (``with mha.memory_budget(nbytes):`` changes it for the calling thread); NaN and inf in the
+  inputs reach the outputs they touch, never hidden;
+- modules compile with ``torch.compile(fullgraph=True)`` (see :class:`MultiHeadAttention`).
+
 Each module holds one idea; notebooks build the idea in the open, check it equals the version
 here, and use this one from then on. The modules are grouped by role, each group importing only
 the ones before it: `layers` (attention itself) <- `tasks` and `analysis` <- `models` <-

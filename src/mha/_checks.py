@@ -9,7 +9,8 @@ tensor's values, so they never add a pass over the data.
 The memory guard lives here too: :func:`check_allocation` refuses, before anything is
 allocated, a tensor larger than the memory budget (by default 1/8 of the machine's RAM, since
 attention holds two or three score-sized tensors at once), raising :class:`MemoryBudgetError`.
-Change the budget with :func:`memory_budget` (a context manager) or :func:`set_memory_budget`.
+Change the budget with :func:`memory_budget` (a context manager) or :func:`set_memory_budget`;
+both act on the calling thread only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import contextlib
 import math
 import numbers
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -93,7 +95,10 @@ def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch
     if not tokens.is_contiguous():  # reading a strided view (an expand) may copy it
         check_output_allocation("reading the ids", name, tokens, tokens.shape, tokens.dtype,
                                 f"pass fewer {name}")
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+    # reads the ids: skipped inside torch.compile (a graph break), where nn.Embedding's own
+    # check still refuses an id out of range
+    if may_read_values(tokens) and tokens.numel() and (int(tokens.min()) < 0
+                                                       or int(tokens.max()) >= vocab_size):
         raise ValueError(f"{name} must lie in 0..{vocab_size - 1}, got values from "
                          f"{int(tokens.min())} to {int(tokens.max())}")
     return tokens
@@ -321,6 +326,10 @@ def require_number(
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         hint = "; pass a Python number (tensor.item())" if isinstance(value, torch.Tensor) else ""
         raise ValueError(f"{name} must be a real number, got {_describe(value)}{hint}")
+    if torch.compiler.is_compiling():
+        # torch.compile(dynamic=True) traces a float (a module's rotary base) as a value it
+        # cannot branch on; eager mode checks the number (a module's, at construction)
+        return value
     try:
         value = float(value)
     except OverflowError:  # an int too large for a float, e.g. 10**400
@@ -487,8 +496,9 @@ def require_finite(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
 
 
 def require_within(name: str, x: torch.Tensor, limit: float, hint: str) -> torch.Tensor:
-    """Return ``x`` if every ``|value| <= limit`` (reads the values)."""
-    if x.numel() and float(x.abs().max()) > limit:
+    """Return ``x`` if every ``|value| <= limit`` (reads its values: skipped where
+    :func:`may_read_values` says no, as inside ``torch.compile`` and ``torch.export``)."""
+    if may_read_values(x) and x.numel() and float(x.abs().max()) > limit:
         raise ValueError(f"{name} must lie within +-{limit:.6g}, got values up to "
                          f"{float(x.abs().max()):.6g}; {hint}")
     return x
@@ -531,7 +541,8 @@ class MemoryBudgetError(MemoryError, ValueError):
 #: fraction of the machine's RAM one tensor may take by default
 DEFAULT_FRACTION = 1 / 8
 _FALLBACK_RAM = 8 * 2**30  # when the OS does not say (a laptop-sized guess)
-_budget: int | None = None
+# the budget is per thread, as torch's grad mode is: one thread's setting never reaches another
+_thread = threading.local()  # .budget: this thread's setting, None for the default
 
 
 def _read_machine_memory() -> int:
@@ -541,8 +552,10 @@ def _read_machine_memory() -> int:
         return _FALLBACK_RAM
 
 
-# read once at import: a constant that torch.compile can trace (os.sysconf it cannot)
+# read once at import: constants that torch.compile can trace (os.sysconf it cannot, and a
+# float it would make symbolic under dynamic=True)
 _MACHINE_MEMORY = _read_machine_memory()
+_DEFAULT_BUDGET = int(_MACHINE_MEMORY * DEFAULT_FRACTION)
 
 
 def machine_memory() -> int:
@@ -551,21 +564,25 @@ def machine_memory() -> int:
 
 
 def get_memory_budget() -> int:
-    """The largest tensor, in bytes, that ``mha`` allocates without complaint."""
-    return _budget if _budget is not None else int(machine_memory() * DEFAULT_FRACTION)
+    """The largest tensor, in bytes, that ``mha`` allocates without complaint in this thread."""
+    chosen = getattr(_thread, "budget", None)
+    return _DEFAULT_BUDGET if chosen is None else chosen
 
 
 def set_memory_budget(nbytes: int | None) -> int | None:
-    """Set the budget in bytes (``None``: back to 1/8 of RAM); returns the previous setting."""
-    global _budget
-    previous = _budget
-    _budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
+    """Set the calling thread's budget in bytes (``None``: back to 1/8 of RAM); returns the
+    previous setting. Per thread, as ``torch.set_grad_enabled`` is: other threads keep
+    theirs, and a new thread starts with the default."""
+    previous = getattr(_thread, "budget", None)
+    _thread.budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
     return previous
 
 
 @contextlib.contextmanager
 def memory_budget(nbytes: int | None) -> Iterator[None]:
-    """``with mha.memory_budget(2 * 2**30): ...`` runs the block with another budget."""
+    """``with mha.memory_budget(2 * 2**30): ...`` runs the block with another budget
+    (``None``: 1/8 of RAM) in the calling thread, and restores the thread's setting after
+    it (blocks nest; other threads are not affected)."""
     previous = set_memory_budget(nbytes)
     try:
         yield
@@ -574,31 +591,49 @@ def memory_budget(nbytes: int | None) -> Iterator[None]:
 
 
 def _gib(nbytes: int) -> str:
+    if torch.compiler.is_compiling():  # a traced size takes no format spec
+        return f"{nbytes} bytes"
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype, hint: str) -> None:
+def _nbytes(shape: Iterable[int], dtype: torch.dtype) -> int:
+    """Bytes of a tensor of ``shape`` and ``dtype``, as a Python int (no overflow). Sizes that
+    are ``torch.SymInt`` (``torch.compile`` with dynamic shapes) stay symbolic: ``int()`` would
+    specialise them to one value and recompile for every other."""
+    nbytes = dtype.itemsize
+    for size in shape:  # a loop: torch.compile cannot trace math.prod over a generator
+        nbytes *= size if isinstance(size, torch.SymInt) else int(size)
+    return nbytes
+
+
+def check_allocation(what: str, shape: Iterable[int], dtype: torch.dtype,
+                     hint: str | Callable[[], str]) -> None:
     """Raise :class:`MemoryBudgetError` if a tensor of ``shape`` and ``dtype`` is over budget.
     ``hint`` says which argument to make smaller, with its value (e.g. ``use a smaller
-    embed_dim (4096)``).
+    embed_dim (4096)``); a function returning the hint builds it only when needed, so that a
+    hint quoting sizes costs nothing (and specialises nothing under ``torch.compile``) when
+    the check passes.
 
     O(1): multiplies the sizes as Python ints (no overflow) and allocates nothing.
     """
-    shape = tuple(int(s) for s in shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    budget = get_memory_budget()
+    shape = tuple(shape)
+    nbytes, budget = _nbytes(shape, dtype), get_memory_budget()
     if nbytes > budget:
+        hint = hint() if callable(hint) else hint
+        sizes = tuple([int(s) for s in shape])  # plain ints to print, traced or not
         raise MemoryBudgetError(
-            f"{what} would need a tensor of shape {shape} ({dtype}) = {_gib(nbytes)}, over "
-            f"the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
+            f"{what} would need a tensor of shape {sizes} ({dtype}) = {_gib(int(nbytes))}, "
+            f"over the memory budget of {_gib(budget)}: {hint}, or raise the budget with "
             f"mha.memory_budget(nbytes)"
         )
 
 
 def check_output_allocation(what: str, name: str, x: torch.Tensor, shape: Iterable[int],
-                            dtype: torch.dtype, hint: str) -> None:
+                            dtype: torch.dtype, hint: str | Callable[[], str]) -> None:
     """:func:`check_allocation` for a tensor whose size follows from the shape of the tensor
     argument ``name`` (``x``), e.g. an output or activation: the message names ``name`` and its
     shape. A stride-0 view (``expand``) costs nothing itself but not what is computed from it.
     """
-    check_allocation(f"{what} for {name} of shape {tuple(x.shape)}", shape, dtype, hint)
+    shape = tuple(shape)
+    if _nbytes(shape, dtype) > get_memory_budget():  # the message only when it is needed
+        check_allocation(f"{what} for {name} of shape {tuple(x.shape)}", shape, dtype, hint)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import difflib
+import functools
 import html
 import json
 import os
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,8 @@ from mha_grade._shared import (
 from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, read_csv
 from mha_grade.student_edition import asks_for_prose
 
-MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader
+MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader (submissions.py)
+MAX_CELLS = 2000  # as the grader: a notebook with more is not graded
 MAX_TEXT = 20_000  # characters of one cell's source or outputs shown
 MAX_PNG = 2 * 2**20
 MAX_ANSWER = 500_000  # characters (and image bytes) of one answer shown on a page
@@ -65,6 +67,12 @@ class Cell:
     images: list[bytes] = field(default_factory=list)  # PNG outputs, validated
     handed_out: bool = False  # as the student edition has it (a stub)
 
+    @functools.cached_property
+    def bag(self) -> tuple[int, Counter]:
+        """How many words the cell has, and how often each (``words``): read once."""
+        found = words(self.source)
+        return len(found), Counter(found)
+
     @property
     def blank(self) -> bool:
         text = self.source.strip()
@@ -85,6 +93,8 @@ def read_cells(path: Path) -> list[Cell]:
         raise ValueError("not a notebook (not JSON)") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise ValueError("not a notebook (no list of cells)")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise ValueError(f"more than {MAX_CELLS} cells (not graded)")
     cells = []
     for raw in nb["cells"]:
         if not isinstance(raw, dict) or raw.get("cell_type") not in ("markdown", "code", "raw"):
@@ -150,15 +160,23 @@ def submission_files(folder: Path) -> dict[str, Path]:
 # ---------------------------------------------------------------------------------------------
 # The instructor's notebook: prompts, and which cells are the chapter's own text
 
+SIMILAR = 0.8  # a markdown cell is the chapter's when 80% of its words are one known cell's
+
+
 @dataclass
 class Known:
     """Cells of the instructor's notebook, to recognise in a submission: by cell id, or, in a
     notebook saved without ids, code by its source and markdown by its words (the student
-    edition rewrites the book's MyST, so equality cannot be asked of markdown)."""
+    edition rewrites the book's MyST, so equality cannot be asked of markdown).
+
+    Markdown is compared as bags of words (Dice's coefficient of the two multisets, which is
+    difflib's ``quick_ratio``): linear in the cell, where difflib's ``ratio`` is quadratic in
+    it and a submission chooses its cells. Only known cells of a length that can reach
+    ``SIMILAR`` are compared, so a cell much longer than any of the chapter's costs one pass."""
 
     ids: set[str] = field(default_factory=set)
     code: set[str] = field(default_factory=set)
-    words: list[list[str]] = field(default_factory=list)
+    words: list[tuple[int, Counter]] = field(default_factory=list)  # (length, bag of words)
 
     def add(self, item: dict) -> None:
         if item.get("id"):
@@ -166,25 +184,45 @@ class Known:
         if item["cell_type"] == "code":
             self.code.add(source(item).strip())
         else:
-            self.words.append(words(source(item)))
+            found = words(source(item))
+            self.words.append((len(found), Counter(found)))
 
     def has(self, item: Cell) -> bool:
         if item.id:
             return item.id in self.ids
         if item.kind == "code":
             return item.source.strip() in self.code
-        found = words(item.source)
-        return bool(found) and any(
-            difflib.SequenceMatcher(None, found, known, autojunk=False).ratio() >= 0.8
-            for known in self.words)
+        size, mine = item.bag
+        # Dice >= SIMILAR needs 2 min(a, b) >= SIMILAR (a + b)
+        near = [(length, bag) for length, bag in self.words
+                if size and 2 * min(size, length) >= SIMILAR * (size + length)]
+        return any(2 * (mine & bag).total() >= SIMILAR * (size + length) for length, bag in near)
+
+
+def without_comments(text: str) -> str:
+    """``text`` without its HTML comments, in one pass (``<!--.*?-->`` as a regex rescans the
+    rest of the text from every unclosed ``<!--``: quadratic); an unclosed one is kept, as
+    that regex keeps it."""
+    parts, start = [], 0
+    while (opened := text.find("<!--", start)) != -1:
+        closed = text.find("-->", opened + 4)
+        if closed == -1:
+            break
+        parts += [text[start:opened], " "]
+        start = closed + 3
+    parts.append(text[start:])
+    return "".join(parts)
+
+
+# each alternative's repeated part stops at the character that starts another match (a link
+# target at "]", a role at "{"), so no text is scanned twice: linear in a hostile cell
+MYST_NOISE = re.compile(r"\]\([^\])]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=")
 
 
 def words(text: str) -> list[str]:
-    """The words of a markdown cell, without link targets and MyST role names (which the
-    student edition rewrites)."""
-    text = re.sub(r"\]\([^)]*\)|https?://\S+|\{[\w:-]+\}|\(\w+\)=|<!--.*?-->", " ", text,
-                  flags=re.DOTALL)
-    return re.findall(r"[^\W_]+", text.casefold())
+    """The words of a markdown cell, without comments, link targets and MyST role names
+    (which the student edition rewrites)."""
+    return re.findall(r"[^\W_]+", MYST_NOISE.sub(" ", without_comments(text)).casefold())
 
 
 @dataclass
@@ -486,7 +524,7 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
                           "a decimal comma (1,5) or a comma in a comment, unquoted, shifts the "
                           "columns; write 1.5, or quote the field (\"1,5\"): row not taken")
             continue
-        key = uncell(row.get("student") or "").strip()
+        key = uncell(row.get("student") or "")  # exactly: " alice" is not alice
         exercise = (row.get("exercise") or "").strip()
         student = book.student(key)
         if student is None:

@@ -1,11 +1,15 @@
 """Grade submitted notebooks in a sandbox, with verdicts computed outside it.
 
     mha-grade grade SUBMISSIONS [--jobs 2] [--timeout 300] [--cell-timeout 120]
-                          [--out FOLDER] [--seed N] [--no-sandbox]
+                          [--out FOLDER] [--seed N] [--no-sandbox] [--copies latest|best]
+                          [--again-alone]
 
 Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is matched to its
 chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
-failing that, by the exercise labels it contains. For each submission:
+failing that, by the exercise labels it contains. One student's copies of a chapter cost one
+grading: the copy handed in last is graded, the others are reported as ignored (mha_grade.copies;
+``--copies best`` grades every copy, and the report counts the one with the most points). For
+each submission:
 
 1. its code cells run, as written, in a bubblewrap sandbox (mha_grade.sandbox,
    mha_grade.run_notebook): no network, no view of this machine's files, processes or
@@ -42,12 +46,21 @@ import time
 from pathlib import Path
 
 from mha.exercises import set_grading_seed
-from mha_grade import ROOT, sandbox
+from mha_grade import ROOT, copies, sandbox
 from mha_grade.assignments import load_assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import cell, display, terminal
 from mha_grade.exercise_format import chapter_notebooks
-from mha_grade.limits import FACTOR, calibrate, chapters_of, describe
+from mha_grade.limits import (
+    FACTOR,
+    KEPT,
+    calibrate,
+    chapters_of,
+    describe,
+    keep,
+    kept,
+    measured_for,
+)
 from mha_grade.outputs import Writer, summary_line
 from mha_grade.run import CELL_GRACE, Settings
 from mha_grade.submissions import Found, find_submissions
@@ -92,6 +105,19 @@ def main(argv: list[str] | None = None) -> int:
                              f"instructor's notebook takes here) (default {FACTOR:g})")
     parser.add_argument("--no-calibrate", action="store_true",
                         help="do not time the instructor's notebooks first: --timeout for all")
+    parser.add_argument("--recalibrate", action="store_true",
+                        help=f"time the instructor's notebooks again, even where the output "
+                             f"folder keeps limits measured for this course, machine and "
+                             f"options ({KEPT})")
+    parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+                        help="a student's copies of one chapter: grade the one handed in last "
+                             "(latest: Canvas's submission order, else the files' times; the "
+                             "others are reported as ignored), or every copy, the one with the "
+                             "most points to count (best: a grading per copy). Default latest; "
+                             "give the report the same")
+    parser.add_argument("--again-alone", action="store_true",
+                        help="grade a notebook that reached its time limit beside others once "
+                             "more, alone, at the end (by default its first run is written)")
     parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.regrade and args.resume:
@@ -128,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     set_grading_seed(seed)
     sources = [p.resolve() for p in (args.source or chapter_notebooks(ROOT))]
     assignments = [a for a in (load_assignment(p) for p in sources) if a.exercises]
-    found = find_submissions(folder, assignments, out)
+    found = find_submissions(folder, assignments, out, args.copies)
     settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
                         sandbox.Limits(memory=int(args.memory_gb * 2**30),
                                        total_memory=int(args.memory_gb * 2**30),
@@ -158,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     graded = 0
     grading = {"seed": seed, "sources": sources, "prefix": prefix, "hide": hide}
     by_shown = {display(f.relative): f for f in found}
-    again: list = []  # stopped at the time limit beside others: graded again, alone, once
+    again: list = []  # with --again-alone: stopped at the time limit, graded again alone once
 
     def record(outcome: Outcome) -> None:
         nonlocal graded
-        if outcome.timed_out and outcome.notebook in by_shown and not again_alone:
+        if outcome.timed_out and outcome.notebook in by_shown and args.again_alone \
+                and not again_alone:
             again.append(by_shown[outcome.notebook])
             print("  " + terminal(f"{outcome.notebook}: stopped after its time limit; "
                                   "graded again alone at the end"), flush=True)
@@ -179,12 +206,24 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if not args.no_calibrate and any(f.path for f in found):
-            limits = calibrate(chapters_of([f for f in found if f.path], assignments),
-                               assignments, settings, factor=args.calibrate_factor,
-                               jobs=args.jobs, **grading)
+            chapters = chapters_of([f for f in found if f.path], assignments)
+            key = measured_for(sources, args.jobs, args.timeout, args.calibrate_factor)
+            known, when = ({}, "") if args.recalibrate else kept(out, key, args.timeout)
+            todo = [c for c in chapters if c.name not in known]
+            limits = [known[c.name] for c in chapters if c.name in known]
+            if limits:
+                print(f"time limits kept in {KEPT}, measured {when} for this course, machine "
+                      "and options (--recalibrate measures them again):", flush=True)
+                for line in describe(limits)[1:]:
+                    print(terminal(line), flush=True)
+            if todo:
+                measured = calibrate(todo, assignments, settings, factor=args.calibrate_factor,
+                                     jobs=args.jobs, **grading)
+                for line in describe(measured):
+                    print(terminal(line), flush=True)
+                limits += measured
+                keep(out, key, list({**known, **{m.chapter: m for m in measured}}.values()))
             settings.timeouts = {limit.chapter: limit.limit for limit in limits}
-            for line in describe(limits):
-                print(terminal(line), flush=True)
         grade_all(found, assignments, settings, jobs=args.jobs, on_outcome=record, **grading)
         if again:
             print(f"grading again, one at a time, {len(again)} notebook(s) stopped after "

@@ -1,23 +1,21 @@
 """The class's gradebook: one row per student, from the grader's grades.csv and grading_log.csv.
 
-Who a notebook belongs to is read from where it sits under SUBMISSIONS:
-
-- in a folder: the first folder below SUBMISSIONS is the student (``alice/03_....ipynb``; an
-  LMS download unzipped one folder per student); in Gradescope's export (``submission_NNN/``,
-  as SUBMISSIONS or one folder per assignment in it), the students its
-  ``submission_metadata.yml`` names for that folder (each member of a group), by e-mail;
-- directly in SUBMISSIONS, a Canvas bulk download (``smithjohn_12345_678901_03_....ipynb``, with
-  ``_late`` after the name when late): the Canvas user id (the ``ID`` column of Canvas's gradebook
-  export), shown with the name part;
-- otherwise a prefix before the chapter's name (``alice_03_....ipynb``), as the grader reads it.
+Who a notebook belongs to is read from where it sits under SUBMISSIONS (``copies.owner_of``:
+the first folder below SUBMISSIONS, a Canvas bulk download's user id, a name prefix), and in
+Gradescope's export (``submission_NNN/``, as SUBMISSIONS or one folder per assignment in it)
+from the students its ``submission_metadata.yml`` names for that folder (each member of a
+group), by e-mail. Which of one student's copies of a chapter counts is the ``copies`` rule.
 
 A student is their key, exactly (an e-mail without case). A roster (a CSV of students: Canvas's
 gradebook export, or columns name, id, login, section) puts everyone on it in the gradebook,
-matched exactly by Canvas id, SIS id, login (or e-mail), else by name when only one submission
-matches that entry; a student who handed in nothing gets zeros, and a submission that matches
-nobody keeps its row, marked "not on the roster". Everything a submission names (file and
-folder names) is shown as the grader wrote it: escaped for a terminal, and for a spreadsheet
-(``cell``).
+matched by Canvas id, SIS id, login (or e-mail, without case), else by name; a student who
+handed in nothing gets zeros, and a submission that matches nobody keeps its row, marked "not
+on the roster". A match is exact or none, and loud: a submission that matches several roster
+entries, a roster entry that several submissions match, and two submissions whose keys differ
+only in case, width or spaces (``ALICE/`` and ``alice/``, `` alice/``) stop the gradebook
+(``Ambiguous``) with the names to resolve (``--match``), rather than give one of them the
+other's work or a 0. Everything a submission names (file and folder names) is shown as the
+grader wrote it: escaped for a terminal, and for a spreadsheet (``cell``).
 """
 
 from __future__ import annotations
@@ -33,11 +31,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_grade._shared import cell, read_regular, uncell
+from mha_grade import copies
+from mha_grade._shared import cell, display, read_regular, uncell
+from mha_grade.copies import GRADESCOPE_FOLDER, Owner, owner_of
 
 MAX_CSV_BYTES = 256 * 2**20
-CANVAS_FILE = re.compile(r"^(?P<slug>[^_/]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$",
-                         re.IGNORECASE)
 EXERCISE = re.compile(r"^(\d+)\.(\d+)$")
 
 
@@ -202,38 +200,10 @@ class Student:
     section: str = ""
     on_roster: bool = False
     notebooks: dict[str, Notebook] = field(default_factory=dict)  # chapter -> the one counted
-    others: list[Notebook] = field(default_factory=list)  # duplicates, not counted
+    others: list[Notebook] = field(default_factory=list)  # copies, not counted
     notes: list[str] = field(default_factory=list)
     # by-hand exercise -> (points or None, the instructor's comment)
     hand: dict[str, tuple[float | None, str]] = field(default_factory=dict)
-
-
-@dataclass
-class Owner:
-    """Who a notebook belongs to, as its place under SUBMISSIONS says."""
-
-    key: str  # the folder, the Canvas user id, or the name prefix
-    name: str  # shown
-    canvas_id: str = ""
-    file: str = ""  # the file's own name (a Canvas download's original name)
-    sis_id: str = ""  # from Gradescope's metadata
-    email: str = ""
-
-
-def owner_of(notebook: str, chapter_stem: str = "") -> Owner:
-    """The student a notebook (its path relative to SUBMISSIONS) belongs to."""
-    parent, _, name = notebook.partition("/") if "/" in notebook else ("", "", notebook)
-    if parent:
-        return Owner(parent, parent, file=notebook.rpartition("/")[2])
-    match = CANVAS_FILE.match(name)
-    if match:
-        return Owner(f"canvas-{match['uid']}", match["slug"], match["uid"], match["file"])
-    stem = name.removesuffix(".ipynb")
-    if chapter_stem and chapter_stem in stem:
-        prefix = stem.split(chapter_stem)[0].strip(" _-.")
-    else:  # renamed: the part before the first separator
-        prefix = re.split(r"[ _.-]", stem, maxsplit=1)[0]
-    return Owner(prefix, prefix, file=name)
 
 
 def norm(text: str) -> str:
@@ -282,7 +252,6 @@ def read_roster(path: Path) -> tuple[list[Student], list[str], dict[str, str]]:
 
 
 GRADESCOPE_METADATA = "submission_metadata.yml"
-GRADESCOPE_FOLDER = re.compile(r"^submission_\d+$")  # Gradescope's name of a submission
 
 
 def gradescope_names(folder: Path) -> tuple[dict[str, list[Owner]], list[str]]:
@@ -297,28 +266,30 @@ def gradescope_names(folder: Path) -> tuple[dict[str, list[Owner]], list[str]]:
     every folder of SUBMISSIONS must hold one, since a folder of a student (an LMS download,
     or a submission's own files) could hold a file of that name written by the student. A key
     names a ``submission_NNN`` folder beside the file, nothing else."""
-    notes: list[str] = []
-    top = _read_metadata(folder, "", notes)
-    if top is not None:
-        return top, notes
+    roots, notes = gradescope_exports(folder)
+    found: dict[str, list[Owner]] = {}
+    for root in roots:
+        found.update(_read_metadata(folder / root, f"{root}/" if root else "", notes) or {})
+    return found, notes
+
+
+def gradescope_exports(folder: Path) -> tuple[list[str], list[str]]:
+    """The folders of SUBMISSIONS that are Gradescope exports, as ``gradescope_names`` tells
+    them (``[""]``: SUBMISSIONS itself; else every folder in it, or none), and notes."""
+    if os.path.lexists(folder / GRADESCOPE_METADATA):
+        return [""], []
     try:
         folders = sorted(e.name for e in os.scandir(folder)
                          if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
     except OSError:
-        return {}, notes
+        return [], []
     exports = [name for name in folders if os.path.lexists(folder / name / GRADESCOPE_METADATA)]
-    if not exports:
-        return {}, notes
-    if exports != folders:
-        notes.append(f"{GRADESCOPE_METADATA} in {', '.join(exports[:5])}"
-                     f"{', ...' if len(exports) > 5 else ''} not read: only Gradescope's own, "
-                     "at the top of SUBMISSIONS or of every folder in it (one export per "
-                     "assignment), names students; a student's folder is the student's")
-        return {}, notes
-    found: dict[str, list[Owner]] = {}
-    for name in exports:
-        found.update(_read_metadata(folder / name, f"{name}/", notes) or {})
-    return found, notes
+    if exports and exports != folders:
+        return [], [f"{GRADESCOPE_METADATA} in {', '.join(exports[:5])}"
+                    f"{', ...' if len(exports) > 5 else ''} not read: only Gradescope's own, "
+                    "at the top of SUBMISSIONS or of every folder in it (one export per "
+                    "assignment), names students; a student's folder is the student's"]
+    return exports, []
 
 
 def _read_metadata(place: Path, prefix: str, notes: list[str]) -> dict[str, list[Owner]] | None:
@@ -430,6 +401,7 @@ class Gradebook:
     # the written answers to autograded exercises ("1.2 written" -> "01"): on a page, and by
     # hand in points.csv; they count (as by-hand exercises) once points are entered (``written``)
     written: dict[str, str] = field(default_factory=dict)
+    ignored: list[Notebook] = field(default_factory=list)  # copies the grader did not grade
 
     def add_written(self, exercise: str, chapter: str, points: float) -> None:
         """``exercise``'s written answer ("1.2 written"), worth ``points`` once graded."""
@@ -473,12 +445,28 @@ class Gradebook:
         return sum(self.points(student, chapter, e) or 0 for e in chapter.exercises)
 
 
+class Ambiguous(ValueError):
+    """Submissions that cannot be told apart, or matched to the roster, without a guess."""
+
+
+def confusable(key: str) -> str:
+    """What two keys that look alike share: NFKC (full-width letters are letters), case
+    folded, runs of spaces as one and none at the ends."""
+    return " ".join(unicodedata.normalize("NFKC", key).casefold().split())
+
+
 def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
           roster: list[Student] | None = None,
           gradescope: dict[str, list[Owner]] | None = None,
-          hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0
-          ) -> Gradebook:
-    """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem."""
+          hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0,
+          rule: str = copies.DEFAULT_RULE, handed_in: dict[str, tuple] | None = None,
+          chosen: dict[str, str] | None = None, exports: list[str] = ()) -> Gradebook:
+    """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem;
+    ``rule`` says which of a student's copies of a chapter counts (copies.RULES), by
+    ``handed_in`` (notebook -> copies.handed_in, for copies on disk); ``chosen`` is the
+    instructor's word on a submission the roster cannot place (its key -> a roster login, id
+    or SIS id, or "" for none); ``exports`` the Gradescope exports in SUBMISSIONS
+    (``gradescope_exports``). ``Ambiguous`` names every submission to resolve."""
     notes: list[str] = []
     chapters: dict[str, Chapter] = {}
     for book in notebooks:
@@ -500,79 +488,128 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     ordered = [chapters[k] for k in sorted(chapters)]
     hands = {e: (hand_max or {}).get(e, default_hand_max) for c in ordered for e in c.by_hand}
 
-    students = list(roster or [])
-    matcher = Matcher(students) if roster is not None else None
-    owned: list[tuple[Notebook, Owner]] = []
-    for book in notebooks:
-        if not book.chapter:
-            continue
-        owner = owner_of(book.name, chapter_names.get(book.chapter, ""))
+    def owners(book: Notebook) -> list[Owner]:
+        owner = owner_of(book.name, chapter_names.get(book.chapter, ""), exports)
         parts = book.name.split("/")
         # the submission_NNN folder (or ch03/submission_NNN) the notebook sits in
         group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
                       if len(parts) > k.count("/") + 1 and k in (gradescope or {})), None)
-        owned += [(book, member) for member in group or [owner]]
-    found = _match(owned, matcher)
+        return group or [owner]
+
+    students = list(roster or [])
+    matcher = Matcher(students) if roster is not None else None
+    owned = [(book, member) for book in notebooks if book.chapter for member in owners(book)]
+    found = _match(owned, matcher, students, chosen or {})
     by_key: dict[str, Student] = {}
+    handed: dict[tuple[int, str], list[Notebook]] = {}
     for book, owner in owned:
-        _count(book, owner, found[identity(owner)], students, by_key, matcher is not None,
-               chapter_names)
+        student = _student(owner, found[identity(owner)], students, by_key, matcher is not None)
+        handed.setdefault((id(student), book.chapter), []).append(book)
+    ignored = []
+    for book in notebooks:  # a copy the grader left out, named under its student
+        if not book.chapter and book.problem.startswith(copies.IGNORED):
+            ignored.append(book)
+            for owner in owners(book):
+                student = by_key.get(identity(owner))
+                if student is not None:
+                    student.notes.append(f"{book.name}: a copy handed in earlier, not "
+                                         "graded")
+    by_id = {id(s): s for s in students}
+    when = handed_in or {}
+    for (student_id, chapter), books in handed.items():
+        _count(by_id[student_id], chapter, books, rule,
+               lambda b: when.get(b.name) or copies.handed_in(b.name, None))
     _unique_keys(students)
-    ungraded = [b for b in notebooks if not b.chapter]
-    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None)
+    ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
+    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
+                     ignored=ignored)
 
 
-def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None
-           ) -> dict[str, tuple[Student | None, str]]:
-    """Each owner's roster student (identity -> student or None, and why not). A match by name
-    only stands when no other owner matches that student: two submissions are never merged
-    into one student by their names."""
-    found: dict[str, tuple[Student | None, bool, str]] = {}
-    for _, owner in owned:
-        if identity(owner) not in found:
-            found[identity(owner)] = (matcher.find(owner) if matcher is not None
-                                      else (None, False, ""))
+def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
+           roster: list[Student], chosen: dict[str, str]) -> dict[str, Student | None]:
+    """Each owner's roster student (identity -> student, or None: not on the roster), exactly
+    or not at all: ``Ambiguous`` if an owner matches several roster entries, if a roster entry
+    is matched by several owners (exactly or by name), or if two owners' keys differ only in
+    case, width or spaces; ``chosen`` (identity -> a roster login, id or SIS id, or "") settles
+    an owner as the instructor says, and leaves it out of those checks."""
+    keys = {identity(owner): owner for _, owner in owned}
+    unknown = sorted(set(chosen) - set(keys))
+    if unknown:
+        raise ValueError("--match names no submission: " + ", ".join(
+            repr(display(k)) for k in unknown) + " (write the key as the report names it)")
+    tokens: dict[str, list[Student]] = {}
+    for student in roster:
+        for token in {student.id, student.sis_user_id, student.login} - {""}:
+            tokens.setdefault(token, []).append(student)
+    found: dict[str, Student | None] = {}
+    problems: list[str] = []
+    for key, owner in keys.items():
+        if key in chosen:
+            token = chosen[key]
+            if token and len({id(s) for s in tokens.get(token, [])}) != 1:
+                raise ValueError(f"--match {display(key)}={display(token)}: "
+                                 f"{display(token)!r} is not one roster entry's login, id or "
+                                 "SIS id")
+            found[key] = tokens[token][0] if token else None
+            continue
+        student, _, why = matcher.find(owner) if matcher is not None else (None, False, "")
+        if why:
+            problems.append(f"'{display(key)}' {why.removesuffix(': not matched')}")
+        found[key] = student
     claims: dict[int, list[str]] = {}
-    for key, (student, _, _) in found.items():
+    for key, student in found.items():
         if student is not None:
             claims.setdefault(id(student), []).append(key)
-    result = {}
-    for key, (student, exact, why) in found.items():
-        if student is not None and not exact and len(claims[id(student)]) > 1:
-            others = [k for k in claims[id(student)] if k != key]
-            student, why = None, (f"its name matches {student.name}, who is also matched by "
-                                  f"{', '.join(others[:3])}: not matched")
-        result[key] = (student, why)
-    return result
+    for matched in claims.values():
+        if len(matched) > 1:
+            student = found[matched[0]]
+            problems.append(", ".join(f"'{display(k)}'" for k in matched) + " all match "
+                            f"{display(student.name)} "
+                            f"({display(student.login or student.id or student.sis_user_id)})"
+                            " on the roster")
+    alike: dict[str, list[str]] = {}
+    for key in keys:
+        if key not in chosen:
+            alike.setdefault(confusable(key), []).append(key)
+    problems += [", ".join(f"'{display(k)}'" for k in group) + " differ only in case, width "
+                 "or spaces" for group in alike.values() if len(group) > 1]
+    if problems:
+        raise Ambiguous(
+            "submissions that cannot be matched to one student without a guess (nothing was "
+            "written):\n" + "\n".join(f"  {p}" for p in problems) + "\nResolve each with "
+            "--match KEY=LOGIN (the roster's login, id or SIS id) or --match KEY= (nobody on "
+            "the roster: a row of its own), or remove the copy that is not the student's, "
+            "then run the report again.")
+    return found
 
 
-def _count(book: Notebook, owner: Owner, match: tuple[Student | None, str],
-           students: list[Student], by_key: dict[str, Student], with_roster: bool,
-           chapter_names: dict[str, str]) -> None:
-    """Counts ``book`` for the student ``owner`` is: on the roster, or seen before, or new."""
-    student, why = match
-    if student is None:
-        student = by_key.get(identity(owner))
+def _student(owner: Owner, match: Student | None, students: list[Student],
+             by_key: dict[str, Student], with_roster: bool) -> Student:
+    """The student ``owner`` is: on the roster, or seen before, or new."""
+    student = match or by_key.get(identity(owner))
     if student is None:
         student = Student(owner.key, owner.name, owner.canvas_id, owner.sis_id, owner.email)
         if with_roster:
-            student.notes.append("not on the roster" + (f" ({why})" if why else ""))
-        by_key[identity(owner)] = student
+            student.notes.append("not on the roster")
         students.append(student)
-    kept = student.notebooks.get(book.chapter)
-    if kept is None:
-        student.notebooks[book.chapter] = book
+    by_key[identity(owner)] = student
+    return student
+
+
+def _count(student: Student, chapter: str, books: list[Notebook], rule: str, when) -> None:
+    """The copy of ``chapter`` that counts for ``student``, by ``rule`` (copies.counted)."""
+    books = list({id(b): b for b in books}.values())  # a group's notebook once per member
+    if len(books) == 1:
+        student.notebooks[chapter] = books[0]
         return
-    chapter_stem = chapter_names.get(book.chapter, "")
-    exact = [b for b in (kept, book)
-             if owner_of(b.name, chapter_stem).file == f"{chapter_stem}.ipynb"]
-    best = exact[0] if len(exact) == 1 else max((kept, book), key=lambda b: b.points)
-    other = book if best is kept else kept
-    student.notebooks[book.chapter] = best
-    student.others.append(other)
-    student.notes.append(f"chapter {book.chapter} handed in twice: {best.name} counted "
-                         f"({'named as the chapter' if len(exact) == 1 else 'more points'}),"
-                         f" {other.name} not")
+    best, why = copies.counted(books, rule, when, lambda b: b.points)
+    student.notebooks[chapter] = best
+    others = [b for b in books if b is not best]
+    student.others += others
+    if rule == "latest":
+        why += f", by {copies.order_name(best.name)}"
+    student.notes.append(f"chapter {chapter} handed in {len(books)} times: {best.name} counted "
+                         f"({why}; --copies {rule}), {', '.join(b.name for b in others)} not")
 
 
 def _unique_keys(students: list[Student]) -> None:

@@ -29,9 +29,10 @@ Gradescope container needs on top (the grader runs as root there):
   never exceeds the chapter's points (``--all``: every chapter, for one assignment that covers
   the course);
 - one chapter handed in more than once (``09_decoders.ipynb``, ``final_09_decoders.ipynb``, or
-  a ``copy.ipynb`` whose exercise labels are chapter 9's) is graded once: the file named
-  exactly like the chapter, else the newest; the others get a test saying they were ignored
-  and why.
+  a ``copy.ipynb`` whose exercise labels are chapter 9's) counts once, by the rule of local
+  grading (mha_grade.copies, ``build --copies``): by default the copy modified last is graded
+  and the others get a test saying they were ignored and why; with ``best`` every copy is
+  graded and the one with the most points counts.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import zipfile
 from pathlib import Path
 
 from mha.exercises import set_grading_seed
-from mha_grade import ROOT, escape, files, outputs, sandbox, submissions, workers
+from mha_grade import ROOT, copies, escape, files, outputs, sandbox, submissions, workers
 from mha_grade import assignments as chapters
 from mha_grade.compare import Outcome
 from mha_grade.exercise_format import chapter_notebooks
@@ -85,17 +86,21 @@ def chapter_named(chapter: str, known: list[str]) -> str:
     return found[0]
 
 
-def build(out: Path, chapter: str, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY) -> Path:
+def build(out: Path, chapter: str, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
+          rule: str = copies.DEFAULT_RULE) -> Path:
     """The zip for one Gradescope assignment: ``chapter`` is the chapter it grades (its name or
     number; ALL for every chapter); ``hidden_visibility`` (one of VISIBILITIES) is when students
-    see the tests of the checks' hidden parts. Both are kept in the zip's SETTINGS_FILE."""
+    see the tests of the checks' hidden parts; ``rule`` which copy of a chapter handed in more
+    than once counts (copies.RULES). All are kept in the zip's SETTINGS_FILE."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}")
+    if rule not in copies.RULES:
+        raise ValueError(f"rule must be one of {copies.RULES}, not {rule!r}")
     if chapter != ALL:
         chapter = chapter_named(chapter, course_chapters())
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
-        bundle.writestr(SETTINGS_FILE, json.dumps({"chapter": chapter,
+        bundle.writestr(SETTINGS_FILE, json.dumps({"chapter": chapter, "copies": rule,
                                                    "hidden_visibility": hidden_visibility}))
         for name in ("setup.sh", "run_autograder"):
             info = zipfile.ZipInfo(name)
@@ -161,41 +166,65 @@ def this_chapter(found: list[Found], assignments: list[chapters.Assignment], cha
     return kept, ignored
 
 
-def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment]
+def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment],
+                    rule: str = copies.DEFAULT_RULE
                     ) -> tuple[list[Found], list[tuple[Found, str]]]:
-    """One notebook per chapter: (the ones to grade, [(ignored, why)])."""
-    chapters: dict[str, list[Found]] = {}
+    """The copies of each chapter to grade, by ``rule`` (mha_grade.copies): (the ones to grade,
+    [(ignored, why)]). With "latest", the copy modified last; with "best", every copy (then
+    ``best_copies`` keeps the one with the most points)."""
+    by_chapter: dict[str, list[Found]] = {}
     for item in found:  # the chapter each is graded as: by its name or its exercise labels
         assignment = submissions.chapter_of_file(item.relative, item.path, assignments)
         if assignment is not None:
-            chapters.setdefault(assignment.name, []).append(item)
+            by_chapter.setdefault(assignment.name, []).append(item)
     ignored: list[tuple[Found, str]] = []
-    for name, items in chapters.items():
-        if len(items) < 2:
+    for name, items in by_chapter.items():
+        if len(items) < 2 or rule == "best":
             continue
-        exact = [i for i in items if Path(i.relative).name == f"{name}.ipynb"]
-        if len(exact) == 1:
-            chosen, why = exact[0], f"its name is exactly the chapter's ({name}.ipynb)"
-        else:
-            chosen = max(exact or items, key=lambda i: (_modified(i.path), i.relative))
-            why = "it is the one modified last" + (f" of those named {name}.ipynb"
-                                                   if exact else "")
+        chosen, why = copies.counted(items, rule, lambda i: copies.handed_in(i.relative, i.path))
         shown = escape.display(chosen.relative)
         others = [i for i in items if i is not chosen]
         chosen.problem = (f"graded: chapter {name} was handed in {len(items)} times; this one "
-                          f"is graded because {why}; ignored: "
+                          f"is graded because it was {why} (modified last); ignored: "
                           + ", ".join(escape.display(i.relative) for i in others))
         ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times and "
-                           f"{shown} is graded, because {why}") for i in others)
+                           f"{shown} is graded, because it was {why} (modified last)")
+                       for i in others)
     dropped = {id(i) for i, _ in ignored}
     return [i for i in found if id(i) not in dropped], ignored
 
 
-def _modified(path: Path | None) -> float:
-    try:
-        return os.lstat(path).st_mtime if path else 0.0
-    except OSError:
-        return 0.0
+def best_copies(outcomes: list[Outcome], found: list[Found]
+                ) -> tuple[list[Outcome], list[tuple[Found, str]]]:
+    """``--copies best``, once every copy is graded: per chapter the outcome with the most
+    points (a tie: the copy modified last), and [(each other copy, why it is ignored)]."""
+    by_shown = {escape.display(f.relative): f for f in found}
+    by_chapter: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        if outcome.assignment is not None:
+            by_chapter.setdefault(outcome.assignment.name, []).append(outcome)
+    ignored: list[tuple[Found, str]] = []
+    for name, graded in by_chapter.items():
+        if len(graded) < 2:
+            continue
+
+        def when(o: Outcome) -> tuple:
+            item = by_shown.get(o.notebook)
+            return copies.handed_in(o.notebook, item.path if item else None)
+
+        chosen, why = copies.counted(graded, "best", when, lambda o: sum(o.points.values()))
+        chosen.problem = "; ".join(filter(None, [
+            f"counted: chapter {name} was handed in {len(graded)} times, every copy graded; "
+            f"this one counts: {why}", chosen.problem]))
+        for outcome in graded:
+            if outcome is not chosen and outcome.notebook in by_shown:
+                ignored.append((by_shown[outcome.notebook],
+                                f"ignored: chapter {name} was handed in {len(graded)} times; "
+                                f"{chosen.notebook} counts: {why} "
+                                f"({sum(outcome.points.values()):g} points here)"))
+    dropped = {id(o) for o in outcomes for item, _ in ignored
+               if o.notebook == escape.display(item.relative)}
+    return [o for o in outcomes if id(o) not in dropped], ignored
 
 
 def total_points(assignment: chapters.Assignment) -> float:
@@ -276,6 +305,7 @@ def zip_settings(source: Path) -> dict:
     path = source / SETTINGS_FILE
     chosen = json.loads(path.read_text()) if path.is_file() else {}
     return {"chapter": chosen.get("chapter"),
+            "copies": chosen.get("copies", copies.DEFAULT_RULE),
             "hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY)}
 
 
@@ -334,11 +364,13 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     if chapter != ALL:  # only this chapter's notebook is graded: the others are worth nothing
         chapter = chapter_named(chapter, [a.name for a in assignments])
         sources = [p for p in sources if p.stem == chapter]
+    # one student's submission: its copies of a chapter are chosen below, not as a class's
     found, elsewhere = this_chapter(submissions.find_submissions(root / "submission",
-                                                                 assignments),
+                                                                 assignments, rule=None),
                                     assignments, chapter)
     assignments = [a for a in assignments if chapter in (ALL, a.name)]
-    found, ignored = one_per_chapter(found, assignments)
+    rule = settings_of_zip["copies"]
+    found, ignored = one_per_chapter(found, assignments, rule)
     ignored = elsewhere + ignored
     settings = Settings(timeout, cell_timeout, why is None, sandbox.Limits(), False, user)
     outcomes: list[Outcome] = []
@@ -350,6 +382,9 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     finally:
         prefix.remove()
     killed = sandbox.kill_user(user)  # before anything is written: nothing of theirs is left
+    if rule == "best":
+        outcomes, worse = best_copies(outcomes, found)
+        ignored += worse
     for outcome in outcomes:
         print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
     notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
@@ -379,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
                        "(03_attention_with_weights) or number (03): one zip per assignment")
     which.add_argument("--all", action="store_true",
                        help="grade every chapter: one assignment for the whole course")
+    make.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+                      help="a chapter handed in more than once: grade the copy modified last "
+                           "(latest, the default), or every copy, the one with the most points "
+                           "to count (best), as mha-grade grade --copies")
     make.add_argument("--hidden-visibility", choices=VISIBILITIES,
                       default=DEFAULT_HIDDEN_VISIBILITY,
                       help="when students see the tests of the checks' hidden parts "
@@ -399,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             chapter = ALL if args.all else args.chapter
             out = args.out or ROOT / "_build" / f"gradescope-{chapter}.zip"
-            bundle = build(out, chapter, args.hidden_visibility)
+            bundle = build(out, chapter, args.hidden_visibility, args.copies)
         except ValueError as error:
             parser.error(str(error))
         print(f"wrote {bundle}")

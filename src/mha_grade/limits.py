@@ -5,17 +5,29 @@ like a submission, beside as many others as the grading will run (``--jobs``), a
 notebook of that chapter may then run ``max(--timeout, FACTOR x that time)``: a machine that
 is slow or busy today gets a longer limit, never a shorter one than asked for. The run also
 shows that the grader works here: the instructor's notebook must score full marks.
+
+The limits are kept in the output folder (``KEPT``) with what they were measured for: the course's
+version (the instructor's notebooks and the package ``mha``), the machine, ``--jobs``,
+``--timeout`` and the factor. A later run with the same (``--resume``, ``--regrade``, the next
+chapter of the class) reuses them, so the limits do not change between runs of one class;
+``--recalibrate`` measures them again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass, replace
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from mha_grade.assignments import Assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import display
+from mha_grade.files import create, read_regular
 from mha_grade.submissions import Found
 from mha_grade.workers import grade_all
 
@@ -100,3 +112,43 @@ def describe(limits: list[Limit]) -> list[str]:
         if limit.warning:
             lines.append(f"  {limit.warning}")
     return lines
+
+
+KEPT = "time_limits.json"
+
+
+def measured_for(sources: list[Path], jobs: int, timeout: float, factor: float) -> str:
+    """What a set of limits holds for: a digest of the instructor's notebooks, the package
+    ``mha`` (its files), this machine, and the options that change a limit."""
+    import mha
+
+    digest = hashlib.sha256()
+    package = Path(mha.__file__).resolve().parent
+    for path in sorted(sources) + sorted(package.rglob("*.py")):
+        digest.update(str(path.name).encode() + b"\0" + path.read_bytes())
+    digest.update(json.dumps([platform.node(), os.cpu_count(), jobs, timeout, factor]).encode())
+    return digest.hexdigest()
+
+
+def kept(out: Path, key: str, timeout: float) -> tuple[dict[str, Limit], str]:
+    """The limits kept in ``out`` for ``key`` (by chapter) and when they were measured; none if
+    the file is missing, is for something else, or holds a limit outside what calibration can
+    give (``timeout`` to ``calibration_limit(timeout)``)."""
+    try:
+        data = json.loads(read_regular(out / KEPT, 2**20))
+        if data["measured for"] != key:
+            return {}, ""
+        limits = {item["chapter"]: Limit(item["chapter"], item["seconds"], item["limit"],
+                                         tuple(item["points"]), item["why"])
+                  for item in data["limits"]}
+    except (ValueError, KeyError, TypeError):
+        return {}, ""
+    if not all(timeout <= limit.limit <= calibration_limit(timeout) for limit in limits.values()):
+        return {}, ""
+    return limits, str(data.get("measured", ""))
+
+
+def keep(out: Path, key: str, limits: list[Limit]) -> None:
+    with create(out / KEPT, 0o644) as handle:
+        json.dump({"measured for": key, "measured": time.strftime("%Y-%m-%d %H:%M"),
+                   "limits": [asdict(limit) for limit in limits]}, handle, indent=1)

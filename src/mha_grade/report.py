@@ -3,7 +3,7 @@
     mha-grade report SUBMISSIONS [--grades FOLDER] [--out FOLDER] [--roster roster.csv]
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
                      [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
-                     [--show-hidden]
+                     [--show-hidden] [--copies latest|best] [--match KEY=LOGIN ...]
                      [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
@@ -21,9 +21,16 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
   instead, whose entries then go into it) and keeps what it holds;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
+A student's copies of one chapter: the one handed in last counts (``--copies best``: the one
+with the most points; give the grader the same), as mha_grade.copies says. A submission the
+roster cannot place without a guess (``gradebook.Ambiguous``: two folders that differ in case,
+two submissions matching one student, one matching several) stops the report before it writes
+anything, naming each; ``--match KEY=LOGIN`` (or ``KEY=``: nobody on the roster) settles it.
+
 Exit status: 0, or 1 when entries of the points file were not taken (each is named) or when
-points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead,
-2 for wrong arguments or input.
+points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead:
+then gradebook.csv, canvas_import.csv and the feedback pages are not written (the by-hand pages,
+points.csv and summary.txt are); 2 for wrong arguments or input, or submissions to resolve.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import os
 import sys
 from pathlib import Path
 
-from mha_grade import by_hand, feedback, gradebook
+from mha_grade import by_hand, copies, feedback, gradebook
 from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
@@ -100,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="show the messages of the checks' hidden parts on the feedback "
                              "pages (they name the hidden cases: after the due date); by "
                              "default a page shows a hidden part's points only")
+    parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+                        help="a student's copies of one chapter: the one handed in last counts "
+                             "(latest, the default), or the one with the most points (best: "
+                             "grade with --copies best too, so that every copy is graded)")
+    parser.add_argument("--match", action="append", default=[], metavar="KEY=LOGIN",
+                        help="the roster's student a submission is (KEY as the report names "
+                             "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
+                             "the roster: settles what the report stops on as ambiguous")
     parser.add_argument("--source", type=Path, action="append", default=None,
                         help="instructor notebook(s) (default: every chapter in notebooks/)")
     args = parser.parse_args(argv)
@@ -135,9 +150,20 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not header:
             raise ValueError(f"--canvas-column {value!r}: write NN=HEADER")
         canvas_columns[chapter] = header
+    chosen = {}
+    for value in args.match:
+        key, sep, token = value.rpartition("=")
+        if not sep or not key:
+            raise ValueError(f"--match {value!r}: write KEY=LOGIN, or KEY= for nobody")
+        chosen[key] = token
     gradescope, metadata_notes = gradebook.gradescope_names(submissions)
+    files = by_hand.submission_files(submissions)
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
-                           hand_max=hand_max, default_hand_max=default_max)
+                           hand_max=hand_max, default_hand_max=default_max, rule=args.copies,
+                           handed_in={name: copies.handed_in(name, path)
+                                      for name, path in files.items()},
+                           chosen=chosen,
+                           exports=gradebook.gradescope_exports(submissions)[0])
     book.notes[:0] = notes + metadata_notes
     for chapter in book.chapters:  # the answers in words that autograded exercises ask for
         source = sources.get(chapter.number)
@@ -160,23 +186,26 @@ def run(args: argparse.Namespace) -> int:
         taken = {(s.key, e) for s in book.students for e, (p, _) in s.hand.items()
                  if p is not None}
         unused = [r for r in existing if uncell(r.get("points") or "").strip()
-                  and (uncell(r.get("student") or "").strip(),
+                  and (uncell(r.get("student") or ""),
                        (r.get("exercise") or "").strip()) not in taken]
     if args.hand_points:  # its rows win over ours (points_rows keeps the last of a key)
         existing = existing + gradebook.read_csv(args.hand_points)
 
     folder(out)
-    header, rows = gradebook.gradebook_rows(book)
-    write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
-                                      for row in [header, *rows]])
+    # points not taken would make totals that look right and are not: no gradebook then
+    complete = not (errors or unused)
     canvas, canvas_notes = gradebook.canvas_rows(book, canvas_columns, args.blank_missing)
-    write_csv(out / "canvas_import.csv", canvas)
-    pages = folder(out / "feedback")
-    for student in book.students:
-        with create(pages / feedback.file_name(student.key)) as handle:
-            handle.write(feedback.feedback_page(book, student, args.show_hidden))
+    if complete:
+        header, rows = gradebook.gradebook_rows(book)
+        write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
+                                          for row in [header, *rows]])
+        write_csv(out / "canvas_import.csv", canvas)
+        pages = folder(out / "feedback")
+        for student in book.students:
+            with create(pages / feedback.file_name(student.key)) as handle:
+                handle.write(feedback.feedback_page(book, student, args.show_hidden))
     hand = folder(out / "by_hand")
-    answers = by_hand.collect(book, by_hand.submission_files(submissions), sources)
+    answers = by_hand.collect(book, files, sources)
     for exercise, (prompt, found, nothing, base) in answers.items():
         with create(hand / by_hand.page_file(exercise)) as handle:
             handle.write(by_hand.answers_page(exercise, prompt, found, nothing, base))
@@ -193,7 +222,11 @@ def run(args: argparse.Namespace) -> int:
                         if c.number in s.notebooks and book.points(s, c, e) is None)
     lines = [f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
              f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
-             f"{len(answers)} by-hand page(s) in {out}"]
+             f"{len(answers)} by-hand page(s) in {out}" if complete else
+             f"WARNING: {len(book.students)} student(s), {len(book.chapters)} chapter(s): "
+             f"gradebook.csv, canvas_import.csv and the feedback pages NOT written (points "
+             f"not taken, below; an older copy of each in {out} is not this run's); wrote "
+             f"{len(answers)} by-hand page(s)"]
     if nothing:
         lines.append(f"handed in nothing ({len(nothing)}): "
                      + ", ".join(terminal(s.name) for s in nothing))
@@ -202,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
                      + ", ".join(terminal(s.key) for s in unknown))
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
+    if book.ignored:  # why is in grading_log.csv, and the gradebook's notes
+        lines.append(f"copies handed in earlier, not graded ({len(book.ignored)}): "
+                     + ", ".join(terminal(nb.name) for nb in book.ignored))
     if read_from:
         lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:

@@ -18,6 +18,8 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
   cap on all the bytes the submission can write;
 - the plan of the one submission it runs, read-only, and nothing else of the grader's machine:
   not the other submissions, the instructor's notebooks, the grades, or the home folder;
+- no kernel keyrings (a seccomp filter: they outlive the sandbox, per uid), and no system call
+  of another architecture's numbering;
 - resource limits: address space (``RLIMIT_AS``), processes (``RLIMIT_NPROC``, and a ``pids``
   cgroup when the grader runs as root), the size of
   one file (``RLIMIT_FSIZE``), CPU seconds, no core files; as root also a ``memory`` cgroup, the
@@ -203,6 +205,37 @@ def reserve_users(count: int) -> list[User]:
 
 
 _HELD: list[int] = []
+
+
+# The kernel's keyrings are kept per uid, beyond the processes that fill them: a notebook could
+# leave data in its uid's keyring for the next notebook graded as that uid (an outside attack:
+# reviews of issue 35). A seccomp filter (bwrap --seccomp) refuses the three keyring system calls,
+# as Docker's default profile does, and every call of another architecture's numbering (32-bit
+# or x32 calls on x86_64), which the notebook's Python never makes.
+KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)),  # AUDIT_ARCH_X86_64; add_key,
+                 "aarch64": (0xC00000B7, (217, 218, 219))}  # request_key, keyctl
+
+
+def keyring_filter() -> bytes | None:
+    """The seccomp program (classic BPF, ``struct sock_filter`` records) for this machine's
+    architecture; ``None`` where it has none here (the keyrings then stay open)."""
+    import struct
+
+    if platform.machine() not in KEYRING_CALLS:
+        return None
+    arch, calls = KEYRING_CALLS[platform.machine()]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, |JGE|K, BPF_RET
+    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, RET_ERRNO
+    n = len(calls)
+    program = [(load, 0, 0, 4),                 # the call's architecture
+               (jeq, 1, 0, arch),               # this machine's: on; any other: refused
+               (ret, 0, 0, refuse),
+               (load, 0, 0, 0),                 # the call's number
+               (jge, n + 1, 0, 0x40000000),     # x32 numbering: refused
+               *[(jeq, n - i, 0, call) for i, call in enumerate(calls)],
+               (ret, 0, 0, allow),
+               (ret, 0, 0, refuse)]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 
 
 class Prefix:
@@ -502,13 +535,22 @@ def start(prefix: Prefix, plan: Path, limits: Limits,
     # bwrap's options through a pipe (--args), so that /proc/1/cmdline in the sandbox does not
     # list the grader's folders
     read, write = os.pipe()
+    fds = [read]
+    program = keyring_filter()
+    if program is not None:  # bwrap reads it whole before the sandbox starts: a pipe holds it
+        seccomp, into = os.pipe()
+        os.write(into, program)
+        os.close(into)
+        fds.append(seccomp)
+        options = ["--seccomp", str(seccomp), *options]
     try:
         process = subprocess.Popen(["bwrap", "--args", str(read), *runner],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL, preexec_fn=limit,
-                                   start_new_session=True, env={}, pass_fds=(read,))
+                                   start_new_session=True, env={}, pass_fds=fds)
     finally:
-        os.close(read)
+        for fd in fds:
+            os.close(fd)
     with os.fdopen(write, "wb") as pipe:
         pipe.write(b"".join(o.encode() + b"\0" for o in options))
     return process, cgroup

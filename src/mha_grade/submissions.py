@@ -9,12 +9,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_grade import copies
 from mha_grade.assignments import Assignment
 from mha_grade.escape import display
 from mha_grade.exercise_format import (
     LABEL,
 )
 from mha_grade.files import read_regular
+from mha_grade.gradebook import gradescope_exports
 from mha_grade.outputs import (
     OUTPUT_NAMES,
     TEMPORARY,
@@ -116,10 +118,13 @@ def _kind(entry: os.DirEntry) -> str:
 
 
 def find_submissions(folder: Path, assignments: list[Assignment],
-                     out: Path | None = None) -> list[Found]:
+                     out: Path | None = None, rule: str | None = copies.DEFAULT_RULE
+                     ) -> list[Found]:
     """Every entry under ``folder``: a notebook to grade, or a row saying why it is not graded
     (symbolic links, hidden files and folders, FIFOs and other special files are reported,
-    never followed, opened or searched). The grader's own outputs in ``out`` are left out."""
+    never followed, opened or searched; with ``rule`` "latest", a student's copies of a chapter
+    but the last; ``None``: copies left to the caller). The grader's own outputs in ``out``
+    are left out."""
     found: list[Found] = []
     own = out.resolve() if out is not None else None
     stack = [folder]
@@ -159,26 +164,52 @@ def find_submissions(folder: Path, assignments: list[Assignment],
             else:
                 found.append(Found(relative, None, "not a notebook (.ipynb): skipped"))
     found.sort(key=lambda f: f.relative)
-    # two notebooks of one chapter by one student: both graded, both reported. A student is a
-    # folder below SUBMISSIONS, or, for files directly in it, the prefix of the file name
-    for items in same_chapter(found, assignments).values():
-        if len(items) > 1:
-            for item in items:
-                others = ", ".join(display(o.relative) for o in items if o is not item)
-                item.problem = f"duplicate: the same student's chapter is also in {others}"
+    if rule is not None:
+        mark_copies(found, assignments, rule, gradescope_exports(folder)[0])
     return found
 
 
-def same_chapter(found: list[Found], assignments: list[Assignment]
+def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
+                exports: list[str] = ()) -> None:
+    """One student's copies of a chapter, by the ``copies`` rule: with "latest", every copy but
+    the one handed in last is not graded (``path`` None); with "best", all are graded. Every
+    copy's row says which copies there are and what became of each. ``exports``: as
+    ``copies.owner_of``."""
+    if rule not in copies.RULES:
+        raise ValueError(f"rule must be one of {', '.join(copies.RULES)}, not {rule!r}")
+    for (owner, chapter), items in same_chapter(found, assignments, exports).items():
+        if len(items) < 2:
+            continue
+        kept, _ = copies.counted(items, "latest", lambda f: copies.handed_in(f.relative, f.path))
+        how = copies.order_name(kept.relative)
+        whose = f"chapter {chapter} handed in {len(items)} times by {display(owner)}"
+        others = ", ".join(display(o.relative) for o in items if o is not kept)
+        if rule == "best":
+            for item in items:
+                rest = ", ".join(display(o.relative) for o in items if o is not item)
+                item.problem = (f"duplicate: {whose}, every copy graded (--copies best): the "
+                                f"one with the most points counts; the others: {rest}")
+            continue
+        kept.problem = (f"duplicate: {whose}: this copy, handed in last ({how}), is graded; "
+                        f"not graded: {others}")
+        for item in items:
+            if item is not kept:
+                item.path = None
+                item.problem = (f"{copies.IGNORED}{whose}: {display(kept.relative)}, handed in "
+                                f"last ({how}), is graded, not this one (grade every copy "
+                                "with --copies best)")
+
+
+def same_chapter(found: list[Found], assignments: list[Assignment], exports: list[str] = ()
                  ) -> dict[tuple[str, str], list[Found]]:
-    """(student, chapter) -> the notebooks found for it (the chapter each is graded as: by its
-    name or its exercise labels, as ``chapter_of``)."""
+    """(student, chapter) -> the notebooks found for it: the student as ``copies.owner_of``
+    says (exactly), the chapter each is graded as (by its name or its exercise labels, as
+    ``chapter_of``)."""
     owners: dict[tuple[str, str], list[Found]] = {}
     for item in found:
         assignment = chapter_of_file(item.relative, item.path, assignments)
         if assignment is not None:
-            parent, _, name = item.relative.rpartition("/")
-            owner = parent or name.split(assignment.name)[0].strip(" _-.")
+            owner = copies.owner_of(item.relative, assignment.name, exports).key
             owners.setdefault((owner, assignment.chapter), []).append(item)
     return owners
 

@@ -244,6 +244,7 @@ class GridSelfAttention(nn.Module):
 
     @property
     def head_dim(self) -> int:
+        """Features per head of the attention layer inside."""
         return self.attn.head_dim
 
     def attention_weights(self, height: int, width: int) -> torch.Tensor:
@@ -284,6 +285,8 @@ class GridSelfAttention(nn.Module):
         return queries, keys
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Images ``(B, C_in, H, W)`` -> ``(B, C_out, H, W)``, in the module's dtype: what the
+        convolution computes. Raises ``ValueError`` naming ``x`` for another shape or dtype."""
         queries, keys = self._tokens(x)
         batch, _, height, width = x.shape
         scores = self._scores(queries, keys, height, width)  # (B or 1, h, n_q, n_k)

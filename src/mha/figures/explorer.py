@@ -37,7 +37,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mha._checks import check_output_allocation, require_int, require_values
+from mha._checks import (
+    check_output_allocation,
+    require_distributions,
+    require_int,
+    require_values,
+)
 
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 HEIGHT = 560  # pixels
@@ -68,6 +73,8 @@ def _as_array(weights: object) -> np.ndarray:
                          f"(heads, n_q, n_k), got {tuple(weights.shape)}")
     if not np.isfinite(weights).all():
         raise ValueError("weights must be finite (no NaN or inf)")
+    # the colour scale and the hover say "weight": raw scores would be drawn without a word
+    require_distributions("weights", torch.from_numpy(weights))
     return weights
 
 
@@ -177,6 +184,11 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     ``layer`` and ``head`` (counting from 0; ``head=None`` shows all heads) choose what is
     shown first; menus change both. Weights are rounded to ``decimals`` places (the hover
     shows that many), so the chart reproduces exactly; each is stored as a float32.
+
+    Raises ``ValueError`` for weights that are not distributions (values >= 0, each row
+    summing to 1, or 0 for a query that attends to nothing): scores before the softmax, or
+    dropped-out weights from training mode. A layer's ``(B, h, n, n)`` weights for a batch
+    would pass for ``(layers, heads, n, n)``: pass one sequence's ``weights[b]``.
     """
     w = _as_array(weights)
     layers, heads, n_q, n_k = w.shape

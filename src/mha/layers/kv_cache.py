@@ -24,6 +24,16 @@ class KVCache:
     Shapes: ``keys`` and ``values`` are ``(B, h_kv, n, d_k)`` and ``(B, h_kv, n, d_v)``, or
     ``None`` while the cache is empty. Pass one cache per layer as
     ``MultiHeadAttention(...)(x, cache=cache, is_causal=True)``.
+
+    A compiled decode step (``torch.compile``) may take the cache as an argument: each
+    ``append`` in eager mode marks the length dimension dynamic, so the step compiles once
+    for every length (``tests/test_compile.py``: 64 steps, one compilation).
+
+    The cache keeps the autograd history of what it holds: a second ``backward()`` through
+    earlier steps needs ``retain_graph=True``, or fill the cache under ``torch.no_grad()``
+    (as :func:`mha.generate` does); ``copy.deepcopy`` refuses such a cache, as torch refuses
+    to deepcopy a non-leaf tensor. Inside ``torch.func.vmap`` pass keys and values in and out
+    as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
     """
 
     def __init__(self) -> None:
@@ -41,14 +51,37 @@ class KVCache:
             return 0
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values))
 
+    def __deepcopy__(self, memo: dict) -> KVCache:
+        """A copy with cloned tensors; refused while they carry autograd history."""
+        held = [t for t in (self.keys, self.values) if t is not None]
+        if any(t.grad_fn is not None for t in held):
+            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
+                             "cannot copy: fill it under torch.no_grad(), or copy the "
+                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
+                             "values alike)")
+        copy = KVCache()
+        copy.keys, copy.values = (None if t is None else t.clone()
+                                  for t in (self.keys, self.values))
+        return copy
+
     def append(
         self, keys: torch.Tensor, values: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new tokens' ``keys`` ``(B, h_kv, n_new, d_k)`` and ``values``; return all.
         NaN or inf values are stored as given: like any attention input they reach the outputs
-        that read them (nothing non-finite is hidden, see :func:`mha.attention`)."""
+        that read them (nothing non-finite is hidden, see :func:`mha.attention`).
+
+        Raises ``ValueError`` for tensors that are not 4-D floating, of another dtype or
+        device than the cache, or whose ``(B, h_kv, ., d)`` do not fit it (nothing is added
+        then), and :class:`mha.MemoryBudgetError` when the cache would exceed the budget."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
+        if (self.keys is not None and not torch.compiler.is_compiling()
+                and torch._C._functorch.is_functorch_wrapped_tensor(self.keys)
+                and not torch._C._functorch.is_functorch_wrapped_tensor(keys)):
+            raise ValueError("this KVCache was filled inside torch.func.vmap and holds its "
+                             "batched tensors, which do not outlive it: use a new KVCache "
+                             "here (inside vmap, pass keys and values in and out as tensors)")
         require_same_dtype(("keys", keys), ("values", values),
                            *([("the cached keys", self.keys)] if self.keys is not None else []))
         require_same_device(("keys", keys), ("values", values))
@@ -64,10 +97,12 @@ class KVCache:
         n = len(self) + keys.shape[-2]
         check_allocation("the KV cache", (2, *keys.shape[:2], n, max(keys.shape[-1],
                          values.shape[-1])), keys.dtype,
-                         f"use shorter sequences (the cache holds {len(self)} tokens, keys "
-                         f"adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
+                         lambda: f"use shorter sequences (the cache holds {len(self)} tokens, "
+                         f"keys adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
         if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
+            # contiguous like every later torch.cat, so that a compiled step sees one layout
+            # (a head-split view of the projections has other strides: a recompile)
+            self.keys, self.values = keys.contiguous(), values.contiguous()
         else:
             if keys.shape[:2] != self.keys.shape[:2] or keys.shape[-1] != self.keys.shape[-1]:
                 raise ValueError(
@@ -75,4 +110,9 @@ class KVCache:
                     f"{tuple(self.keys.shape)}: (B, h_kv, ·, d_k) must agree")
             self.keys = torch.cat([self.keys, keys], dim=-2)  # (B, h_kv, n + n_new, d_k)
             self.values = torch.cat([self.values, values], dim=-2)  # (B, h_kv, n + n_new, d_v)
+        if not torch.compiler.is_compiling():
+            # the length grows at every step: a compiled step traces it as a symbol from its
+            # first call instead of compiling once per length (hints only, nothing is copied)
+            torch._dynamo.maybe_mark_dynamic(self.keys, 2)
+            torch._dynamo.maybe_mark_dynamic(self.values, 2)  # (B, h_kv, n, d)
         return self.keys, self.values

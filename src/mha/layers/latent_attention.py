@@ -75,13 +75,19 @@ class LatentCache:
             require_same_device(("latents", latents), ("the cached latents", self.latents))
         check_allocation("the latent cache", (batch, len(self) + n_new,
                          latents.shape[2] + rope_keys.shape[3]), latents.dtype,
-                         f"use shorter sequences (the cache holds {len(self)} tokens, latents "
-                         f"adds {n_new}) or a smaller batch ({batch})")
+                         lambda: f"use shorter sequences (the cache holds {len(self)} tokens, "
+                         f"latents adds {n_new}) or a smaller batch ({batch})")
         if self.latents is None:
-            self.latents, self.rope_keys = latents, rope_keys
+            # contiguous like every later torch.cat: a compiled step then sees one layout
+            self.latents, self.rope_keys = latents.contiguous(), rope_keys.contiguous()
         else:
             self.latents = torch.cat([self.latents, latents], dim=1)  # (B, n + n_new, d_c)
             self.rope_keys = torch.cat([self.rope_keys, rope_keys], dim=2)  # (B, 1, n + n_new, r)
+        if not torch.compiler.is_compiling():
+            # the length grows at every step: a compiled step traces it as a symbol from its
+            # first call instead of compiling once per length (hints only, nothing is copied)
+            torch._dynamo.maybe_mark_dynamic(self.latents, 1)
+            torch._dynamo.maybe_mark_dynamic(self.rope_keys, 2)
         return self.latents, self.rope_keys
 
     @property
@@ -118,6 +124,10 @@ class MultiHeadLatentAttention(nn.Module):
         rope_dim: d_h^R, the size of the decoupled rotary query and key (even).
         head_dim: d_h; defaults to ``embed_dim // num_heads``.
         base: the rotary base.
+
+    ``torch.compile(fullgraph=True)`` traces it in one graph (``dynamic=True``: one for every
+    length; a growing :class:`LatentCache` compiles once), and ``torch.export`` takes a
+    dynamic length (see :class:`mha.MultiHeadAttention`).
     """
 
     def __init__(
@@ -188,6 +198,11 @@ class MultiHeadLatentAttention(nn.Module):
         :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
         False (the arguments exist so a decoder block can call any of the course's layers
         alike). NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
+
+        Raises ``ValueError`` naming the argument for ``x`` of another shape, dtype or device,
+        a ``cache`` of another batch or sizes, a bad ``head_mask``, ``is_causal=False`` or
+        ``need_weights=True``; :class:`mha.MemoryBudgetError` before an over-budget
+        allocation. A call that raises leaves ``cache`` as it was.
         """
         require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
@@ -214,8 +229,8 @@ class MultiHeadLatentAttention(nn.Module):
         width = self.latent_dim + r if absorb else d + r
         check_output_allocation("the keys of MultiHeadLatentAttention", "x", x,
                                 (batch, h, past + n, width), x.dtype,
-                                f"use shorter sequences (x has {n} tokens, the cache {past}) "
-                                f"or smaller batches")
+                                lambda: f"use shorter sequences (x has {n} tokens, the cache "
+                                f"{past}) or smaller batches")
         check_output_allocation("MultiHeadLatentAttention's causal mask", "x", x,
                                 (n, past + n), torch.bool, "use shorter sequences")
         positions = torch.arange(past, past + n, device=x.device)

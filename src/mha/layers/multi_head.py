@@ -1,19 +1,6 @@
 """Multi-head attention: h heads, each with its own projections, concatenated and projected.
 
-Compiling and vmapping. ``torch.compile(fullgraph=True)`` traces :class:`MultiHeadAttention`
-in one graph (with or without weights, causal, masks, grouped-query heads, a
-:class:`mha.KVCache` decode step), and ``torch.func.vmap`` maps it over an extra leading
-dimension (masks included); ``tests/test_compile.py`` checks both against eager outputs. The
-argument checks look at shapes and dtypes only, which Dynamo folds into constants. The one
-check that reads values, the fused path's look for NaN and inf, is skipped when compiled or
-vmapped and can be switched off in eager mode with :func:`mha.set_debug` (see there for what
-changes). What does not compile in one graph: :class:`mha.TinyDecoder` and
-:func:`mha.generate` (the token ids' range check reads the ids on the host: one graph break
-each), causal :func:`mha.chunked_attention` (it skips key blocks by their values),
-:func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading it).
-``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take the
-argument checks' Python (``isinstance`` on unions, f-strings, keyword-only options, the
-``KVCache`` object); use ``torch.compile`` or ``torch.export`` instead.
+Compiling and vmapping: see the class docstring of :class:`MultiHeadAttention`.
 """
 
 from __future__ import annotations
@@ -74,6 +61,26 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: key/value heads h_kv, a divisor of h; defaults to h.
         dropout: probability of zeroing each attention weight in training (the weights returned
             are the dropped ones, as in ``nn.MultiheadAttention``); nothing in ``eval()`` mode.
+
+    Compiling, exporting, vmapping. ``torch.compile(fullgraph=True)`` traces every path in one
+    graph (weights or fused, causal, masks, grouped-query heads, a :class:`mha.KVCache`), and
+    ``dynamic=True`` makes that one graph for every sequence length. A decode loop that
+    passes a growing ``KVCache`` to a compiled step compiles once and never recompiles: the
+    cache marks its length dynamic (``torch._dynamo.maybe_mark_dynamic``), and no check
+    turns a size into a constant. ``torch.export`` with a dynamic length works, and
+    ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
+    ``tests/test_compile.py`` checks all of these against eager outputs, as for
+    :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
+    :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
+    read values (the fused path's look for NaN and inf, :func:`mha.apply_rotary`'s range of
+    positions, token ids in range) run in eager mode and are skipped when compiled, exported
+    or vmapped (:func:`mha.set_debug` switches the first off in eager mode too). What does
+    not compile in one graph: :func:`mha.generate` (a Python loop that reads each token;
+    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does), causal
+    :func:`mha.chunked_attention` (it skips key blocks by their values),
+    :func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading
+    it). ``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take
+    the argument checks' Python; use ``torch.compile`` or ``torch.export`` instead.
     """
 
     def __init__(
@@ -171,7 +178,15 @@ class MultiHeadAttention(nn.Module):
 
         Returns ``(output (B, n_q, embed_dim), weights (B, h, n_q, n_k) or None)``. The
         weights are each head's attention distribution, before any ``head_mask`` gate.
+
+        Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
+        the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
+        cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
+        ``cache`` of another batch or head size; :class:`mha.MemoryBudgetError` (before
+        allocating) when the weights or projections would exceed the memory budget. A call
+        that raises leaves ``cache`` as it was.
         """
+        self._check_defaults(key, value)
         key = query if key is None else key
         value = key if value is None else value
         self._check_inputs(query, key, value)
@@ -190,12 +205,14 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             check_output_allocation("the attention weights", "query", query,
                                     (batch, self.num_heads, n_q, n_k), query.dtype,
-                                    f"pass need_weights=False (fused kernel), or use fewer "
-                                    f"than n_q = {n_q} queries and n_k = {n_k} keys")
+                                    lambda: f"pass need_weights=False (fused kernel), or "
+                                    f"use fewer than n_q = {n_q} queries and n_k = {n_k} keys")
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k)
         if key_padding_mask is not None:
             mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
+        # every check before the cache grows: a call that raises leaves the cache as it was
+        gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
         q, k, v = self._project(query, key, value)
         if cache is not None:
@@ -206,8 +223,8 @@ class MultiHeadAttention(nn.Module):
         else:
             heads, weights = self._fused_attention(q, k, v, mask, is_causal, dropout), None
 
-        if head_mask is not None:
-            heads = heads * self._gates(head_mask, batch)
+        if gates is not None:
+            heads = heads * gates
         merged = heads.transpose(1, 2).reshape(batch, n_q, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights
 
@@ -327,6 +344,28 @@ class MultiHeadAttention(nn.Module):
     def _gates(self, head_mask: torch.Tensor, batch: int) -> torch.Tensor:
         weight = self.out_proj.weight
         return require_head_mask(head_mask, self.num_heads, batch, weight.dtype, weight.device)
+
+    def _check_defaults(self, key, value) -> None:
+        """An omitted ``key`` is ``query`` and an omitted ``value`` is ``key``: say so when the
+        module's sizes cannot take that, rather than blame the tensor that was passed."""
+        if key is None and self.kdim != self.embed_dim:
+            raise ValueError(f"key is omitted, so it defaults to query ({self.embed_dim} "
+                             f"features), but this module has kdim={self.kdim}: pass key")
+        if value is None and (self.vdim != self.kdim if key is not None
+                              else self.vdim != self.embed_dim):
+            source = "key" if key is not None else "query"
+            size = self.kdim if key is not None else self.embed_dim
+            raise ValueError(f"value is omitted, so it defaults to {source} ({size} "
+                             f"features), but this module has vdim={self.vdim}: pass value")
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # torch's own message would list missing and unexpected keys without saying why
+        if any(f"{prefix}{name}" in state_dict for name in
+               ("in_proj_weight", "q_proj_weight", "in_proj_bias")):
+            raise ValueError(f"state_dict holds nn.MultiheadAttention's parameters "
+                             f"({prefix}in_proj_weight ...), laid out differently: convert the "
+                             f"module itself with mha.MultiHeadAttention.from_torch(module)")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _check_inputs(self, query, key, value) -> None:
         for name, x, size in [("query", query, self.embed_dim), ("key", key, self.kdim),

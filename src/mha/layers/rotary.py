@@ -6,6 +6,7 @@ import torch
 
 from mha._checks import (
     check_output_allocation,
+    may_read_values,
     require_base,
     require_features,
     require_float_tensor,
@@ -43,6 +44,11 @@ def apply_rotary(
     Returns a tensor of ``x``'s shape; rotations keep every vector's norm. Positions beyond
     ``+-2**32`` are refused (their angles would no longer resolve the offsets). NaN and inf
     in ``x`` stay in the rotated pairs that hold them (a rotation mixes the two of a pair).
+
+    Raises ``ValueError`` naming ``x``, ``positions`` or ``base`` for a wrong shape, dtype,
+    device or value (the range and finiteness of ``positions`` are read in eager mode only:
+    compiled code cannot branch on values), :class:`mha.MemoryBudgetError` before an
+    over-budget allocation.
     """
     require_float_tensor("x", x, min_dim=2)
     n, d = x.shape[-2], x.shape[-1]
@@ -67,7 +73,8 @@ def apply_rotary(
     if grown:
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to x's "
                          f"tokens {tuple(x.shape[:-1])} without growing them")
-    if positions.is_floating_point() and not torch.isfinite(positions).all():
+    if positions.is_floating_point() and may_read_values(positions) and not bool(
+            torch.isfinite(positions).all()):
         raise ValueError("positions must be finite, got NaN or inf")
     # float64 angles p * omega carry an error near |p| * 2**-53 rad: below 2**32 it stays under
     # float32's resolution, beyond it the scores would stop depending on offsets only
@@ -93,6 +100,8 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     The parameters are those of :class:`mha.MultiHeadAttention` (``head_dim`` must be even);
     only the step between the projections and the attention changes:
     ``head_i = Attention(RoPE(X W_Q,i), RoPE(X W_K,i), X W_V,i)``. Values are not rotated.
+    It compiles in one graph (``fullgraph=True``; ``dynamic=True``: one for every length); the
+    range check on ``positions`` runs in eager mode only.
     """
 
     def __init__(
@@ -125,7 +134,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
         (``num_kv_heads``) and dropout (in training) as there too. Returns
         ``(output (B, n, embed_dim), weights (B, h, n, n))``. NaN and inf in ``x`` reach the
-        outputs (the rule of :func:`mha.attention`).
+        outputs (the rule of :func:`mha.attention`). Raises ``ValueError`` naming ``x``,
+        ``positions`` or ``mask`` when its shape, dtype or device does not fit (positions
+        beyond ``+-2**32`` too, in eager mode), :class:`mha.MemoryBudgetError` before an
+        over-budget allocation.
         """
         require_features("x", x, self.embed_dim, self)
         batch, n, _ = x.shape

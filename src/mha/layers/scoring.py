@@ -121,6 +121,9 @@ class AdditiveScore(nn.Module):
         self.w_v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        """Scores ``(..., n_q, n_k)`` of ``query`` ``(..., n_q, d_q)`` against ``key``
+        ``(..., n_k, d_k)``, in the module's dtype; raises ``ValueError`` as
+        :func:`mha.additive_scores` does (shapes, dtypes, devices that do not fit)."""
         # nn.Linear stores its weight as (out, in); the formula wants (in, out).
         return additive_scores(query, key, self.w_q.weight.T, self.w_k.weight.T,
                                self.w_v.weight[0], self.w_q.bias)

@@ -14,12 +14,13 @@ from mha._checks import (
     check_output_allocation,
     require_callable,
     require_features,
+    require_finite,
     require_flag,
     require_generator,
+    require_head_mask,
     require_int,
     require_int_tensor,
     require_module,
-    require_no_nan,
     require_number,
     require_optional_int,
     require_tensor,
@@ -101,6 +102,12 @@ class TinyDecoder(nn.Module):
         make_attention: optional factory returning each block's attention layer (for
             example a :class:`mha.MultiHeadLatentAttention`); default
             ``MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)``.
+
+    ``torch.compile(model, fullgraph=True)`` traces a forward pass in one graph, with or
+    without ``caches``; a decode loop feeding one token at a time with the caches compiles
+    once (``benchmarks/compiled_decoding.py``). The check that token ids lie in the
+    vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
+    index check remains). :func:`mha.generate` itself does not compile (a Python loop).
     """
 
     def __init__(
@@ -175,6 +182,13 @@ class TinyDecoder(nn.Module):
         hold: they sit at positions ``len(cache) ..``, and their keys and values are added to
         the caches. ``head_mask``: gates of shape ``(layers, heads)``, layer ``l``'s heads
         multiplied by row ``l`` (Michel et al. 2019).
+
+        Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
+        in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
+        cached ones, ``caches`` not made by :meth:`new_caches` (or of unequal lengths), a bad
+        ``head_mask`` (every row is checked before any cache grows, so a call that raises
+        leaves the caches as they were); :class:`mha.MemoryBudgetError` before an
+        over-budget allocation.
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
@@ -190,7 +204,9 @@ class TinyDecoder(nn.Module):
                 if not isinstance(cache, KVCache | LatentCache):
                     raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
                                      f"model.new_caches()), got {type(cache).__name__}")
-            if len({len(cache) for cache in caches}) > 1:
+            lengths = [len(cache) for cache in caches]
+            # compared, not put in a set: hashing a traced length would fix it to one value
+            if any(length != lengths[0] for length in lengths[1:]):
                 raise ValueError(f"the caches hold different numbers of tokens "
                                  f"{[len(cache) for cache in caches]}: use fresh ones")
         past = 0 if caches is None else len(caches[0])
@@ -204,6 +220,11 @@ class TinyDecoder(nn.Module):
                              f"{len(self.blocks)} layers, got "
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
         n = tokens.shape[1]
+        if head_mask is not None:  # each layer's gates now: a raise in layer 2 would leave
+            for layer, block in enumerate(self.blocks):  # layer 1's cache one call ahead
+                weight = block.attn.out_proj.weight
+                require_head_mask(head_mask[layer], block.attn.num_heads, tokens.shape[0],
+                                  weight.dtype, weight.device)
         # the widest activation: the logits, the MLP's hidden layer or the residual stream
         width = max(self.vocab_size, self.token_embedding.embedding_dim,
                     *(block.mlp[0].out_features for block in self.blocks))
@@ -238,7 +259,19 @@ def generate(
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
-    sequence. Both give the same tokens.
+    sequence. Both give the same tokens. There is no padding: every row is continued after its
+    last token, so a row padded at the end would continue from the pad; batch prompts of one
+    length (generate the others separately).
+
+    The model runs in eval mode (no dropout) and gets its training mode back when the call
+    returns or raises; meanwhile another thread sharing the model sees ``training == False``
+    (``nn.Module``'s mode is the module's, not the thread's): do not generate from a model
+    another thread is training. Not for ``torch.compile``: a Python loop that reads every
+    token; compile the model's step instead (see :class:`mha.TinyDecoder`).
+
+    Raises ``ValueError`` on a bad argument (named), on ``prompt`` ids outside
+    ``0 .. vocab_size - 1``, on ``prompt length + steps > model.max_len``, and on NaN logits
+    (a NaN weight); :class:`mha.MemoryBudgetError` when the tokens would exceed the budget.
     """
     require_module("model", model, TinyDecoder)
     steps = require_int("steps", steps, minimum=0)
@@ -258,23 +291,36 @@ def generate(
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
     was_training = model.training
-    model.eval()
+    model.eval()  # dropout off; training mode comes back even if a step raises
+    try:
+        return _generate(model, prompt, steps, use_cache, temperature, generator)
+    finally:
+        model.train(was_training)
+
+
+def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
+              temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`generate`'s loop, on checked arguments and a model in eval mode."""
     tokens = prompt
     caches = model.new_caches() if use_cache else None
     new_input = prompt
     for _ in range(steps):
         logits = model(new_input if use_cache else tokens, caches=caches)[:, -1]  # (B, V)
         # argmax of NaN picks token 0 and multinomial fails deep in torch: say why here
-        require_no_nan("the logits of model", logits, "check model's parameters (a NaN weight, "
-                       "e.g. from a diverged training run, reaches every logit)")
+        require_finite("the logits of model", logits, "check model's parameters (a NaN or "
+                       "inf weight, e.g. from a diverged training run, reaches every logit)")
         if temperature == 0:
             next_token = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         else:
-            probs = torch.softmax(logits / temperature, dim=-1)
+            scaled = logits / temperature  # (B, V)
+            if not bool(torch.isfinite(scaled).all()):  # else multinomial fails on NaN
+                raise ValueError(f"temperature={temperature:g} is too small for "
+                                 f"{logits.dtype} logits (logits / temperature overflows); "
+                                 f"use temperature=0 for greedy decoding, or a larger one")
+            probs = torch.softmax(scaled, dim=-1)
             next_token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
         tokens = torch.cat([tokens, next_token], dim=1)
         new_input = next_token
-    model.train(was_training)
     return tokens
 
 
@@ -319,7 +365,8 @@ def bits_per_byte(
 
     The windows are the first ``num_windows`` non-overlapping stretches of ``length + 1``
     tokens, so every model is scored on the same text. A model that knows nothing (uniform over
-    256 bytes) scores 8.
+    256 bytes) scores 8. The model runs in eval mode and gets its training mode back when the
+    call returns or raises (as in :func:`generate`, other threads see the eval mode meanwhile).
     """
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
@@ -333,10 +380,12 @@ def bits_per_byte(
                          f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
     was_training = model.training
-    model.eval()
-    logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
-                                                                   head_mask=head_mask)
-    model.train(was_training)
+    model.eval()  # dropout off; training mode comes back even if the model raises
+    try:
+        logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
+                                                                       head_mask=head_mask)
+    finally:
+        model.train(was_training)
     return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)
 
 

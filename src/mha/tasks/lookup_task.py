@@ -85,6 +85,8 @@ class LookupModel(nn.Module):
         self.readout = nn.Linear(in_features, out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, n, in_features)`` tokens -> ``(B, n, out_features)`` predictions; what
+        raises is what the attention layer raises on ``x``."""
         return self.readout(self.attention(x)[0])
 
 

@@ -10,8 +10,11 @@ for ``"sinusoidal"`` and ``"learned"``); ``"rope"`` rotates queries and keys ins
 
 Where a sequence starts is a choice of the data: ``start`` places its tokens at positions
 ``start .. start + n - 1``, and training can draw a new start for each batch (``max_start``).
-Trained from position 0 only, an absolute rule ("attend to position i - 1") and a relative one
-("attend one place back") fit the data equally well; varied starts tell them apart.
+Trained on positions 0..15 only, a score fitted to those positions (one that depends on the
+positions i and j themselves) and a score that depends on the offset i - j alone fit the data
+equally well; only positions outside the trained ones tell them apart. Chapter 6 measures that
+the range of positions training covers, through starts or through length, decides which one
+training finds.
 """
 
 from __future__ import annotations
