@@ -6,6 +6,7 @@ import torch
 
 from mha.analysis.diagonal import diagonal_violations
 from mha.exercises import Wrong, exercise_check, finite_number, seed, within
+from mha.checks.ch01 import SOFTMAX_OPS
 from mha.layers.attention import attention, self_attention
 
 
@@ -85,7 +86,9 @@ def _prefers_other_cases(answer, cases: list[tuple[torch.Tensor, bool]], first: 
 
 @exercise_check("2.2", points=0.5, part="collinear, integer and real-valued tokens",
                 reference_names=("mha.self_attention", "mha.attention.self_attention",
-                                 "mha.diagonal_violations", "mha.diagonal.diagonal_violations"))
+                                 "mha.diagonal_violations", "mha.diagonal.diagonal_violations",
+                                 "mha.attention"),
+                forbidden_ops=SOFTMAX_OPS)  # "without a softmax"
 def prefers_other(answer) -> None:
     """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
     _prefers_other_cases(answer, _cases_for_prefers_other())
@@ -108,7 +111,7 @@ def _single_and_zero_tokens(answer) -> None:
                          first=4)
 
 
-@exercise_check("2.4")
+@exercise_check("2.4", reference_names=("mha.checks.ch02",))  # no mha callable solves it
 def previous_token_projections(answer) -> None:
     """``answer(n)`` must return ``(w_q, w_k)`` with which one-hot token i attends to i - 1.
 
