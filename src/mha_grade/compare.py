@@ -60,6 +60,10 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             outcome.status[exercise.name] = "by hand"
             continue
         got = [results.get(str(i)) for i in exercise.checks]
+        entered = sorted({name for r in got if r for name in r.entered})
+        if entered:  # observed at run time (mha.answer_watch): for the instructor, no points
+            outcome.flags.append(f"calls the reference of exercise {exercise.name} (seen when "
+                                 f"its check called the answer: {', '.join(entered)[:300]})")
         # partial credit: a check's points are those of the parts it passed (mha.exercises),
         # so a check that is "wrong" on one part still counts its other parts
         outcome.points[exercise.name] = tidy(sum(r.points for r in got if r))
