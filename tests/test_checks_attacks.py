@@ -581,6 +581,8 @@ def test_each_chapters_own_solutions_pass_its_checks_under_other_hidden_seeds(pa
                 finally:
                     set_grading_seed(None)
                 assert result.status == "correct", (exercise.name, grading_seed, result.message)
+                # the chapter's own answer is no call of the course's reference (mha.answer_watch)
+                assert not result.entered, (exercise.name, result.entered)
                 graded += 1
     checked = [e for e in fmt.parse(nb) if e.checks and e.name not in NEED_THE_NOTEBOOK]
     assert checked and graded == 3 * sum(len(e.checks) for e in checked)
