@@ -536,8 +536,8 @@ def test_every_check_declares_its_reference_names_and_each_resolves_to_a_callabl
     named = 0
     for check in checks:
         assert isinstance(check.reference_names, tuple), check.exercise
-        for name in check.reference_names:
-            assert callable(resolve(name)), (check.exercise, name)
+        for name in check.reference_names:  # a callable, or the check's own module
+            assert callable(resolve(name)) or name == check.__module__, (check.exercise, name)
         named += bool(check.reference_names)
     # the nine exercises that one call of mha solved, at least
     flagged = {c.exercise for c in checks if c.reference_names}

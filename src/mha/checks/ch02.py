@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from mha.analysis.diagonal import diagonal_violations
-from mha.exercises import Wrong, exercise_check, finite_number, seed, within
 from mha.checks.ch01 import SOFTMAX_OPS
+from mha.exercises import Wrong, exercise_check, finite_number, seed, within
 from mha.layers.attention import attention, self_attention
 
 
