@@ -554,7 +554,11 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     return status, message, {e for e in entered if not e.startswith("torch op ")}
 
 
-def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Result:
+PHASES = ("all", "shown", "hidden")
+
+
+def evaluate(checker: Callable, exercise: str, points: float, answer: Ref,
+             phase: str = "all") -> Result:
     """Run ``checker`` on ``answer`` (a ``Ref``) and turn what happens into a ``Result``.
 
     A checker made by ``exercise_check`` with several parts (a ``Checker``) is run part by
@@ -563,20 +567,50 @@ def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Re
     grading (``grading()``); in a notebook the message says what they are worth. Every call of
     the answer is watched (``mha.answer_watch``) for the check's references, which the result
     lists (``entered``), and for the torch ops its exercise forbids, which make a part wrong.
+
+    ``phase`` lets the grader run the hidden parts apart, after the notebook's last cell
+    (mha_grade.run_notebook): ``"shown"`` runs the parts that are not hidden, ``"hidden"`` the
+    hidden ones only (``with_hidden`` then joins the two results); ``"all"`` runs both.
     """
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
     parts = getattr(checker, "parts", None)
     if not parts:
+        if phase == "hidden":
+            return Result(exercise, 0, 0, "correct", "correct")  # nothing hidden to run
         status, message, entered = _watched_run(checker, checker, answer)
         return Result(exercise, points if status == "correct" else 0, points, status, message,
                       entered=tuple(sorted(entered)))
-    ran = [part for part in parts if grading() or not part.hidden]
+    ran = [part for part in parts if (grading() or not part.hidden)
+           and (phase == "all" or part.hidden == (phase == "hidden"))]
     results, entered = [], set()
     for part in ran:
         status, message, seen = _watched_run(checker, part.run, answer)
         entered |= seen
         results.append(PartResult(part.name, part.points if status == "correct" else 0,
                                   part.points, part.hidden, status, message))
-    not_run = tidy(sum(p.points for p in parts if p.hidden and p not in ran))
+    not_run = 0 if grading() else tidy(sum(p.points for p in parts if p.hidden))
+    return _joined(exercise, parts, results, not_run, entered)
+
+
+def with_hidden(shown: Result | None, hidden: Result) -> Result:
+    """The verdict of a check whose parts ran in two phases: ``shown``'s parts and then
+    ``hidden``'s, as one result (``shown`` is None when no shown phase ran)."""
+    if shown is None:
+        return hidden
+    if not hidden.parts:
+        return shown
+    results = [*(shown.parts or [PartResult("the check's cases", shown.points,
+                                            shown.max_points, False, shown.status,
+                                            shown.message)]), *hidden.parts]
+    return _joined(shown.exercise, None, results, 0, {*shown.entered, *hidden.entered})
+
+
+def _joined(exercise: str, parts: list | None, results: list[PartResult], not_run: float,
+            entered: set[str]) -> Result:
+    """One result from its parts' verdicts (and the points of hidden parts not run here)."""
+    if not results:
+        return Result(exercise, 0, 0, "correct", "correct", (), not_run, tuple(sorted(entered)))
     statuses = [r.status for r in results]
     status = next((s for s in statuses if s not in ("correct", "not done")),
                   "not done" if "not done" in statuses else "correct")
@@ -585,7 +619,7 @@ def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Re
     else:
         message = "; ".join(_part_line(r) for r in results)
     if not_run:
-        count = sum(1 for p in parts if p.hidden)
+        count = sum(1 for p in parts or () if p.hidden)
         message += (f" (grading also runs {count} hidden part{'s' * (count > 1)}, worth "
                     f"{not_run:g} point{'s' * (not_run != 1)}, on cases not shown here)")
     return Result(exercise, tidy(sum(r.points for r in results)),
