@@ -120,6 +120,12 @@ def prefers_by_mha(x):
     return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
 
 
+def prefers_by_exp(x):  # a softmax written out: exponentials of the scores, normalised
+    e = torch.exp(x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5)
+    w = e / e.sum(dim=-1, keepdim=True)
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
 def prefers_by_dots(x):
     dots = x @ x.transpose(-2, -1)
     return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
@@ -204,12 +210,21 @@ def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
         assert "the exercise forbids what your answer ran" in result.message
 
 
-@pytest.mark.parametrize("name", ["prefers_by_softmax", "prefers_by_mha"])
+@pytest.mark.parametrize("name", ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp"])
 def test_2_2_refuses_an_answer_that_computes_the_weights(child, name, capsys):
     for result in (ch02.prefers_other(namespace()[name]),
                    graded_here(ch02.prefers_other, namespace()[name]),
                    child.grade(ch02.prefers_other, name)):
         assert result.points == 0 and result.status == "wrong", result
+
+
+def test_a_forbidden_word_matches_whole_words_of_op_names():
+    from mha.answer_watch import op_matches
+
+    assert op_matches("_softmax", ("softmax",)) and op_matches("_log_softmax", ("softmax",))
+    assert op_matches("exp_", ("exp",)) and op_matches("exp", ("exp",))
+    assert not op_matches("expand", ("exp",)) and not op_matches("expm1", ("exp",))
+    assert op_matches("_scaled_dot_product_flash_attention_for_cpu", ("scaled_dot_product",))
 
 
 def test_2_2_the_lemmas_answer_keeps_full_marks(child):

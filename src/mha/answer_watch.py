@@ -11,7 +11,7 @@ answer runs under :func:`observe`, which records
   reference handed to the check as the answer, a subclass calling the method), and the private
   helpers of the check's own module (``mha.checks.chNN``), which compute the check's expected
   values;
-- every torch operation the call dispatches whose name contains a forbidden word (a
+- every torch operation the call dispatches whose name holds a forbidden word (a
   ``TorchDispatchMode``: ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``nn.Softmax``,
   ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there).
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 import sys
 import types
 
@@ -111,6 +112,13 @@ def watched_codes(names: tuple[str, ...]) -> dict[types.CodeType, str]:
     return codes
 
 
+def op_matches(name: str, words: tuple[str, ...] | list[str]) -> bool:
+    """Whether the torch op ``name`` holds one of ``words`` as a whole word between underscores:
+    ``softmax`` matches ``_softmax`` and ``_log_softmax``, ``exp`` matches ``exp_`` but not
+    ``expand``."""
+    return any(re.search(rf"(?:^|_){re.escape(word)}(?:$|_)", name) for word in words)
+
+
 class _Ops(TorchDispatchMode):
     """Records the torch operations whose name contains a forbidden word."""
 
@@ -120,7 +128,7 @@ class _Ops(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         name = func.overloadpacket.__name__
-        if any(word in name for word in self.words):
+        if op_matches(name, self.words):
             self.found.add(f"torch op {name}")
         return func(*args, **(kwargs or {}))
 

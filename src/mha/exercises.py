@@ -365,13 +365,13 @@ class Channel:
 def _known(names: list, watch: dict | None) -> set[str]:
     """The names the answer's side reported that are among those watched for (it may send
     anything: only these mean something)."""
-    from mha.answer_watch import SWITCHED_OFF
+    from mha.answer_watch import SWITCHED_OFF, op_matches
 
     watch = watch or {}
     words, references = watch.get("ops", []), watch.get("references", [])
     return {n for n in names[:64] if type(n) is str and (
         any(n == r or n.startswith(f"{r}.") for r in references) or n == SWITCHED_OFF
-        or n.startswith("torch op ") and any(w in n for w in words))}
+        or n.startswith("torch op ") and op_matches(n.removeprefix("torch op "), words))}
 
 
 def _clean(text: str, limit: int = 300) -> str:
@@ -675,7 +675,7 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
     ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
     ``mha.checks``); it becomes the check's ``reference_names`` attribute. ``forbidden_ops``
     lists words of the torch operations the exercise forbids (``("softmax",)``: every op whose
-    name contains it). Each call of the answer is watched for both, and for the functions of
+    name holds it between underscores, ``_softmax`` and ``_log_softmax``). Each call of the answer is watched for both, and for the functions of
     the check's own module (``mha.answer_watch``): a reference entered is reported in the
     result, a forbidden op makes the part wrong.
 

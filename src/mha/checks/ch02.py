@@ -88,7 +88,8 @@ def _prefers_other_cases(answer, cases: list[tuple[torch.Tensor, bool]], first: 
                 reference_names=("mha.self_attention", "mha.attention.self_attention",
                                  "mha.diagonal_violations", "mha.diagonal.diagonal_violations",
                                  "mha.attention"),
-                forbidden_ops=SOFTMAX_OPS)  # "without a softmax"
+                # "without a softmax or an exponential": the weights are not computed
+                forbidden_ops=(*SOFTMAX_OPS, "exp", "exp2", "expm1", "logsumexp"))
 def prefers_other(answer) -> None:
     """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
     _prefers_other_cases(answer, _cases_for_prefers_other())
