@@ -163,9 +163,9 @@ def _cases_for_failure_rate() -> tuple[list[tuple[tuple[int, ...], int, float]],
     return [(EXERCISE_SIZES, 2, 0.0), ((2, small, large), width, spread)], g
 
 
-@exercise_check("2.3", reference_names=("mha.self_attention", "mha.attention.self_attention",
-                                         "mha.diagonal_violations",
-                                         "mha.diagonal.diagonal_violations"))
+# no mha callable solves 2.3: the prompt lets the answer use the chapter's failure_rates, which
+# calls mha.self_attention and mha.diagonal_violations, so those are tools here, not references
+@exercise_check("2.3", reference_names=("mha.checks.ch02",))
 def failure_rate_by_tokens(answer) -> None:
     """``answer(sizes, C, spread)`` -> ``{n: fraction of token sets breaking (S1)}``.
 
