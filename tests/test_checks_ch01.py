@@ -33,9 +33,10 @@ def softmax_ignoring_temperature(scores, temperature):
     return stable_softmax(scores, 1.0)
 
 
-def test_stable_softmax_check_accepts_the_solution_and_torch_softmax():
+def test_stable_softmax_check_accepts_the_solution_and_refuses_torch_softmax():
+    # the exercise says "without calling torch.softmax" (test_answer_watch tries other routes)
     assert status(checks.stable_softmax, stable_softmax) == "correct"
-    assert status(checks.stable_softmax, lambda s, t: torch.softmax(s / t, dim=-1)) == "correct"
+    assert status(checks.stable_softmax, lambda s, t: torch.softmax(s / t, dim=-1)) == "wrong"
 
 
 @pytest.mark.parametrize("wrong", [naive_softmax, softmax_over_wrong_dim,

@@ -262,3 +262,169 @@ def test_a_hidden_part_fails_the_mistake_it_is_for(module, name, mistake, notebo
         result = graded(check, mistake, grading_seed)
         hidden = [p for p in result.parts if p.hidden]
         assert hidden and all(p.status != "correct" and p.points == 0 for p in hidden), result
+
+
+# --- every part that gives partial credit fails for a named plausible wrong answer
+
+def _stable(scores, temperature):
+    s = scores / temperature
+    e = torch.exp(s - s.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def upper_mask(n):  # 0.3: True above the diagonal (a query sees the future)
+    return torch.ones(n, n, dtype=torch.bool).triu()
+
+
+def temperature_ignored(scores, temperature):  # 1.2
+    return _stable(scores, 1.0)
+
+
+def overflowing(scores, temperature):  # 1.2: no maximum subtracted
+    e = torch.exp(scores / temperature)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def causal_only(lengths, n):  # 1.3: the padding ignored
+    return torch.ones(len(lengths), n, n, dtype=torch.bool).tril()
+
+
+def ties_prefer(x):  # 2.2: >= instead of >
+    dots = x @ x.transpose(-2, -1)
+    return (dots >= dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)) & ~torch.eye(
+        x.shape[-2], dtype=torch.bool)
+
+
+def untransposed(w_q, w_k, w_v):  # 3.1: weights copied without .T
+    import mha
+
+    layer = mha.SelfAttention(w_q.shape[0], key_dim=w_q.shape[1], value_dim=w_v.shape[1])
+    with torch.no_grad():
+        for linear, w in ((layer.w_q, w_q), (layer.w_k, w_k), (layer.w_v, w_v)):
+            linear.weight.copy_(w.reshape(linear.weight.shape))
+    return layer
+
+
+def values_as_wide_as_tokens(w_q, w_k, w_v):  # 3.1: assumes d_v = d
+    import mha
+
+    d = w_q.shape[0]
+    layer = mha.SelfAttention(d, key_dim=w_q.shape[1], value_dim=d)
+    with torch.no_grad():
+        layer.w_q.weight.copy_(w_q.T)
+        layer.w_k.weight.copy_(w_k.T)
+        layer.w_v.weight.zero_()
+        width = min(d, w_v.shape[1])
+        layer.w_v.weight[:width].copy_(w_v.T[:width])
+    return layer
+
+
+def torch_convention(kpm, am):  # 4.2: True = blocked kept, not inverted
+    return ~repaired_rows(kpm, am)
+
+
+def spatially_transposed(layer):  # 5.3: head h taken as tap [h % K, h // K]
+    import math
+
+    h, d = layer.num_heads, layer.head_dim
+    k = math.isqrt(h)
+    value = layer.attn.v_proj.weight.reshape(h, d, layer.in_channels)
+    output = layer.attn.out_proj.weight.reshape(layer.out_channels, h, d)
+    taps = torch.einsum("ohd,hdc->hoc", output, value)
+    return taps.reshape(k, k, layer.out_channels, layer.in_channels).permute(2, 3, 1, 0)
+
+
+def not_rescaled(m1, l1, o1, m2, l2, o2):  # 6.3: partial sums added as they are
+    return torch.maximum(m1, m2), l1 + l2, o1 + o2
+
+
+def larger_block(m1, l1, o1, m2, l2, o2):  # 6.3: the block with the larger maximum, alone
+    first = m1 >= m2
+    return (torch.where(first, m1, m2), torch.where(first, l1, l2),
+            torch.where(first, o1, o2))
+
+
+def least_important(importance):  # 7.4: argmin
+    keep = torch.zeros(importance.shape, dtype=torch.bool)
+    keep[torch.arange(importance.shape[0]), importance.argmin(dim=1)] = True
+    return keep
+
+
+def every_maximum(importance):  # 7.4: both heads of a tie
+    return importance == importance.max(dim=1, keepdim=True).values
+
+
+def padding_averaged(hidden, mask):  # 8.1: the padding averaged in too
+    import torch.nn.functional as F
+
+    return F.normalize(hidden.mean(dim=1), dim=-1)
+
+
+def _gqa_right(q, k, v, causal=True):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+
+
+def not_causal(q, k, v):  # 9.2: later keys seen
+    return _gqa_right(q, k, v, causal=False)
+
+
+def squeezed_gqa(q, k, v):  # 9.2: right, then squeezed (a batch of one or one token)
+    return _gqa_right(q, k, v).squeeze()
+
+
+# (module, check, part name) -> a wrong answer that part fails, under every seed tried
+WRONG_FOR_PART = {
+    ("ch00", "causal_mask", "n = 2 and two sizes"): upper_mask,
+    ("ch00", "causal_mask", "one token (n = 1), and a longer sequence"): squeezed,
+    ("ch01", "stable_softmax", "random scores at temperatures 0.25 to 10"): temperature_ignored,
+    ("ch01", "stable_softmax", "scores near +-1000 and temperature 0.001 (where exp "
+                               "overflows)"): overflowing,
+    ("ch01", "causal_padding_mask", "batches of padded sequences"): causal_only,
+    ("ch01", "causal_padding_mask", "n = 1, and sequences all shorter than n"): n_from_lengths,
+    ("ch02", "prefers_other", "collinear, integer and real-valued tokens"): ties_prefer,
+    ("ch02", "prefers_other", "one token (n = 1), and a zero token among others"):
+        squeezed_prefers,
+    ("ch03", "self_attention_from_matrices", "W_Q, W_K of shape (5, 3) or (4, 4)"): untransposed,
+    ("ch03", "self_attention_from_matrices", "d_k = 1 with values wider than the tokens, and "
+                                             "n = 1"): values_as_wide_as_tokens,
+    ("ch04", "course_mask", "either mask, and both"): torch_convention,
+    ("ch04", "course_mask", "rows with no key allowed (all False)"): repaired_rows,
+    ("ch05", "kernel_from_attention", "3 x 3 and 5 x 5 kernels"): spatially_transposed,
+    ("ch05", "kernel_from_attention", "a 1 x 1 kernel (one head), one output channel"):
+        squeezed_kernel,
+    ("ch06", "merge_partials", "random blocks, and scores near 1000"): not_rescaled,
+    ("ch06", "merge_partials", "maxima a thousand apart, in both orders, beside rows where "
+                               "both count"): larger_block,
+    ("ch07", "one_head_per_layer", "random importance scores"): least_important,
+    ("ch07", "one_head_per_layer", "tied scores, and one head per layer"): every_maximum,
+    ("ch08", "mean_pool", "padding after the real tokens"): padding_averaged,
+    ("ch08", "mean_pool", "padding before the real tokens (left padding)"): first_tokens,
+    ("ch09", "gqa_attention", "groups of 1 to 4 query heads"): not_causal,
+    ("ch09", "gqa_attention", "one token, a batch of one, groups of 5 and 12"): squeezed_gqa,
+}
+
+
+def _parts_with_credit():
+    from test_checks_attacks import all_checks
+
+    return [(c.__module__.rsplit(".", 1)[-1], c.__name__, part.name) for c in all_checks()
+            for part in getattr(c.checker, "parts", None) or ()]
+
+
+def test_every_part_that_gives_partial_credit_has_a_wrong_answer_in_the_table():
+    assert set(_parts_with_credit()) == set(WRONG_FOR_PART)
+
+
+@pytest.mark.parametrize("module,name,part", list(WRONG_FOR_PART),
+                         ids=[f"{m}.{n}:{WRONG_FOR_PART[(m, n, p)].__name__}"
+                              for m, n, p in WRONG_FOR_PART])
+def test_each_part_fails_its_named_wrong_answer(module, name, part):
+    import importlib
+
+    check = getattr(importlib.import_module(f"mha.checks.{module}"), name)
+    for grading_seed in range(3):
+        result = graded(check, WRONG_FOR_PART[(module, name, part)], grading_seed)
+        verdict = next(p for p in result.parts if p.name == part)
+        assert verdict.status != "correct" and verdict.points == 0, (grading_seed, verdict)

@@ -262,3 +262,38 @@ def test_a_deleted_check_is_graded_on_the_answer_at_the_end(example):
     notebook defines it at its end (book/instructors.md says so)."""
     _, graded, _ = example
     assert graded["check_deleted"] == {"0.2": "1", "0.3": "2"}
+
+
+LEAK = '''SEEN = []
+
+
+def causal_mask(n):
+    SEEN.append(int(n))
+    return torch.tril(torch.ones(n, n)).bool()'''
+
+
+def test_the_hidden_parts_inputs_reach_no_shown_message_or_error(tmp_path):
+    """The hidden parts run after the notebook's last cell (run_notebook): a last cell that
+    raises with every input its answer received, or a later check whose answer raises with
+    them, shows the visible cases' inputs only (sizes 2 to 11); the hidden part's (1, and 12 to
+    19) stay out of the first error and of every message a student sees before the due date."""
+    import re
+
+    nb = solved()
+    nb["cells"][position(nb, "def causal_mask(", "solution")]["source"] = LEAK
+    nb["cells"].append(code("def leak(q, k):\n    raise ValueError('SEEN=' + repr(SEEN))\n\n"
+                            "mha.checks.ch00.scaled_scores(leak)"))
+    nb["cells"].append(code("raise ValueError('SEEN=' + repr(SEEN))"))
+    folder = tmp_path / "submissions"
+    (folder / "leaky").mkdir(parents=True)
+    (folder / "leaky" / EXAMPLE.name).write_text(json.dumps(nb))
+    rows = {r["exercise"]: r for r in grade(folder, EXAMPLE)}
+    assert rows["0.3"]["points"] == "2"  # the hidden part ran, after the last cell
+    with (folder / "grading_log.csv").open() as handle:
+        log = {r["exercise"]: r for r in csv.DictReader(handle)}
+    assert "one token (n = 1)" in log["0.3"]["parts"]  # the hidden part is in the log
+    shown = [log["0.3"]["first_error"], log["0.2"]["message"]]
+    leaks = [[int(n) for n in re.findall(r"\d+", found)]
+             for text in shown for found in re.findall(r"SEEN=\[([\d, ]*)\]", text)]
+    assert len(leaks) == 2, shown  # the first error and 0.2's message both say what was seen
+    assert all(len(seen) == 3 and all(2 <= n < 12 for n in seen) for seen in leaks), leaks

@@ -231,8 +231,8 @@ def test_an_answer_calling_the_checks_reference_is_flagged(monkeypatch, code, fl
             monkeypatch.setattr(function, "reference_names", ("mha.scaled_scores",),
                                 raising=False)
     assignment = assignments.load_assignment(EXAMPLE)
-    assert assignment.references == {"0.2": ("mha.scaled_scores",)}
-    found = [f for f in flagging.flags(read(code), assignment) if "reference" in f]
+    assert assignment.references["0.2"] == ("mha.scaled_scores",)
+    found = [f for f in flagging.flags(read(code), assignment) if "exercise 0.2" in f]
     assert found == (["calls the reference of exercise 0.2 (mha.scaled_scores)"]
                      if flagged else [])
 

@@ -77,6 +77,9 @@ class Result:
     message: str
     parts: tuple[PartResult, ...] = ()  # the parts that ran, when the check has several
     not_run: float = 0  # points of hidden parts that a notebook does not run
+    # what the answer's calls were seen to enter, among the check's reference names (and
+    # mha.answer_watch.SWITCHED_OFF): for the instructor's flags, no effect on the points
+    entered: tuple[str, ...] = ()
 
     def _ipython_display_(self) -> None:
         """The check has printed its verdict already: a notebook shows nothing more."""
@@ -261,7 +264,25 @@ def _local_value(plain, table: list):
 
 
 def serve(request: dict, table: list) -> dict:
-    """Carry out one request on the answer's side; the reply is plain data."""
+    """Carry out one request on the answer's side; the reply is plain data.
+
+    A request may name what to watch for while the answer's code runs (``"watch"``: the check's
+    reference names and forbidden torch ops, see ``mha.answer_watch``); the reply then says
+    what the answer entered (``"entered"``), also when it raised."""
+    watch = request.get("watch") if request.get("op") != "build" else None
+    if type(watch) is not dict:
+        return _serve(request, table)
+    from mha.answer_watch import MAX_NAMES, observe
+
+    def names(key: str) -> tuple[str, ...]:
+        listed = watch.get(key)
+        return tuple(str(n)[:200] for n in listed[:MAX_NAMES]) if type(listed) is list else ()
+
+    reply, entered = observe(lambda: _serve(request, table), names("references"), names("ops"))
+    return reply | {"entered": sorted(entered)[:MAX_NAMES]}
+
+
+def _serve(request: dict, table: list) -> dict:
     try:
         op = request.get("op")
         if op == "build":  # an object the check needs on the answer's side, made by mha.checks
@@ -307,13 +328,22 @@ def serve(request: dict, table: list) -> dict:
 class Channel:
     """The check's end of a channel: ``request`` sends plain data and returns the reply."""
 
+    # what the check asks the answer's side to watch for (``mha.answer_watch``), and what the
+    # answer's side said its calls entered, among those names (set by ``evaluate``)
+    watch: dict | None = None
+    entered: set | None = None
+
     def request(self, message: dict) -> dict:
         raise NotImplementedError
 
     def ask(self, message: dict):
+        if self.watch is not None and message.get("op") != "build":
+            message = message | {"watch": self.watch}
         reply = self.request(message)
         if type(reply) is not dict:
             raise ProtocolError("not a reply")
+        if self.entered is not None and type(reply.get("entered")) is list:
+            self.entered.update(_known(reply["entered"], self.watch))
         if "raised" in reply:
             raised = reply["raised"]
             if type(raised) is not dict:
@@ -330,6 +360,18 @@ class Channel:
 
     def ref(self, ref: int, types: list[str]) -> Ref:
         return _ref_class(types[0] if types else "object")(self, ref, types)
+
+
+def _known(names: list, watch: dict | None) -> set[str]:
+    """The names the answer's side reported that are among those watched for (it may send
+    anything: only these mean something)."""
+    from mha.answer_watch import SWITCHED_OFF, op_matches
+
+    watch = watch or {}
+    words, references = watch.get("ops", []), watch.get("references", [])
+    return {n for n in names[:64] if type(n) is str and (
+        any(n == r or n.startswith(f"{r}.") for r in references) or n == SWITCHED_OFF
+        or n.startswith("torch op ") and op_matches(n.removeprefix("torch op "), words))}
 
 
 def _clean(text: str, limit: int = 300) -> str:
@@ -488,25 +530,87 @@ def _run(checker: Callable, answer: Ref) -> tuple[str, str]:
     return "correct", "correct"
 
 
-def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Result:
+def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, str, set[str]]:
+    """``_run(part, answer)`` with the answer's calls watched for what ``checker`` names (its
+    ``watch``: reference names, forbidden torch ops): (status, message, what was entered). A
+    forbidden op, or a watch the answer switched off, makes the part wrong: the exercise's rule
+    is part of what it asks."""
+    from mha.answer_watch import SWITCHED_OFF
+
+    watch = getattr(checker, "watch", None)
+    channel = object.__getattribute__(answer, "_channel")
+    channel.watch, channel.entered = watch, set()
+    try:
+        status, message = _run(part, answer)
+        entered = set(channel.entered)
+    finally:
+        channel.watch, channel.entered = None, None
+    broke = sorted(e.removeprefix("torch op ") for e in entered if e.startswith("torch op "))
+    if watch and watch.get("ops") and status != "not done" and (broke or SWITCHED_OFF in entered):
+        status, message = "wrong", (
+            f"the exercise forbids what your answer ran ({', '.join(broke)[:200]})" if broke
+            else "the exercise forbids some operations, and your answer switched off the "
+                 "watch on them")
+    return status, message, {e for e in entered if not e.startswith("torch op ")}
+
+
+PHASES = ("all", "shown", "hidden")
+
+
+def evaluate(checker: Callable, exercise: str, points: float, answer: Ref,
+             phase: str = "all") -> Result:
     """Run ``checker`` on ``answer`` (a ``Ref``) and turn what happens into a ``Result``.
 
     A checker made by ``exercise_check`` with several parts (a ``Checker``) is run part by
     part: each part's points count when that part passes, so one edge case wrong costs that
     part only, and the message names the parts that failed. Hidden parts run only under
-    grading (``grading()``); in a notebook the message says what they are worth.
+    grading (``grading()``); in a notebook the message says what they are worth. Every call of
+    the answer is watched (``mha.answer_watch``) for the check's references, which the result
+    lists (``entered``), and for the torch ops its exercise forbids, which make a part wrong.
+
+    ``phase`` lets the grader run the hidden parts apart, after the notebook's last cell
+    (mha_grade.run_notebook): ``"shown"`` runs the parts that are not hidden, ``"hidden"`` the
+    hidden ones only (``with_hidden`` then joins the two results); ``"all"`` runs both.
     """
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
     parts = getattr(checker, "parts", None)
     if not parts:
-        status, message = _run(checker, answer)
-        return Result(exercise, points if status == "correct" else 0, points, status, message)
-    ran = [part for part in parts if grading() or not part.hidden]
-    results = []
+        if phase == "hidden":
+            return Result(exercise, 0, 0, "correct", "correct")  # nothing hidden to run
+        status, message, entered = _watched_run(checker, checker, answer)
+        return Result(exercise, points if status == "correct" else 0, points, status, message,
+                      entered=tuple(sorted(entered)))
+    ran = [part for part in parts if (grading() or not part.hidden)
+           and (phase == "all" or part.hidden == (phase == "hidden"))]
+    results, entered = [], set()
     for part in ran:
-        status, message = _run(part.run, answer)
+        status, message, seen = _watched_run(checker, part.run, answer)
+        entered |= seen
         results.append(PartResult(part.name, part.points if status == "correct" else 0,
                                   part.points, part.hidden, status, message))
-    not_run = tidy(sum(p.points for p in parts if p.hidden and p not in ran))
+    not_run = 0 if grading() else tidy(sum(p.points for p in parts if p.hidden))
+    return _joined(exercise, parts, results, not_run, entered)
+
+
+def with_hidden(shown: Result | None, hidden: Result) -> Result:
+    """The verdict of a check whose parts ran in two phases: ``shown``'s parts and then
+    ``hidden``'s, as one result (``shown`` is None when no shown phase ran)."""
+    if shown is None:
+        return hidden
+    if not hidden.parts:
+        return shown
+    results = [*(shown.parts or [PartResult("the check's cases", shown.points,
+                                            shown.max_points, False, shown.status,
+                                            shown.message)]), *hidden.parts]
+    return _joined(shown.exercise, None, results, 0, {*shown.entered, *hidden.entered})
+
+
+def _joined(exercise: str, parts: list | None, results: list[PartResult], not_run: float,
+            entered: set[str]) -> Result:
+    """One result from its parts' verdicts (and the points of hidden parts not run here)."""
+    if not results:
+        return Result(exercise, 0, 0, "correct", "correct", (), not_run, tuple(sorted(entered)))
     statuses = [r.status for r in results]
     status = next((s for s in statuses if s not in ("correct", "not done")),
                   "not done" if "not done" in statuses else "correct")
@@ -515,12 +619,12 @@ def evaluate(checker: Callable, exercise: str, points: float, answer: Ref) -> Re
     else:
         message = "; ".join(_part_line(r) for r in results)
     if not_run:
-        count = sum(1 for p in parts if p.hidden)
+        count = sum(1 for p in parts or () if p.hidden)
         message += (f" (grading also runs {count} hidden part{'s' * (count > 1)}, worth "
                     f"{not_run:g} point{'s' * (not_run != 1)}, on cases not shown here)")
     return Result(exercise, tidy(sum(r.points for r in results)),
                   tidy(sum(r.max_points for r in results)), status, message, tuple(results),
-                  not_run)
+                  not_run, tuple(sorted(entered)))
 
 
 def _part_line(part: PartResult) -> str:
@@ -564,11 +668,16 @@ class Checker:
 
 
 def exercise_check(exercise: str, points: float = 1, *, part: str = "",
-                   reference_names: tuple[str, ...] = ()) -> Callable:
+                   reference_names: tuple[str, ...] = (),
+                   forbidden_ops: tuple[str, ...] = ()) -> Callable:
     """Turn ``checker(answer)`` into a check that prints its verdict and returns it.
 
     ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
-    ``mha.checks``); it becomes the check's ``reference_names`` attribute.
+    ``mha.checks``); it becomes the check's ``reference_names`` attribute. ``forbidden_ops``
+    lists words of the torch operations the exercise forbids (``("softmax",)``: every op whose
+    name holds it between underscores, ``_softmax`` and ``_log_softmax``). Each call of the answer is watched for both, and for the functions of
+    the check's own module (``mha.answer_watch``): a reference entered is reported in the
+    result, a forbidden op makes the part wrong.
 
     A check may have more parts, each with its own points: ``checker`` is the first (``part``
     names it, ``points`` are its points), and ``@check.part(name, points, hidden=...)``
@@ -579,10 +688,17 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
     if isinstance(reference_names, str) or not all(
             isinstance(n, str) and n.startswith("mha.") for n in reference_names):
         raise TypeError("reference_names must be a tuple of dotted names starting with 'mha.'")
+    if isinstance(forbidden_ops, str) or not all(
+            isinstance(w, str) and w.isidentifier() for w in forbidden_ops):
+        raise TypeError("forbidden_ops must be a tuple of words of torch op names ('softmax')")
     first_points = _checked_points(points)
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:
         parts = [Part(part or "the check's cases", first_points, False, checker)]
+        # what the answer's side watches for: the references, and the check's own module, whose
+        # helpers compute the expected values
+        watch = {"references": [*reference_names, checker.__module__],
+                 "ops": list(forbidden_ops)}
 
         @functools.wraps(checker)
         def check(answer: object) -> Result:
@@ -605,6 +721,7 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
                 parts.append(Part(name, _checked_points(points), hidden, run))
                 check.max_points = tidy(sum(p.points for p in parts))
                 check.checker = Checker(list(parts))
+                check.checker.watch = watch
                 return run
 
             return register
@@ -612,8 +729,10 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
         check.exercise = exercise
         check.max_points = first_points
         check.reference_names = tuple(reference_names)
+        check.forbidden_ops = tuple(forbidden_ops)
         # one part: the function itself, as before; more parts: a Checker (see add_part)
         check.checker = checker
+        checker.watch = watch
         check.part = add_part
         return check
 

@@ -48,6 +48,12 @@ def _not_graded(outcome: Outcome, why: str) -> None:
 
 
 
+def _hidden_not_run(checker, result: Result) -> bool:
+    """Whether ``checker`` has hidden parts that ``result`` has no verdict for."""
+    ran = {part.name for part in result.parts}
+    return any(p.hidden and p.name not in ran for p in getattr(checker, "parts", None) or ())
+
+
 def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
           with_stubs: bool = False) -> None:
     """Fill ``outcome``'s points, status and message per exercise from the checks' ``results``
@@ -60,6 +66,10 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             outcome.status[exercise.name] = "by hand"
             continue
         got = [results.get(str(i)) for i in exercise.checks]
+        entered = sorted({name for r in got if r for name in r.entered})
+        if entered:  # observed at run time (mha.answer_watch): for the instructor, no points
+            outcome.flags.append(f"calls the reference of exercise {exercise.name} (seen when "
+                                 f"its check called the answer: {', '.join(entered)[:300]})")
         # partial credit: a check's points are those of the parts it passed (mha.exercises),
         # so a check that is "wrong" on one part still counts its other parts
         outcome.points[exercise.name] = tidy(sum(r.points for r in got if r))
@@ -67,11 +77,19 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             {"name": part.name, "points": part.points, "max_points": part.max_points,
              "hidden": part.hidden, "status": part.status, "message": clean(part.message)}
             for r in got if r for part in r.parts]
-        statuses = [r.status if r else (unfinished or "no result") for r in got]
+        # hidden parts run after the notebook's last cell (run_notebook): one that stopped
+        # before has none of them, and says so
+        cut = [bool(r) and _hidden_not_run(outcome.assignment.checkers.get(i), r)
+               for i, r in zip(exercise.checks, got, strict=True)]
+        statuses = [(unfinished or "hidden parts not run") if short and r.status == "correct"
+                    else r.status if r else (unfinished or "no result")
+                    for r, short in zip(got, cut, strict=True)]
         outcome.status[exercise.name] = next((s for s in statuses if s != "correct"),
                                              "correct")
         outcome.message[exercise.name] = clean(" | ".join(
-            r.message if r else "its check was not reached" for r in got))
+            (r.message + ("; its hidden parts did not run: the notebook stopped before they "
+                          "could" if short else "")) if r else "its check was not reached"
+            for r, short in zip(got, cut, strict=True)))
         if with_stubs:
             stubs = [results.get(f"stub:{i}") for i in exercise.checks]
             outcome.stubs[exercise.name] = ",".join(

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads
+from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads, with_hidden
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
 from mha_grade.compare import TIMED_OUT, Outcome, _not_graded, score
@@ -296,7 +296,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     try:
         messages = Messages(process.stdout)
         channel = SandboxChannel(process, messages, deadline, step_limit)
-        finished = started = False
+        finished = started = hidden_started = False  # hidden parts: after all else (run_notebook)
         while not finished and time.process_time() - grader_cpu < GRADER_CPU_SECONDS:
             # every step says when it starts: one that runs past its limit (a cell that ignores
             # SIGALRM) is stopped here, from outside the sandbox. Starting (importing torch)
@@ -307,8 +307,9 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                 break
             started = True
             if "cell" in message:
-                if type(message["cell"]) is int and message["cell"] >= graded_steps:
-                    continue  # a stub cell added by --with-stubs
+                if hidden_started or (type(message["cell"]) is int
+                                      and message["cell"] >= graded_steps):
+                    continue  # a stub cell added by --with-stubs, or a forged late error
                 outcome.errors = min(outcome.errors + 1, MAX_ERRORS_COUNTED)
                 if not outcome.first_error and type(message["cell"]) is int:
                     outcome.first_error = clean(first_error(steps, message))
@@ -316,19 +317,21 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                 key = message["ready"]
                 # the last capture of a check counts, as its last call (a key that is no
                 # string, a list say, names no check: it must not reach the dict's hash)
-                if type(key) is str and key in checks:
+                hidden = message.get("phase") == "hidden"
+                hidden_started = hidden_started or hidden
+                if type(key) is str and key in checks and (hidden or not hidden_started):
                     index = checks[key]
                     info = assignment.info[index]
                     if "types" in message and isinstance(message["types"], list):
                         answer = channel.ref(0, [t for t in message["types"][:20]
                                                  if isinstance(t, str)])
                         result = evaluate(assignment.checkers[index], info.exercise,
-                                          info.max_points, answer)
+                                          info.max_points, answer, "hidden" if hidden else "shown")
                     else:
                         result = Result(info.exercise, 0, info.max_points, "error",
                                         "the answer is not defined where it is taken (the "
                                         "end of the notebook: its check is never called)")
-                    results[key] = result
+                    results[key] = with_hidden(results.get(key), result) if hidden else result
                 try:
                     process.stdin.write(b'{"op":"done"}\n')
                     process.stdin.flush()

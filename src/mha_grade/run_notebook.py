@@ -18,6 +18,12 @@ the grader says ``done``; the cell then goes on. The in-notebook check itself is
 call returns ``None``). The grader keeps the last capture of each check. At the end, a check the
 notebook never called (its call deleted, or the wrapper replaced by the student's code) is
 captured from what the notebook's namespace holds under the instructor's argument's name.
+
+A capture runs the check's shown parts only (``"phase": "shown"``). The hidden parts run after
+the last cell and the last such capture, on the answer each check's last capture took
+(``"phase": "hidden"``): their inputs reach this process only when nothing the notebook does
+afterwards (a cell that raises with them, a later check's message) can be shown to a student
+before the due date.
 """
 
 from __future__ import annotations
@@ -70,16 +76,20 @@ def main() -> None:
     called: set[str] = set()  # capture keys some call of a wrapper has captured
     busy: list[bool] = []  # a capture is being served: a call from inside it captures nothing
 
-    def capture(key: str, table: list, missing: str = "") -> None:
+    last: dict[str, list] = {}  # capture key -> the answer its last capture took
+
+    def capture(key: str, table: list, missing: str = "", phase: str = "shown") -> None:
         """Say ``ready`` for ``key`` (the answer is ``table[0]``) and serve the grader's
         requests until it says ``done``. The cell's own timer is paused meanwhile: each
         request has the per-call limit, and the grader's clock bounds the whole."""
         left = signal.getitimer(signal.ITIMER_REAL)[0]
         signal.setitimer(signal.ITIMER_REAL, 0)
         busy.append(True)
+        if table:
+            last[key] = table
         try:
-            send({"ready": key, "types": type_names(table[0])[:20]} if table else
-                 {"ready": key, "missing": missing[:80]})
+            send({"ready": key, "types": type_names(table[0])[:20], "phase": phase} if table
+                 else {"ready": key, "missing": missing[:80], "phase": phase})
             while True:
                 line = requests.readline(64 * 2**20)
                 if not line:
@@ -114,9 +124,13 @@ def main() -> None:
 
         return graded
 
+    with_hidden_parts: set[str] = set()  # capture keys whose checks have hidden parts
     for name, key in plan.get("checks", {}).items():
         module, _, check = name.partition(".")
         where = importlib.import_module(f"mha.checks.{module}")
+        watch_before_students_code(getattr(where, check))
+        if any(part.hidden for part in getattr(getattr(where, check).checker, "parts", ())):
+            with_hidden_parts.update({key, f"stub:{key}"})
         setattr(where, check, wrapper(getattr(where, check), key))
 
     send({"started": True})
@@ -148,8 +162,26 @@ def main() -> None:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         capture(step["capture"], table, missing)
+    # The hidden parts last, on the answers the checks took: once their inputs are in this
+    # process, no cell runs and nothing the notebook says reaches a page a student sees
+    # before the due date (the grader accepts no shown verdict or cell error after them)
+    for key, table in list(last.items()):
+        if key in with_hidden_parts:
+            capture(key, table, phase="hidden")
     send({"finished": True})
     os._exit(0)
+
+
+def watch_before_students_code(check) -> None:
+    """Find the code objects of ``check``'s references now, before the notebook can rebind a
+    name (``mha.answer_watch`` keeps them), and load torch's dispatch modes if it forbids ops
+    (their first use takes seconds, which no answer's call should pay)."""
+    from mha.answer_watch import observe, watched_codes
+
+    watch = getattr(check.checker, "watch", None) or {}
+    watched_codes(tuple(watch.get("references", ())))
+    if watch.get("ops"):
+        observe(lambda: None, (), tuple(watch["ops"]))
 
 
 if __name__ == "__main__":

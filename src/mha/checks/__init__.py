@@ -7,12 +7,14 @@ Each check is made with :func:`mha.exercises.exercise_check` and carries these a
 - ``reference_names``: a tuple of strings, the dotted names under which ``import mha`` reaches
   the course's own implementations of what the answer must compute (the check's reference or
   its equivalent), e.g. ``("mha.repeat_kv", "mha.kv_sharing.repeat_kv")``: the top-level alias
-  where ``mha`` re-exports one and the defining module's path, both spelled out. Empty when no
-  callable of ``mha`` solves the exercise (a construction, or a class the exercise asks the
-  answer to build). The grader flags, for a human to look at, an exercise whose own solution
-  cells use one of these names (matched as ``mha.x.y``, or ``x.y`` / ``y`` after a ``from mha...
-  import``); it is a flag, not a penalty, and only those cells count: elsewhere in a chapter
-  ``mha.attention`` and the rest are the course's tools.
+  where ``mha`` re-exports one and the defining module's path, both spelled out; the check's
+  own module (``"mha.checks.ch03"``) when no callable of ``mha`` solves the exercise. Never
+  empty. Every call of the answer is watched at run time (``mha.answer_watch``) for these and
+  for the helpers of the check's own module: what it enters is in the result's ``entered``,
+  and the grader flags it for a human to look at (a flag, not a penalty). The grader also
+  flags these names in the text of the exercise's solution cells (``mha_grade.flags``);
+- ``forbidden_ops``: words of the torch operations the exercise forbids (``("softmax", ...)``
+  for "without calling torch.softmax"); an answer whose call runs one gets that part wrong.
 
 How a check treats the answer (both in a notebook and under grading, see ``mha.exercises``): it
 draws its inputs (from the hidden seed under grading), computes its reference and every expected

@@ -14,7 +14,7 @@ import torch
 from mha.exercises import Wrong, exercise_check, expect_close, seed
 
 
-@exercise_check("0.2", points=1)
+@exercise_check("0.2", points=1, reference_names=("mha.attention", "mha.attention.attend"))
 def scaled_scores(answer) -> None:
     """``answer(q, k)`` must return ``q @ k.T / sqrt(d_k)`` of shape ``(n_q, n_k)``."""
     generator = torch.Generator().manual_seed(seed(2))
@@ -45,7 +45,8 @@ def _check_mask(got, n: int) -> None:
                             f"{i} {'may' if allowed else 'may not'} attend to key {j}")
 
 
-@exercise_check("0.3", points=1, part="n = 2 and two sizes")
+@exercise_check("0.3", points=1, part="n = 2 and two sizes",
+                reference_names=("mha.attention.causal_mask",))
 def causal_mask(answer) -> None:
     """``answer(n)`` must return the ``(n, n)`` bool mask with True where key ``j <= i``."""
     generator = torch.Generator().manual_seed(seed(3))

@@ -45,7 +45,8 @@ def _kernel_case(answer, g: torch.Generator, c_in: int, c_out: int, size: int) -
                       "handles the tap [:, :, h // K, h % K]", weight.transpose(2, 3))])
 
 
-@exercise_check("5.3", points=0.5, part="3 x 3 and 5 x 5 kernels")
+@exercise_check("5.3", points=0.5, part="3 x 3 and 5 x 5 kernels",
+                reference_names=("mha.conv_to_attention", "mha.convolution.conv_to_attention"))
 def kernel_from_attention(answer) -> None:
     """``answer(layer)``: the conv kernel ``(C_out, C_in, K, K)`` a grid layer computes.
 

@@ -87,7 +87,8 @@ def _merge_case(answer, scores: torch.Tensor, values: torch.Tensor, n1: int, whe
                  torch.softmax(scores.double(), -1) @ values.double(), atol=tol, rtol=tol)
 
 
-@exercise_check("6.3", points=0.5, part="random blocks, and scores near 1000")
+@exercise_check("6.3", points=0.5, part="random blocks, and scores near 1000",
+                reference_names=("mha.chunked_attention", "mha.chunked.chunked_attention"))
 def merge_partials(answer) -> None:
     """``answer(m1, l1, o1, m2, l2, o2)`` merges two blocks' partial softmax results."""
     g = torch.Generator().manual_seed(seed(63))
@@ -106,17 +107,22 @@ def merge_partials(answer) -> None:
                 f"two blocks of one key each, with scores {high:.0f} and {low:.0f}", 1e-4)
 
 
-@merge_partials.part("maxima a thousand apart, in both orders", points=0.5, hidden=True)
+@merge_partials.part("maxima a thousand apart, in both orders, beside rows where both count",
+                     points=0.5, hidden=True)
 def _far_apart(answer) -> None:
     # The smaller block's factor exp(-1000) underflows to 0: the merge must still be finite
     # and right whichever block holds the larger maximum (an answer that always rescales the
-    # second block by exp(m_2 - m_1) overflows when m_2 is the larger)
+    # second block by exp(m_2 - m_1) overflows when m_2 is the larger). Each case has rows of
+    # both orders and a row whose blocks both count: an answer that returns the block with the
+    # larger maximum, right where the other one underflows, is wrong there
     g = torch.Generator().manual_seed(seed(1063))
     for order in (1, -1):
-        gap = order * (1000 + torch.randint(0, 200, (3, 1), generator=g).double())
+        gaps = 1000 + torch.randint(0, 200, (2, 1), generator=g).double()
+        gap = torch.cat([order * gaps[:1], -order * gaps[1:], torch.zeros(1, 1)])
         scores = torch.cat([gap, torch.zeros(3, 2, dtype=torch.float64)], 1)
         scores = scores + torch.randn(3, 3, generator=g, dtype=torch.float64)
         values = torch.randn(3, 2, generator=g, dtype=torch.float64)
         which = "first" if order == 1 else "second"
         _merge_case(answer, scores, values, 1, f"blocks whose maxima are about 1000 apart "
-                    f"(the larger in the {which} block)", 1e-6)
+                    f"(the larger in the {which} block in the first row) and a row where "
+                    f"they are close", 1e-6)

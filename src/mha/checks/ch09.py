@@ -128,7 +128,8 @@ def _gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, tiled: bool = Fal
     return torch.softmax(scores, dim=softmax_dim) @ v
 
 
-@exercise_check("9.3")
+@exercise_check("9.3", reference_names=("mha.MultiHeadLatentAttention",
+                                         "mha.latent_attention.MultiHeadLatentAttention"))
 def absorb_query(answer) -> None:
     """``answer(q, w_uk)`` with ``q`` ``(B, h, n, d_h)`` and ``w_uk`` ``(h, d_h, d_c)`` ->
     latent queries ``(B, h, n, d_c)`` whose dot products with the latents are the scores."""

@@ -1,0 +1,271 @@
+"""The checks watch the answer's calls (mha.answer_watch): the course's reference entered, however
+it was reached, is reported with the result (a flag for the instructor, the points unchanged);
+a torch op the exercise forbids makes the part wrong. Each answer runs in a notebook (the check
+called on it) and across a process boundary as under grading (test_checks_attacks' child,
+which serves requests with the sandbox's own ``mha.exercises.serve``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_checks_attacks import ChildChannel, all_checks, resolve
+from test_checks_variants import VARIANTS, check_of
+
+import mha
+import mha.checks.ch01 as ch01
+import mha.checks.ch02 as ch02
+import mha.checks.ch06 as ch06
+import mha.checks.ch07 as ch07
+import mha.checks.ch08 as ch08
+import mha.checks.ch09 as ch09
+from mha.answer_watch import SWITCHED_OFF
+from mha.exercises import LocalChannel, evaluate, set_grading_seed
+from mha_grade import assignments
+from mha_grade.compare import Outcome, score
+
+# one-line answers that call the course's own implementation, each by another route
+ROUTES = '''
+import sys
+import types
+import torch
+import torch.nn.functional as F
+import mha
+import mha.checks.ch06
+
+M = mha
+name = "apply" + "_rotary"
+
+
+def by_alias(x, positions):
+    return M.apply_rotary(x, positions)
+
+
+def by_getattr(x, positions):
+    return getattr(mha, name)(x, positions)
+
+
+by_itself = mha.apply_rotary  # the reference handed to the check as the answer
+
+
+def by_private_helper(x, positions):
+    return mha.checks.ch06._rotate_reference(x, positions, 10000.0)
+
+
+def by_a_copy(x, positions):
+    original = mha.apply_rotary
+    copy = types.FunctionType(original.__code__, original.__globals__, "mine",
+                              original.__defaults__)
+    return copy(x, positions)
+
+
+def pruning_order_alias(confidence):  # 7.5
+    return M.pruning_order(confidence)
+
+
+def mean_pool_alias(hidden, mask):  # 8.1
+    return M.pretrained.mean_pool(hidden, mask)
+
+
+def gqa_alias(q, k, v):  # 9.2
+    groups = q.shape[1] // k.shape[1]
+    return M.attention(q, M.repeat_kv(k, groups), M.repeat_kv(v, groups), is_causal=True)[0]
+
+
+def honest_rotary(x, positions):
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
+    d = x.shape[-1]
+    angles = positions[:, None].double() * 10000.0 ** (-torch.arange(0, d, 2).double() / d)
+    turned = pairs * torch.polar(torch.ones_like(angles), angles)
+    return torch.view_as_real(turned).reshape(x.shape).to(x.dtype)
+
+
+def switched_off(x, positions):  # calls the reference with the watch off, and leaves it off
+    sys.setprofile(None)
+    return mha.apply_rotary(x, positions)
+
+
+def torch_softmax(scores, temperature):
+    return torch.softmax(scores / temperature, dim=-1)
+
+
+def functional_softmax(scores, temperature):
+    return F.softmax(scores / temperature, dim=-1)
+
+
+def method_softmax(scores, temperature):
+    return (scores / temperature).softmax(-1)
+
+
+def module_softmax(scores, temperature):
+    return torch.nn.Softmax(dim=-1)(scores / temperature)
+
+
+def log_softmax_exp(scores, temperature):
+    return (scores / temperature).log_softmax(-1).exp()
+
+
+def through_sdpa(scores, temperature):  # softmax(s I^T) I, with scale 1
+    s = scores / temperature
+    eye = torch.eye(s.shape[-1], dtype=s.dtype)
+    return F.scaled_dot_product_attention(s, eye, eye, scale=1.0)
+
+
+def prefers_by_softmax(x):  # 2.2, "without a softmax"
+    w = torch.softmax(x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5, dim=-1)
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def prefers_by_mha(x):
+    _, w = mha.self_attention(x)
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def prefers_by_exp(x):  # a softmax written out: exponentials of the scores, normalised
+    e = torch.exp(x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5)
+    w = e / e.sum(dim=-1, keepdim=True)
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def prefers_by_dots(x):
+    dots = x @ x.transpose(-2, -1)
+    return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+'''
+
+
+def namespace() -> dict:
+    found: dict = {}
+    exec(ROUTES, found)  # noqa: S102 (the test's own answers)
+    return found
+
+
+def graded_here(check, answer, grading_seed: int = 7):
+    set_grading_seed(grading_seed)
+    try:
+        return evaluate(check.checker, check.exercise, check.max_points,
+                        LocalChannel(answer).answer())
+    finally:
+        set_grading_seed(None)
+
+
+@pytest.fixture(scope="module")
+def child():
+    channel = ChildChannel(ROUTES)
+    yield channel
+    channel.close()
+
+
+REFERENCE_ROUTES = [(ch06.rope_complex, "by_alias", "mha.apply_rotary"),
+                    (ch06.rope_complex, "by_getattr", "mha.apply_rotary"),
+                    (ch06.rope_complex, "by_itself", "mha.apply_rotary"),
+                    (ch06.rope_complex, "by_private_helper",
+                     "mha.checks.ch06._rotate_reference"),
+                    (ch06.rope_complex, "by_a_copy", "mha.apply_rotary"),
+                    (ch07.confidence_order, "pruning_order_alias", "mha.pruning_order"),
+                    (ch08.mean_pool, "mean_pool_alias", "mha.pretrained.mean_pool"),
+                    (ch09.gqa_attention, "gqa_alias", "mha.repeat_kv")]
+
+
+@pytest.mark.parametrize("check,name,reference", REFERENCE_ROUTES,
+                         ids=[name for _, name, _ in REFERENCE_ROUTES])
+def test_a_reference_is_seen_however_the_answer_reaches_it(child, check, name, reference):
+    for result in (graded_here(check, namespace()[name]), child.grade(check, name)):
+        assert reference in result.entered, result
+        assert result.points == check.max_points  # a flag, not a penalty: the points stay
+
+
+def test_an_honest_answer_enters_no_reference(child):
+    for result in (graded_here(ch06.rope_complex, namespace()["honest_rotary"]),
+                   child.grade(ch06.rope_complex, "honest_rotary")):
+        assert result.status == "correct" and result.entered == (), result
+
+
+def test_switching_the_watch_off_is_reported(child):
+    result = child.grade(ch06.rope_complex, "switched_off")
+    assert SWITCHED_OFF in result.entered, result
+
+
+def test_a_seen_reference_becomes_a_flag_of_the_exercise():
+    assignment = assignments.load_assignment(next(
+        p for p in (mha.__path__[0] + "/../../notebooks",) for p in
+        __import__("pathlib").Path(p).glob("06_*.ipynb")))
+    index = next(i for i, info in assignment.info.items() if info.exercise == "6.2")
+    outcome = Outcome("alice.ipynb", assignment)
+    score(outcome, {str(index): graded_here(ch06.rope_complex, namespace()["by_alias"])}, "",
+          lambda text: text)
+    assert outcome.points["6.2"] == 1
+    assert any(f.startswith("calls the reference of exercise 6.2") and "mha.apply_rotary" in f
+               for f in outcome.flags), outcome.flags
+
+
+SOFTMAXES = ["torch_softmax", "functional_softmax", "method_softmax", "module_softmax",
+             "log_softmax_exp", "through_sdpa"]
+
+
+@pytest.mark.parametrize("name", SOFTMAXES)
+def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
+    for result in (ch01.stable_softmax(namespace()[name]),
+                   graded_here(ch01.stable_softmax, namespace()[name]),
+                   child.grade(ch01.stable_softmax, name)):
+        assert result.points == 0 and result.status == "wrong", result
+        assert "the exercise forbids what your answer ran" in result.message
+
+
+@pytest.mark.parametrize("name", ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp"])
+def test_2_2_refuses_an_answer_that_computes_the_weights(child, name, capsys):
+    for result in (ch02.prefers_other(namespace()[name]),
+                   graded_here(ch02.prefers_other, namespace()[name]),
+                   child.grade(ch02.prefers_other, name)):
+        assert result.points == 0 and result.status == "wrong", result
+
+
+def test_a_forbidden_word_matches_whole_words_of_op_names():
+    from mha.answer_watch import op_matches
+
+    assert op_matches("_softmax", ("softmax",)) and op_matches("_log_softmax", ("softmax",))
+    assert op_matches("exp_", ("exp",)) and op_matches("exp", ("exp",))
+    assert not op_matches("expand", ("exp",)) and not op_matches("expm1", ("exp",))
+    assert op_matches("_scaled_dot_product_flash_attention_for_cpu", ("scaled_dot_product",))
+
+
+def test_2_2_the_lemmas_answer_keeps_full_marks(child):
+    result = child.grade(ch02.prefers_other, "prefers_by_dots")
+    assert result.status == "correct" and result.points == 1, result
+
+
+@pytest.mark.parametrize("module,name", list(VARIANTS), ids=[n for _, n in VARIANTS])
+def test_the_correct_variants_enter_no_reference(module, name):
+    check = check_of(module, name)
+    for variant in VARIANTS[(module, name)]:
+        if name == "failure_rate_by_tokens":  # slow (2000 token sets per size): see below
+            continue
+        result = graded_here(check, variant)
+        assert result.status == "correct" and result.entered == (), (variant.__name__, result)
+
+
+def test_2_3_may_use_the_chapters_helper_built_on_mha():
+    # the prompt allows section 2.4's failure_rates, which calls mha.self_attention
+    from test_checks_variants import v23_mha
+
+    result = graded_here(check_of("ch02", "failure_rate_by_tokens"), v23_mha)
+    assert result.status == "correct" and result.entered == (), result
+
+
+def test_every_check_declares_its_reference_names():
+    for check in all_checks():
+        assert check.reference_names, check.exercise
+        for name in check.reference_names:
+            target = resolve(name)
+            assert callable(target) or name.startswith("mha.checks."), (check.exercise, name)
+
+
+def test_the_watch_costs_little_per_call():
+    import time
+
+    answer = namespace()["honest_rotary"]
+    graded_here(ch06.rope_complex, answer)  # the references' code objects, found once
+    start = time.perf_counter()
+    for _ in range(5):
+        graded_here(ch06.rope_complex, answer)
+    watched = time.perf_counter() - start
+    assert watched / 5 < 0.5, watched
+    torch.manual_seed(0)
