@@ -675,9 +675,10 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
     ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
     ``mha.checks``); it becomes the check's ``reference_names`` attribute. ``forbidden_ops``
     lists words of the torch operations the exercise forbids (``("softmax",)``: every op whose
-    name holds it between underscores, ``_softmax`` and ``_log_softmax``). Each call of the answer is watched for both, and for the functions of
-    the check's own module (``mha.answer_watch``): a reference entered is reported in the
-    result, a forbidden op makes the part wrong.
+    name holds it between underscores, ``_softmax`` and ``_log_softmax``). Each call of the
+    answer is watched for both, and for the functions of the check's own module
+    (``mha.answer_watch``): a reference entered is reported in the result, a forbidden op makes
+    the part wrong.
 
     A check may have more parts, each with its own points: ``checker`` is the first (``part``
     names it, ``points`` are its points), and ``@check.part(name, points, hidden=...)``
