@@ -8,8 +8,8 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
 - never the host's root: when the grader is root, bubblewrap sets the sandbox up as root but with
   no user namespace (whose uid 0 would be the host's root), and ``setpriv`` (util-linux) makes
   the notebook's process an unprivileged ``User`` with no capabilities before Python starts; a
-  local grading run reserves one such user per grading process (``reserve_users``); ``/proc`` is
-  read-only in every mode, so the kernel's settings (``/proc/sys``) cannot be written;
+  local grading run reserves one such user per grading process (``reserve_users``);
+  ``/proc/sys`` is read-only in every mode, so the kernel's settings cannot be written;
 - no environment but a few variables set here (``--clearenv``): nothing of the grader's;
 - read-only: the system (``/usr``, ``/lib*``, ``/bin``, a few files of ``/etc``), the Python
   environment (the interpreter and its site-packages), and a *copy* of the course package
@@ -313,7 +313,9 @@ def command(prefix: Prefix, plan: Path, limits: Limits,
             made.add(path)
         elif os.path.exists(path):
             argv += bind(path, path)
-    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev",
+    # the kernel's settings read-only (their values are the sandbox's own namespaces'); the rest
+    # of /proc stays as it is: a process may write its own files there (clear_refs, to measure)
+    argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
              *bind(str(prefix.root), "/opt/grader"), *bind(str(plan), "/opt/plan.json"),
              "--perms", "0777", "--dir", "/tmp/home", "--chdir", "/tmp/home"]
     env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
