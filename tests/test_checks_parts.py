@@ -184,11 +184,13 @@ def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
     bundle = gradescope.build(tmp_path / "gradescope.zip", "03", "after_published")
     with zipfile.ZipFile(bundle) as z:
         z.extract(gradescope.SETTINGS_FILE, tmp_path / "source")
-    chosen = {"chapter": "03_attention_with_weights", "hidden_visibility": "after_published"}
+    chosen = {"chapter": "03_attention_with_weights", "hidden_visibility": "after_published",
+              "copies": "latest"}  # the rule for several copies of the chapter: its default
     assert gradescope.zip_settings(tmp_path / "source") == chosen
     assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == chosen
     assert gradescope.zip_settings(tmp_path) == {"chapter": None,
-                                                 "hidden_visibility": "after_due_date"}
+                                                 "hidden_visibility": "after_due_date",
+                                                 "copies": "latest"}
     with pytest.raises(ValueError):
         gradescope.build(tmp_path / "other.zip", "03", "later")
 
