@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from exercise_notebooks import EXAMPLE, fmt
@@ -127,6 +128,36 @@ def test_five_copies_cost_one_grading_and_best_grades_all(tmp_path):
     assert list(kept) == [names[-1]] and sorted(ignored) == names[:-1]
     kept, ignored = graded(tmp_path, "best")
     assert sorted(kept) == names and not ignored
+
+
+def test_best_grades_only_the_latest_few_and_every_note_stays_short(tmp_path):
+    """An outside attack handed in 3,000 copies under --copies best: every one was graded, and
+    each note listed all the others (finding them alone took 316 s)."""
+    names = [f"ann/{STEM}-{n:04d}.ipynb" for n in range(300)]
+    write(tmp_path, names)
+    for rule in ("latest", "best"):
+        start = time.monotonic()
+        kept, ignored = graded(tmp_path, rule)
+        assert time.monotonic() - start < 10
+        latest = names[-submissions.MAX_COPIES_GRADED:] if rule == "best" else names[-1:]
+        assert sorted(kept) == latest and len(ignored) == 300 - len(latest)
+        assert all(len(note) < 1000 for note in [*kept.values(), *ignored.values()])
+        assert all("and 29" in note for note in kept.values())  # 5 named, 294 or 299 more
+
+
+def test_a_folder_of_many_files_gives_a_bounded_number_of_rows(tmp_path):
+    """An outside attack: 70,000 empty files under a 3,826-character path made a 272 MB
+    grading log that the report refused for the whole class. A folder's entries that are not
+    notebooks get rows up to a bound, then one row; its notebook is still graded."""
+    deep = tmp_path / "mallory" / "/".join(["d" * 200] * 5)
+    deep.mkdir(parents=True)
+    for i in range(1000):
+        (deep / f"x{i:04d}.txt").touch()
+    write(tmp_path, [f"mallory/zz/{NAME}", f"alice/{NAME}"])
+    kept, ignored = graded(tmp_path)
+    assert set(kept) == {f"mallory/zz/{NAME}", f"alice/{NAME}"}
+    assert len(ignored) == submissions.MAX_SKIPPED_PER_STUDENT + 1
+    assert "1000 entries under mallory are not notebooks" in ignored["mallory/..."]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -170,8 +170,8 @@ def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment],
                     rule: str = copies.DEFAULT_RULE
                     ) -> tuple[list[Found], list[tuple[Found, str]]]:
     """The copies of each chapter to grade, by ``rule`` (mha_grade.copies): (the ones to grade,
-    [(ignored, why)]). With "latest", the copy modified last; with "best", every copy (then
-    ``best_copies`` keeps the one with the most points)."""
+    [(ignored, why)]). With "latest", the copy modified last; with "best", the last
+    ``MAX_COPIES_GRADED`` (then ``best_copies`` keeps the one with the most points)."""
     by_chapter: dict[str, list[Found]] = {}
     for item in found:  # the chapter each is graded as: by its name or its exercise labels
         assignment = submissions.chapter_of_file(item.relative, item.path, assignments)
@@ -179,14 +179,24 @@ def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment],
             by_chapter.setdefault(assignment.name, []).append(item)
     ignored: list[tuple[Found, str]] = []
     for name, items in by_chapter.items():
-        if len(items) < 2 or rule == "best":
+        if len(items) < 2:
             continue
-        chosen, why = copies.counted(items, rule, lambda i: copies.handed_in(i.relative, i.path))
+
+        def when(i):
+            return copies.handed_in(i.relative, i.path)
+
+        if rule == "best":
+            older = sorted(items, key=when)[:-submissions.MAX_COPIES_GRADED]
+            ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times; only "
+                               f"the last {submissions.MAX_COPIES_GRADED} are graded")
+                           for i in older)
+            continue
+        chosen, why = copies.counted(items, rule, when)
         shown = escape.display(chosen.relative)
         others = [i for i in items if i is not chosen]
         chosen.problem = (f"graded: chapter {name} was handed in {len(items)} times; this one "
                           f"is graded because it was {why} (modified last); ignored: "
-                          + ", ".join(escape.display(i.relative) for i in others))
+                          + submissions.named(others))
         ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times and "
                            f"{shown} is graded, because it was {why} (modified last)")
                        for i in others)

@@ -24,6 +24,11 @@ from mha_grade.outputs import (
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # a larger submission is not graded
 MAX_CELLS = 2000
+# Bounds on what one student's folder costs the grader and its log (an outside attack: 70,000
+# empty files under a 3,826-character path made a 272 MB log that the report then refused)
+MAX_SKIPPED_PER_STUDENT = 100  # rows for what is not a notebook, under one top-level folder
+MAX_COPIES_GRADED = 5  # --copies best: a student's latest copies of a chapter graded
+NAMED = 5  # copies named in one row's note
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +133,14 @@ def find_submissions(folder: Path, assignments: list[Assignment],
     found: list[Found] = []
     own = out.resolve() if out is not None else None
     stack = [folder]
+    skipped: dict[str, int] = {}  # entries not graded, under each top-level folder
+
+    def skip(relative: str, why: str) -> None:
+        top = relative.split("/")[0]
+        skipped[top] = skipped.get(top, 0) + 1
+        if skipped[top] <= MAX_SKIPPED_PER_STUDENT:
+            found.append(Found(relative, None, why))
+
     while stack:
         current = stack.pop()
         ours = own is not None and Path(current).resolve() == own
@@ -144,29 +157,40 @@ def find_submissions(folder: Path, assignments: list[Assignment],
             if ours and (entry.name in OUTPUT_NAMES or TEMPORARY.match(entry.name)):
                 continue
             if entry.is_symlink():
-                found.append(Found(relative, None, "a symbolic link: not followed, not graded"))
+                skip(relative, "a symbolic link: not followed, not graded")
             elif entry.name.startswith("."):
                 what = "folder" if entry.is_dir(follow_symlinks=False) else "file"
-                found.append(Found(relative, None, (
+                skip(relative, (
                     f"warning: a hidden {what} (its name starts with '.'): not graded"
                     + (", nothing in it was read" if what == "folder" else "")
-                    + "; rename it to grade it")))
+                    + "; rename it to grade it"))
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
             elif not entry.is_file(follow_symlinks=False):
-                found.append(Found(relative, None, f"warning: {_kind(entry)}, not a file: "
-                                                   "not opened, not graded"))
+                skip(relative, f"warning: {_kind(entry)}, not a file: not opened, not graded")
             elif entry.name.endswith(".ipynb"):
                 found.append(Found(relative, Path(entry.path)))
             elif entry.name.lower().endswith(".ipynb"):
-                found.append(Found(relative, None, "not graded: the name must end in .ipynb "
-                                                   "(lower case); rename it and grade again"))
+                skip(relative, "not graded: the name must end in .ipynb (lower case); rename it "
+                               "and grade again")
             else:
-                found.append(Found(relative, None, "not a notebook (.ipynb): skipped"))
+                skip(relative, "not a notebook (.ipynb): skipped")
+    for top, count in skipped.items():
+        if count > MAX_SKIPPED_PER_STUDENT:
+            found.append(Found(f"{top}/...", None, (
+                f"warning: {count} entries under {display(top)} are not notebooks to grade; "
+                f"the first {MAX_SKIPPED_PER_STUDENT} have rows of their own, the rest "
+                "only this one")))
     found.sort(key=lambda f: f.relative)
     if rule is not None:
         mark_copies(found, assignments, rule, gradescope_exports(folder)[0])
     return found
+
+
+def named(items: list[Found]) -> str:
+    """At most ``NAMED`` of ``items``, and how many more: a note of bounded length."""
+    names = ", ".join(display(o.relative) for o in items[:NAMED])
+    return names + (f" and {len(items) - NAMED} more" if len(items) > NAMED else "")
 
 
 def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
@@ -180,15 +204,25 @@ def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
     for (owner, chapter), items in same_chapter(found, assignments, exports).items():
         if len(items) < 2:
             continue
-        kept, _ = copies.counted(items, "latest", lambda f: copies.handed_in(f.relative, f.path))
+        def when(f):
+            return copies.handed_in(f.relative, f.path)
+
+        kept, _ = copies.counted(items, "latest", when)
         how = copies.order_name(kept.relative)
         whose = f"chapter {chapter} handed in {len(items)} times by {display(owner)}"
-        others = ", ".join(display(o.relative) for o in items if o is not kept)
+        others = named([o for o in items if o is not kept])
         if rule == "best":
+            graded = sorted(items, key=when)[-MAX_COPIES_GRADED:]  # the latest few, at most
+            for item in graded:
+                rest = named([o for o in items if o is not item])
+                item.problem = (f"duplicate: {whose}, the last {len(graded)} graded (--copies "
+                                f"best): the one with the most points counts; the others: "
+                                f"{rest}")
             for item in items:
-                rest = ", ".join(display(o.relative) for o in items if o is not item)
-                item.problem = (f"duplicate: {whose}, every copy graded (--copies best): the "
-                                f"one with the most points counts; the others: {rest}")
+                if item not in graded:
+                    item.path = None
+                    item.problem = (f"{copies.IGNORED}{whose}: only the last "
+                                    f"{MAX_COPIES_GRADED} copies are graded, not this one")
             continue
         kept.problem = (f"duplicate: {whose}: this copy, handed in last ({how}), is graded; "
                         f"not graded: {others}")
