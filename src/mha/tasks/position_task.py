@@ -12,9 +12,9 @@ Where a sequence starts is a choice of the data: ``start`` places its tokens at 
 ``start .. start + n - 1``, and training can draw a new start for each batch (``max_start``).
 Trained on positions 0..15 only, a score fitted to those positions (one that depends on the
 positions i and j themselves) and a score that depends on the offset i - j alone fit the data
-equally well; only positions outside the trained ones tell them apart. Chapter 6 measures that
-the range of positions training covers, through starts or through length, decides which one
-training finds.
+equally well; only positions outside the trained ones tell them apart. Chapter 6 measures how
+many absolute positions training must cover (through starts, ``start_step`` or length) before
+it finds the score by offset, approximately.
 """
 
 from __future__ import annotations
