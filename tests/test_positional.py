@@ -47,6 +47,7 @@ def test_sinusoidal_encoding_dtype_and_bad_input():
         mha.relative_rotation(1, 3)
 
 
+@pytest.mark.claim("6.5")
 def test_wavelengths_run_from_two_pi_to_just_below_base_times_two_pi():
     d, base = 64, 10000.0
     wavelengths = 2 * math.pi / mha.encoding_frequencies(d, base)
@@ -67,6 +68,13 @@ def test_frequencies_decrease_along_the_dimension_like_binary_digits():
         assert not torch.equal(bit[period // 2:], bit[:-period // 2])
     omega = mha.encoding_frequencies(16)
     assert torch.all(omega[1:] < omega[:-1])
+    # unlike bits, each period is 10000^(2/d) times the one before, not twice it ...
+    periods = 2 * math.pi / omega.double()
+    torch.testing.assert_close(periods[1:] / periods[:-1],
+                               torch.full((7,), 10000 ** (2 / 16), dtype=torch.float64))
+    # ... and no row repeats: 4096 positions, 4096 distinct rows (bits repeat after 2^bits)
+    p = mha.sinusoidal_encoding(4096, 16, dtype=torch.float64)
+    assert (torch.cdist(p, p) + torch.eye(4096, dtype=torch.float64) * 1e9).min() > 0.5
 
 
 @pytest.mark.claim("6.7")
@@ -197,6 +205,7 @@ def test_self_attention_is_permutation_equivariant(n, seed, need_weights):
         torch.testing.assert_close(weights_p, weights[:, :, perm][:, :, :, perm])
 
 
+@pytest.mark.claim("6.4")
 def test_adding_the_encoding_breaks_permutation_equivariance():
     torch.manual_seed(0)
     layer = mha.MultiHeadAttention(8, 2).double()

@@ -12,9 +12,9 @@ Where a sequence starts is a choice of the data: ``start`` places its tokens at 
 ``start .. start + n - 1``, and training can draw a new start for each batch (``max_start``).
 Trained on positions 0..15 only, a score fitted to those positions (one that depends on the
 positions i and j themselves) and a score that depends on the offset i - j alone fit the data
-equally well; only positions outside the trained ones tell them apart. Chapter 6 measures that
-the range of positions training covers, through starts or through length, decides which one
-training finds.
+equally well; only positions outside the trained ones tell them apart. Chapter 6 measures how
+many absolute positions training must cover (through starts, ``start_step`` or length) before
+it finds the score by offset, approximately.
 """
 
 from __future__ import annotations
@@ -142,15 +142,18 @@ def train_position_model(
     seed: int = 0,
     max_positions: int = 256,
     max_start: int = 0,
+    start_step: int = 1,
 ) -> PositionToyModel:
     """Train a ``PositionToyModel`` with Adam on fresh batches of ``length`` tokens.
 
     Each batch starts at position 0 (``max_start=0``) or at a start drawn uniformly from
-    ``0 .. max_start``, the same for the whole batch. Everything random (initial weights,
-    batches, starts) is drawn from ``seed``.
+    ``0, start_step, 2 start_step, .. max_start``, the same for the whole batch
+    (``start_step=1000, max_start=1000``: starts 0 and 1000 only, a wide span with few
+    positions). Everything random (initial weights, batches, starts) is drawn from ``seed``.
     """
     require_int("steps", steps)
     max_start = require_int("max_start", max_start, minimum=0)
+    start_step = require_int("start_step", start_step)
     require_positive("lr", lr)
     torch.manual_seed(require_int("seed", seed, minimum=0))
     model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
@@ -160,7 +163,8 @@ def train_position_model(
     for _ in range(steps):
         tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
         # no draw when every batch starts at 0: the runs from position 0 stay as they were
-        start = int(torch.randint(max_start + 1, (), generator=generator)) if max_start else 0
+        start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
+                    ) * start_step if max_start else 0
         loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
         optimiser.zero_grad()
         loss.backward()
