@@ -178,3 +178,28 @@ def test_without_setpriv_root_is_told_why_it_cannot_sandbox(monkeypatch):
     monkeypatch.setattr(sandbox.shutil, "which", lambda n: None if n == "setpriv" else which(n))
     assert "setpriv" in sandbox.unavailable()
 
+
+
+def test_a_linked_environment_runs_the_python_its_bind_holds(tmp_path, monkeypatch):
+    """Issue 39 H2: with .venv a symbolic link (an environment kept on another disk), the
+    sandbox bound the real folder but ran the linked path, which does not exist inside: every
+    notebook got 0. The program and PATH name the real folder, the one bound."""
+    link = tmp_path / "venv"
+    link.symlink_to(sys.prefix)
+    monkeypatch.setattr(sandbox.sys, "prefix", str(link))
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    prefix = sandbox.Prefix()
+    try:
+        options, program = sandbox.command(prefix, plan, sandbox.Limits(),
+                                           sandbox.User("s", sandbox.SPARE_UIDS[0],
+                                                        sandbox.SPARE_UIDS[0]))
+    finally:
+        prefix.remove()
+    real = os.path.realpath(sys.prefix)
+    python = program[program.index("--") + 1]
+    assert python == os.path.join(real, "bin", "python") and os.path.exists(python)
+    bound = {options[i + 2] for i, o in enumerate(options) if o == "--ro-bind"}
+    assert any(real == b or real.startswith(b + os.sep) for b in bound)
+    path = options[options.index("PATH", options.index("--setenv")) + 1]
+    assert path.startswith(os.path.join(real, "bin") + ":")
