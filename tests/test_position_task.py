@@ -138,8 +138,9 @@ def weights_on_previous_token(model, start, batch=64, seed=1):
 
 #: The training regimes of the chapter's experiment, by the positions they cover: 0-15 (16
 #: positions), 0-31 (32), 0-15 and 1000-1015 (32, spread), 0-63 (64), 0-79 (80), five windows of
-#: 16 in 0-1015 (80, spread) and 0-1015 (1016). A start is drawn per batch from 0, start_step,
-#: .. max_start; "none" is the model without positions, the baseline.
+#: 16 in 0-1015 (80, spread) and starts 0-1000 (within 0-1015; 200 batches draw at most 200
+#: of the starts). A start is drawn per batch from 0, start_step, .. max_start; "none" is the
+#: model without positions, the baseline.
 REGIMES = {
     "no positions": dict(length=16),
     "start 0, length 16": dict(length=16),
@@ -201,9 +202,9 @@ def test_more_positions_and_starts_raise_x_plus_p_far_start_accuracy():
     Margins, for the seeds tested (0-2; the bounds are not claimed for others): positions
     0-15 score at most 0.003 above no positions (bound 0.05); the widest beats the next best by
     at least 0.11 (bound 0.05) and the spread ones by at least 0.25 (bound 0.2); the narrow
-    heads fall from at least 0.41 to at most 0.24; the 0-79 heads move by at most 0.093 (bound
-    0.1). The ranges quoted are checked within 0.02, since accuracies differ in the last digit
-    between CPUs."""
+    heads fall from at least 0.41 to at most 0.24; the 0-79 heads move by 0.04-0.09 (outside
+    review 6c; bound 0.1, close). The ranges quoted are checked within 0.02, since accuracies
+    differ in the last digit between CPUs."""
     far = {name: [far_start_means(name, seed)[0] for seed in range(3)] for name in REGIMES}
     assert spread(far["no positions"]) == pytest.approx((0.33, 0.33), abs=0.02)
     assert spread(far["start 0, length 16"]) == pytest.approx((0.30, 0.33), abs=0.02)
