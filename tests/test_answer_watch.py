@@ -18,7 +18,7 @@ import mha.checks.ch06 as ch06
 import mha.checks.ch07 as ch07
 import mha.checks.ch08 as ch08
 import mha.checks.ch09 as ch09
-from mha.answer_watch import SWITCHED_OFF
+from mha.answer_watch import ESCAPED, SWITCHED_OFF
 from mha.exercises import LocalChannel, evaluate, set_grading_seed
 from mha_grade import assignments
 from mha_grade.compare import Outcome, score
@@ -27,6 +27,7 @@ from mha_grade.compare import Outcome, score
 ROUTES = '''
 import sys
 import types
+import numpy as np
 import torch
 import torch.nn.functional as F
 import mha
@@ -102,6 +103,38 @@ def module_softmax(scores, temperature):
 
 def log_softmax_exp(scores, temperature):
     return (scores / temperature).log_softmax(-1).exp()
+
+
+def in_a_thread(scores, temperature):  # the watch sees one thread (outside attack)
+    import threading
+    box = []
+    worker = threading.Thread(target=lambda: box.append(torch.softmax(scores / temperature, -1)))
+    worker.start()
+    worker.join()
+    return box[0]
+
+
+def in_a_forked_process(scores, temperature):  # a softmax in a child, sent back by a pipe
+    import os
+    import pickle
+    s = (scores / temperature).numpy()  # numpy in the child: torch may hang after a fork
+    read, write = os.pipe()
+    if os.fork() == 0:
+        e = np.exp(s - s.max(-1, keepdims=True))
+        os.write(write, pickle.dumps(e / e.sum(-1, keepdims=True)))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        return torch.from_numpy(pickle.loads(pipe.read()))
+
+
+def reference_in_a_thread(x, positions):
+    import threading
+    box = []
+    worker = threading.Thread(target=lambda: box.append(M.apply_rotary(x, positions)))
+    worker.start()
+    worker.join()
+    return box[0]
 
 
 def through_sdpa(scores, temperature):  # softmax(s I^T) I, with scale 1
@@ -199,6 +232,20 @@ def test_a_seen_reference_becomes_a_flag_of_the_exercise():
 
 SOFTMAXES = ["torch_softmax", "functional_softmax", "method_softmax", "module_softmax",
              "log_softmax_exp", "through_sdpa"]
+
+
+@pytest.mark.parametrize("name", ["in_a_thread", "in_a_forked_process"])
+def test_work_in_another_thread_or_process_is_reported_and_forbidden_ops_count_it_wrong(
+        child, name, capsys):
+    """An outside attack ran the forbidden softmax (and the reference) in a thread, which the
+    per-thread hooks do not see: full marks, no flag."""
+    for result in (graded_here(ch01.stable_softmax, namespace()[name]),
+                   child.grade(ch01.stable_softmax, name)):
+        assert result.points == 0 and result.status == "wrong", result
+        assert "another thread or process" in result.message
+        assert ESCAPED in result.entered
+    result = child.grade(ch06.rope_complex, "reference_in_a_thread")
+    assert ESCAPED in result.entered, result  # a flag for the instructor; the points stay
 
 
 @pytest.mark.parametrize("name", SOFTMAXES)

@@ -6,7 +6,8 @@ group imports only the groups below it, so `layers` can be read (and reused) wit
     tasks, analysis            toy tasks and data; tools that look at layers (not at each other)
     models                     whole models, trained on tasks, pruned with analysis
     figures                    pictures of any of the above
-    exercises, checks          the course machinery
+    exercises, answer_watch,   the course machinery
+    checks
     mha (__init__)             the public names
 """
 
@@ -23,7 +24,7 @@ PACKAGE = ROOT / "src" / "mha"
 RANK = {"foundation": 0, "layers": 1, "tasks": 2, "analysis": 2, "models": 3, "figures": 4,
         "course": 5, "mha": 6}
 TOP_LEVEL = {"__init__.py": "mha", "_checks.py": "foundation", "diagrams.py": "foundation",
-             "exercises.py": "course"}
+             "exercises.py": "course", "answer_watch.py": "course"}
 # the flat names of the modules before they were grouped (2026-11), which readers' code uses
 OLD_PATHS = {
     "layers": ["attention", "scoring", "single_head", "multi_head", "split_input", "kv_cache",

@@ -15,6 +15,11 @@ answer runs under :func:`observe`, which records
   ``TorchDispatchMode``: ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``nn.Softmax``,
   ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there).
 
+Both hooks see the calling thread only: work handed to another thread or process (a
+``threading.Thread``, ``os.fork``, ``subprocess``, ``torch.jit.fork``) is not observed, so a
+call that starts one is reported (``ESCAPED``: an outside attack ran the forbidden softmax in a
+thread), and a check that forbids ops counts it wrong.
+
 What it cannot prove: the answer runs in the same process and may switch the observation off
 (``sys.setprofile(None)``, popping the dispatch mode) or rebuild a reference from its source
 text; a switched-off hook is reported when the call returns (``SWITCHED_OFF``) unless the answer
@@ -35,6 +40,27 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 SWITCHED_OFF = "the observation of its calls was switched off"
+ESCAPED = "it started a thread or a process, whose work is not observed"
+
+
+def _escapes() -> set[int]:
+    """The builtins that start work in another thread or process (by identity: a ``c_call``
+    event of the profile hook names the builtin it calls)."""
+    import _thread
+    import os
+
+    try:
+        import _posixsubprocess  # what subprocess forks and execs with (POSIX)
+    except ImportError:
+        _posixsubprocess = None
+    names = [(_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+             (os, "fork"), (os, "forkpty"), (os, "posix_spawn"), (os, "posix_spawnp"),
+             (os, "system"), (_posixsubprocess, "fork_exec"), (torch._C, "fork"),
+             (torch._C, "_awaitable")]
+    return {id(f) for module, name in names if (f := getattr(module, name, None)) is not None}
+
+
+_ESCAPES = _escapes()
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
 
 
@@ -138,13 +164,16 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     exception it raised; the set of what it entered: reference names, ``"torch op NAME"``)."""
     found: set[str] = set()
     codes = watched_codes(tuple(references))
+    escapes = _ESCAPES
     previous = sys.getprofile()
 
-    def hook(frame, event, _arg):
+    def hook(frame, event, arg):
         if event == "call":
             name = codes.get(frame.f_code)
             if name is not None:
                 found.add(name)
+        elif event == "c_call" and id(arg) in escapes:
+            found.add(ESCAPED)
 
     mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
     depth = torch._C._len_torch_dispatch_stack()
@@ -152,14 +181,13 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     try:
         if mode is not None:
             mode.__enter__()
-        if codes:
-            sys.setprofile(hook)
+        sys.setprofile(hook)
         try:
             outcome = call()
         except Exception as error:  # the answer's own error: reported, with what it entered
             outcome = error
     finally:
-        if codes and sys.getprofile() is not hook:
+        if sys.getprofile() is not hook:
             found.add(SWITCHED_OFF)
         sys.setprofile(previous)
         if mode is not None:

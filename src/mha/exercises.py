@@ -365,12 +365,12 @@ class Channel:
 def _known(names: list, watch: dict | None) -> set[str]:
     """The names the answer's side reported that are among those watched for (it may send
     anything: only these mean something)."""
-    from mha.answer_watch import SWITCHED_OFF, op_matches
+    from mha.answer_watch import ESCAPED, SWITCHED_OFF, op_matches
 
     watch = watch or {}
     words, references = watch.get("ops", []), watch.get("references", [])
     return {n for n in names[:64] if type(n) is str and (
-        any(n == r or n.startswith(f"{r}.") for r in references) or n == SWITCHED_OFF
+        any(n == r or n.startswith(f"{r}.") for r in references) or n in (SWITCHED_OFF, ESCAPED)
         or n.startswith("torch op ") and op_matches(n.removeprefix("torch op "), words))}
 
 
@@ -535,7 +535,7 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     ``watch``: reference names, forbidden torch ops): (status, message, what was entered). A
     forbidden op, or a watch the answer switched off, makes the part wrong: the exercise's rule
     is part of what it asks."""
-    from mha.answer_watch import SWITCHED_OFF
+    from mha.answer_watch import ESCAPED, SWITCHED_OFF
 
     watch = getattr(checker, "watch", None)
     channel = object.__getattribute__(answer, "_channel")
@@ -546,9 +546,12 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     finally:
         channel.watch, channel.entered = None, None
     broke = sorted(e.removeprefix("torch op ") for e in entered if e.startswith("torch op "))
-    if watch and watch.get("ops") and status != "not done" and (broke or SWITCHED_OFF in entered):
+    if watch and watch.get("ops") and status != "not done" and (
+            broke or SWITCHED_OFF in entered or ESCAPED in entered):
         status, message = "wrong", (
             f"the exercise forbids what your answer ran ({', '.join(broke)[:200]})" if broke
+            else "the exercise forbids some operations, and your answer ran work in another "
+                 "thread or process, where they cannot be seen" if ESCAPED in entered
             else "the exercise forbids some operations, and your answer switched off the "
                  "watch on them")
     return status, message, {e for e in entered if not e.startswith("torch op ")}

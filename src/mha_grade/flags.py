@@ -23,6 +23,9 @@ SUSPICIOUS = {
     "processes": re.compile(r"\bsubprocess\b|\bfork\w*|\bos\.system\b|\bpty\b|start_new_"
                             r"session|\bsetsid\b|\bexec[lv]p?e?\b|\bspawn\w*|\bpopen\b|"
                             r"\bsystem\s*\(|\bkill(pg)?\b|\bmultiprocessing\b|\bdaemon\b"),
+    # work in another thread escapes the run-time watch on the answer (mha.answer_watch)
+    "threads": re.compile(r"\bthreading\b|\b_thread\b|\bconcurrent\.futures\b|"
+                          r"\bThreadPool\w*|\bjit\.fork\b|\bjit\._fork\b"),
     "shell escapes": re.compile(r"(?m)^[ \t]*!|%%?(bash|sh|script|system|sx)\b|get_ipython\b"),
     "network": re.compile(r"\bsocket\b|\burllib\b|\brequests\.|\bhttp\.client\b"),
     "low-level": re.compile(r"\bctypes\b|\bcffi\b|\bptrace\b|\bsys\.settrace\b"),
