@@ -18,8 +18,8 @@ Each submission runs in ``bwrap`` (https://github.com/containers/bubblewrap, Deb
   cap on all the bytes the submission can write;
 - the plan of the one submission it runs, read-only, and nothing else of the grader's machine:
   not the other submissions, the instructor's notebooks, the grades, or the home folder;
-- no kernel keyrings (a seccomp filter: they outlive the sandbox, per uid), and no system call
-  of another architecture's numbering;
+- no kernel keyrings (a seccomp filter: they outlive the sandbox, per uid), no new user
+  namespace, and no system call of another architecture's numbering;
 - resource limits: address space (``RLIMIT_AS``), processes (``RLIMIT_NPROC``, and a ``pids``
   cgroup when the grader runs as root), the size of
   one file (``RLIMIT_FSIZE``), CPU seconds, no core files; as root also a ``memory`` cgroup, the
@@ -211,30 +211,51 @@ _HELD: list[int] = []
 # leave data in its uid's keyring for the next notebook graded as that uid (an outside attack:
 # reviews of issue 35). A seccomp filter (bwrap --seccomp) refuses the three keyring system calls,
 # as Docker's default profile does, and every call of another architecture's numbering (32-bit
-# or x32 calls on x86_64), which the notebook's Python never makes.
-KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)),  # AUDIT_ARCH_X86_64; add_key,
-                 "aarch64": (0xC00000B7, (217, 218, 219))}  # request_key, keyctl
+# or x32 calls on x86_64), which the notebook's Python never makes. It also refuses a new user
+# namespace (unshare or clone with CLONE_NEWUSER; clone3, whose flags it cannot read, answers
+# ENOSYS, so that the C library falls back to clone): one gives its maker every capability
+# inside it, more of the kernel to attack (the same outside attack).
+SYSCALLS = {  # AUDIT_ARCH_*; add_key, request_key, keyctl; unshare, clone; clone3
+    "x86_64": (0xC000003E, (248, 249, 250), (272, 56), 435),
+    "aarch64": (0xC00000B7, (217, 218, 219), (97, 220), 435)}
+CLONE_NEWUSER = 0x10000000
 
 
-def keyring_filter() -> bytes | None:
+def seccomp_filter() -> bytes | None:
     """The seccomp program (classic BPF, ``struct sock_filter`` records) for this machine's
-    architecture; ``None`` where it has none here (the keyrings then stay open)."""
+    architecture; ``None`` where it has none here (keyrings and user namespaces then stay
+    open)."""
     import struct
 
-    if platform.machine() not in KEYRING_CALLS:
+    if platform.machine() not in SYSCALLS:
         return None
-    arch, calls = KEYRING_CALLS[platform.machine()]
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, |JGE|K, BPF_RET
+    arch, keyrings, namespaces, clone3 = SYSCALLS[platform.machine()]
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..
     allow, refuse = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, RET_ERRNO
+    absent = 0x00050000 | errno.ENOSYS
+    # the program's last four records: allow, refuse, absent, and the flags test of a
+    # namespace call; a jump's offset counts the records it skips
+    calls = [*keyrings, clone3, *namespaces]
+    targets = ["refuse"] * len(keyrings) + ["absent"] + ["flags"] * len(namespaces)
     n = len(calls)
-    program = [(load, 0, 0, 4),                 # the call's architecture
-               (jeq, 1, 0, arch),               # this machine's: on; any other: refused
-               (ret, 0, 0, refuse),
-               (load, 0, 0, 0),                 # the call's number
-               (jge, n + 1, 0, 0x40000000),     # x32 numbering: refused
-               *[(jeq, n - i, 0, call) for i, call in enumerate(calls)],
-               (ret, 0, 0, allow),
-               (ret, 0, 0, refuse)]
+    # where each jump lands, counted from the first test: after the n tests come allow,
+    # refuse, absent, then the flags test; a jump from record k to record t skips t - k - 1
+    at = {"allow": n, "refuse": n + 1, "absent": n + 2, "flags": n + 3}
+    head = [(load, 0, 0, 4),                    # the call's architecture
+            (jeq, 1, 0, arch),                  # this machine's: on; any other: refused
+            (ret, 0, 0, refuse),
+            (load, 0, 0, 0),                    # the call's number
+            (jge, at["refuse"], 0, 0x40000000)]  # x32 numbering: refused
+    tests = [(jeq, at[t] - i - 1, 0, call) for i, (call, t) in enumerate(zip(calls, targets,
+                                                                              strict=True))]
+    tail = [(ret, 0, 0, allow),
+            (ret, 0, 0, refuse),
+            (ret, 0, 0, absent),
+            (load, 0, 0, 16),                   # the first argument's low word: the flags
+            (jset, 0, 1, CLONE_NEWUSER),
+            (ret, 0, 0, refuse),
+            (ret, 0, 0, allow)]
+    program = head + tests + tail
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 
 
@@ -538,7 +559,7 @@ def start(prefix: Prefix, plan: Path, limits: Limits,
     # list the grader's folders
     read, write = os.pipe()
     fds = [read]
-    program = keyring_filter()
+    program = seccomp_filter()
     if program is not None:  # bwrap reads it whole before the sandbox starts: a pipe holds it
         seccomp, into = os.pipe()
         os.write(into, program)
