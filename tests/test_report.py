@@ -249,6 +249,30 @@ def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp
     assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
 
 
+def test_with_a_roster_a_student_not_on_it_stays_out_of_the_canvas_file(tmp_path, capsys):
+    """#39 L10: in a Canvas download, an id read from a file name is not Canvas's word: a student
+    the roster does not have is graded in gradebook.csv but left out of canvas_import.csv, and
+    named, so no grade goes to whoever that id is."""
+    folder = tmp_path / "canvas"
+    folder.mkdir()
+    graded = {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+              f"zedzed_1999_5009_{NAME}": CLASS["zed"]}
+    for name, spec in graded.items():
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["name", "id", "login"], *[r[:2] + r[3:4] for r in ROSTER]])
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    printed = capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    zed = rows["canvas-1999"]  # the key a Canvas id gives
+    assert "not on the roster" in zed["notes"] and zed["total"] == str(sum(CLASS["zed"]["points"]))
+    canvas_ids = [r[1] for r in rows_of(tmp_path / "out" / "canvas_import.csv")[2:]]
+    assert "1001" in canvas_ids and "1999" not in canvas_ids
+    assert "canvas_import.csv leaves out 1 student(s) not on the roster" in printed
+
+
 def test_a_gradescope_export_names_its_students_and_credits_every_group_member(tmp_path):
     """Gradescope's export (here one folder per assignment inside SUBMISSIONS): its
     submission_metadata.yml names each submission's students; a student is known by e-mail."""
