@@ -431,7 +431,8 @@ def test_a_roster_entry_two_submissions_match_stops_the_report_until_resolved(tm
     args = [folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster]
     assert run(*args) == 2
     err = capsys.readouterr().err
-    assert "'John_Smith', 'john-smith' all match John Smith (jsmith) on the roster" in err
+    assert "\n  'John_Smith', 'john-smith' all match John Smith (jsmith) on the roster\n" in err
+    assert "\\u000a" not in err  # the message's own line breaks are line breaks
     assert "--match KEY=LOGIN" in err and not (tmp_path / "out").exists()
     assert run(*args, "--match", "John_Smith=jsmith", "--match", "john-smith=") == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")

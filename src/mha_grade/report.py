@@ -121,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except ValueError as error:
-        print(f"mha-grade report: {terminal(str(error))}", file=sys.stderr)
+        # an Ambiguous message's names were escaped already: its line breaks are its own
+        lines = str(error).split("\n") if isinstance(error, gradebook.Ambiguous) else [str(error)]
+        print("mha-grade report: " + "\n".join(map(terminal, lines)), file=sys.stderr)
         return 2
 
 
