@@ -23,9 +23,10 @@ from html.parser import HTMLParser
 import pytest
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import by_hand, report
+from mha_grade import by_hand, copies, report
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
+from mha_grade.grade import main as grade_main
 from mha_grade.gradebook import CANVAS_HEADER, POINTS_POSSIBLE, owner_of
 
 from conventions import ROOT
@@ -577,6 +578,38 @@ def test_a_chapter_handed_in_twice_counts_once_by_the_rule_and_says_which(tmp_pa
            else "the most points")
     assert f"alice/{counted} counted ({why}; --copies {rule}), {other} not" in \
         rows["alice"]["notes"]
+
+
+@pytest.mark.parametrize("graded_by, given, total", [
+    ("best", None, "3"), ("latest", None, "1"), (None, None, "1"), ("best", "latest", "1")])
+def test_the_report_counts_copies_by_the_rule_the_grading_wrote_down(tmp_path, graded_by,
+                                                                     given, total):
+    """--copies is kept with the grades (copies_rule.json): graded with best, the report counts
+    the best copy without being told again; an explicit --copies still decides."""
+    folder = tmp_path / "twice"
+    graded = {f"alice/again_{NAME}": CLASS["alice"], f"alice/{NAME}": CLASS["bob"]}
+    for number, (name, spec) in enumerate(graded.items()):  # NAME (1 point) handed in last
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(folder / name, (1.7e9 + number, 1.7e9 + number))
+    grader_files(folder, graded)
+    if graded_by:
+        copies.keep_rule(folder, graded_by)
+    extra = ["--copies", given] if given else []
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, *extra) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["alice"]["total"] == total
+
+
+def test_grading_again_with_another_copies_rule_is_refused(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    copies.keep_rule(folder, "best")
+    (folder / "grading_log.csv").write_text("notebook\n")
+    with pytest.raises(SystemExit):
+        grade_main([str(folder), "--resume", "--copies", "latest"])
+    assert "was graded with --copies best" in capsys.readouterr().err
+    assert copies.graded_rule(folder) == "best"  # left as it was
 
 
 def test_in_a_canvas_download_the_later_submission_counts(tmp_path):
