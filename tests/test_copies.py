@@ -199,3 +199,14 @@ def test_gradescope_best_grades_every_copy_and_keeps_the_most_points(tmp_path):
 def test_grading_refuses_an_unknown_rule_by_name(tmp_path):
     with pytest.raises(ValueError, match="rule must be one of latest, best, not 'newest'"):
         graded(tmp_path, "newest")
+
+
+def test_the_graders_own_files_in_the_class_folder_are_not_submissions(tmp_path):
+    """Graded into SUBMISSIONS itself (the default --out): the rule and the kept time limits
+    are the grader's, never rows of "not a notebook"."""
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "notes.txt").write_text("x")
+    copies.keep_rule(tmp_path, "best")
+    (tmp_path / "time_limits.json").write_text("{}")
+    found = submissions.find_submissions(tmp_path, [], out=tmp_path)
+    assert [f.relative for f in found] == ["alice/notes.txt"]

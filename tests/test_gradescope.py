@@ -49,6 +49,8 @@ def test_the_instructors_notebook_scores_full_marks_in_gradescopes_layout(bundle
     assert scored and all(t["score"] == t["max_score"] > 0 for t in scored), report
     assert report["score"] == sum(t["max_score"] for t in scored)
     assert all(t["name"].startswith(CHAPTER.name) and t["output"] for t in report["tests"])
+    # the status once (#39 L2: "correct correct")
+    assert all(t["output"].split("\n")[0] == "correct" for t in scored), report
     # 0.3's hidden part is a test of its own, shown to students after the due date (the zip's
     # default); every other test is visible
     hidden = [t for t in scored if t["visibility"] != "visible"]
@@ -125,3 +127,15 @@ def test_the_score_never_exceeds_the_assignments_points():
 def test_the_entry_points_are_bash_scripts_that_stop_on_errors(name):
     text = (ROOT / "tools" / "autograder" / name).read_text()
     assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+
+
+@pytest.mark.parametrize("status, message, problem, shown", [
+    ("correct", "correct", "", "correct"),
+    ("wrong", "the scale is missing", "", "wrong: the scale is missing"),
+    ("error", "error: NameError", "", "error: NameError"),
+    ("correct", "correct", "2 process(es) it left running were killed",
+     "correct\n2 process(es) it left running were killed"),
+    ("", "", "", "")])
+def test_a_tests_text_says_the_status_once_and_the_notebooks_problem_on_its_own_line(
+        status, message, problem, shown):
+    assert gradescope.student_text(status, message, problem) == shown

@@ -211,7 +211,8 @@ def test_a_cell_cannot_edit_the_grader(attacked):
     report, _, canary, _ = attacked
     assert not (canary / "edited").exists()
     assert "Permission denied" in (canary / "refused").read_text()
-    assert "without bubblewrap" in report["output"]
+    assert "without bubblewrap." in report["output"]
+    assert "not asked for" not in report["output"]  # why: the instructor's log only (#39 L1)
     # its own answers, no more: 0.2, then 0.3 in two parts (the second hidden)
     assert [t.get("score") for t in scored(report)] == [1.0, 1.0, 1.0]
 

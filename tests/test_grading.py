@@ -113,6 +113,9 @@ def submissions():
     nb = solved()
     nb["cells"].insert(0, code("name = input('your name? ')"))
     made["asks_input"] = (nb, {"0.2": 1, "0.3": 2})
+    # a SyntaxError in the student's own answer cell (instructor's term, M2)
+    made["syntax_error"] = (answer(solved(), "scaled_scores", SOLVED_02.replace(":", "", 1)),
+                            {"0.2": 0, "0.3": 2})
     return made
 
 
@@ -187,6 +190,17 @@ def test_the_log_says_which_cell_raised_first_and_what(graded):
                     "EOFError: EOF when reading a line"}
     rows = {r["first_error"] for r in graded["log"] if r["notebook"] == f"full/{NAME}"}
     assert rows == {""}
+
+
+def test_an_answer_cell_that_does_not_compile_is_named_in_the_checks_message(graded):
+    """M2: the check's cell ran, so "its check is never called" was wrong; the message says the
+    answer was never received and points to the SyntaxError that left it undefined."""
+    row = next(r for r in graded["log"] if r["notebook"] == f"syntax_error/{NAME}"
+               and r["exercise"] == "0.2")
+    assert row["message"].startswith("the answer is not defined: its check never received it")
+    assert "never called" not in row["message"]
+    assert "(def scaled_scores(q, k)): SyntaxError: expected ':'" in row["message"]
+    assert "SyntaxError: expected ':'" in row["first_error"]
 
 
 def test_a_notebook_of_no_chapter_is_reported_and_not_graded(graded):

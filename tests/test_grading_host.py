@@ -6,9 +6,12 @@ the grading process spends a bounded CPU on one submission's messages."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from exercise_notebooks import EXAMPLE, fmt, student_edition
@@ -57,6 +60,18 @@ def add_key():
         raise OSError(ctypes.get_errno(), "add_key")
     libc.syscall(calls[1], 3, key)  # KEYCTL_REVOKE
 attempt("add a key to the uid's keyring", add_key)
+# io_uring (its operations pass seccomp unseen) and userfaultfd: kernel surface no notebook needs
+def kernel_call(number, *args):
+    def call():
+        fd = libc.syscall(number, *args)
+        if fd == -1:
+            raise OSError(ctypes.get_errno(), str(number))
+        os.close(fd)
+    return call
+ring_params = ctypes.create_string_buffer(120)
+io_uring_setup, userfaultfd = {"x86_64": (425, 323), "aarch64": (425, 282)}[platform.machine()]
+attempt("set up an io_uring", kernel_call(io_uring_setup, 1, ring_params))
+attempt("open a userfaultfd", kernel_call(userfaultfd, 1))  # UFFD_USER_MODE_ONLY
 # a user namespace gives its maker every capability inside it: more of the kernel to attack
 def new_user_namespace():
     if os.fork() == 0:  # in a child: the notebook's own process stays as it is
@@ -211,3 +226,54 @@ def test_a_linked_environment_runs_the_python_its_bind_holds(tmp_path, monkeypat
     assert any(real == b or real.startswith(b + os.sep) for b in bound)
     path = options[options.index("PATH", options.index("--setenv")) + 1]
     assert path.startswith(os.path.join(real, "bin") + ":")
+
+
+# Run by Debian's own Python (any user may run it), as the sandbox runs a notebook without root
+WRITES = r'''
+import json, os
+def write(path, mb):
+    try:
+        with open(path, "wb") as handle:
+            for _ in range(mb):
+                handle.write(b"x" * 2**20)
+        return "written"
+    except OSError as error:
+        return os.strerror(error.errno)
+print(json.dumps({"/": write("/file", 1), "/opt": write("/opt/file", 1),
+                  "/dev": write("/dev/file", 1), "/tmp/home": write("/tmp/home/file", 1),
+                  "/dev/shm, 40 MB": write("/dev/shm/a", 40),
+                  "/dev/shm, 40 MB more": write("/dev/shm/b", 40)}))
+'''
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="no system Python")
+def test_without_root_a_notebook_writes_only_to_its_sized_tmp_and_dev_shm(monkeypatch):
+    """Outside attack: graded without root, the sandbox's own root and /dev are tmpfs the
+    notebook owns, bounded by nothing (2 GB written into /dev). Here the sandbox's options for a
+    grader without root run as `nobody`: only /tmp and a 64 MB /dev/shm take writes."""
+    work = Path(tempfile.mkdtemp())  # not under pytest's folder, which is root's alone
+    try:
+        (work / "grader").mkdir()
+        (work / "plan.json").write_text("{}")
+        for path in (work, work / "grader", work / "plan.json"):
+            path.chmod(0o755)
+
+        class Grader:  # the read-only copy of the grader a sandbox binds: empty here
+            root = work / "grader"
+
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
+        monkeypatch.setattr(sandbox, "python_paths", list)  # this Python is root's: not bound
+        options, _ = sandbox.command(Grader, work / "plan.json", sandbox.Limits())
+        monkeypatch.undo()
+        run = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                              "--clear-groups", "bwrap", *options, "/usr/bin/python3", "-c",
+                              WRITES], capture_output=True, text=True, timeout=60, cwd="/")
+    finally:
+        shutil.rmtree(work)
+    if run.returncode and "namespace" in run.stderr:
+        pytest.skip(f"no user namespaces for a user here: {run.stderr.strip()}")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "/": "Read-only file system", "/opt": "Read-only file system",
+        "/dev": "Read-only file system", "/tmp/home": "written",
+        "/dev/shm, 40 MB": "written", "/dev/shm, 40 MB more": "No space left on device"}

@@ -23,9 +23,10 @@ from html.parser import HTMLParser
 import pytest
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import by_hand, report
+from mha_grade import by_hand, copies, report
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
+from mha_grade.grade import main as grade_main
 from mha_grade.gradebook import CANVAS_HEADER, POINTS_POSSIBLE, owner_of
 
 from conventions import ROOT
@@ -249,6 +250,30 @@ def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp
     assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
 
 
+def test_with_a_roster_a_student_not_on_it_stays_out_of_the_canvas_file(tmp_path, capsys):
+    """#39 L10: in a Canvas download, an id read from a file name is not Canvas's word: a student
+    the roster does not have is graded in gradebook.csv but left out of canvas_import.csv, and
+    named, so no grade goes to whoever that id is."""
+    folder = tmp_path / "canvas"
+    folder.mkdir()
+    graded = {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+              f"zedzed_1999_5009_{NAME}": CLASS["zed"]}
+    for name, spec in graded.items():
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    roster = tmp_path / "roster.csv"
+    with roster.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["name", "id", "login"], *[r[:2] + r[3:4] for r in ROSTER]])
+    assert run(folder, "--roster", roster, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    printed = capsys.readouterr().out
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    zed = rows["canvas-1999"]  # the key a Canvas id gives
+    assert "not on the roster" in zed["notes"] and zed["total"] == str(sum(CLASS["zed"]["points"]))
+    canvas_ids = [r[1] for r in rows_of(tmp_path / "out" / "canvas_import.csv")[2:]]
+    assert "1001" in canvas_ids and "1999" not in canvas_ids
+    assert "canvas_import.csv leaves out 1 student(s) not on the roster" in printed
+
+
 def test_a_gradescope_export_names_its_students_and_credits_every_group_member(tmp_path):
     """Gradescope's export (here one folder per assignment inside SUBMISSIONS): its
     submission_metadata.yml names each submission's students; a student is known by e-mail."""
@@ -407,7 +432,8 @@ def test_a_roster_entry_two_submissions_match_stops_the_report_until_resolved(tm
     args = [folder, "--out", tmp_path / "out", "--source", EXAMPLE, "--roster", roster]
     assert run(*args) == 2
     err = capsys.readouterr().err
-    assert "'John_Smith', 'john-smith' all match John Smith (jsmith) on the roster" in err
+    assert "\n  'John_Smith', 'john-smith' all match John Smith (jsmith) on the roster\n" in err
+    assert "\\u000a" not in err  # the message's own line breaks are line breaks
     assert "--match KEY=LOGIN" in err and not (tmp_path / "out").exists()
     assert run(*args, "--match", "John_Smith=jsmith", "--match", "john-smith=") == 0
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
@@ -552,6 +578,38 @@ def test_a_chapter_handed_in_twice_counts_once_by_the_rule_and_says_which(tmp_pa
            else "the most points")
     assert f"alice/{counted} counted ({why}; --copies {rule}), {other} not" in \
         rows["alice"]["notes"]
+
+
+@pytest.mark.parametrize("graded_by, given, total", [
+    ("best", None, "3"), ("latest", None, "1"), (None, None, "1"), ("best", "latest", "1")])
+def test_the_report_counts_copies_by_the_rule_the_grading_wrote_down(tmp_path, graded_by,
+                                                                     given, total):
+    """--copies is kept with the grades (copies_rule.json): graded with best, the report counts
+    the best copy without being told again; an explicit --copies still decides."""
+    folder = tmp_path / "twice"
+    graded = {f"alice/again_{NAME}": CLASS["alice"], f"alice/{NAME}": CLASS["bob"]}
+    for number, (name, spec) in enumerate(graded.items()):  # NAME (1 point) handed in last
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+        os.utime(folder / name, (1.7e9 + number, 1.7e9 + number))
+    grader_files(folder, graded)
+    if graded_by:
+        copies.keep_rule(folder, graded_by)
+    extra = ["--copies", given] if given else []
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE, *extra) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["alice"]["total"] == total
+
+
+def test_grading_again_with_another_copies_rule_is_refused(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    copies.keep_rule(folder, "best")
+    (folder / "grading_log.csv").write_text("notebook\n")
+    with pytest.raises(SystemExit):
+        grade_main([str(folder), "--resume", "--copies", "latest"])
+    assert "was graded with --copies best" in capsys.readouterr().err
+    assert copies.graded_rule(folder) == "best"  # left as it was
 
 
 def test_in_a_canvas_download_the_later_submission_counts(tmp_path):

@@ -25,13 +25,17 @@ notebook (a planted copy) can displace a student's own.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_grade.files import create, read_regular
+
 RULES = ("latest", "best")
 DEFAULT_RULE = "latest"
+RULE_FILE = "copies_rule.json"  # the rule a grading used, beside its grades.csv, for the report
 CANVAS_FILE = re.compile(r"^(?P<slug>[^_/]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$",
                          re.IGNORECASE)
 GRADESCOPE_FOLDER = re.compile(r"^submission_\d+$")  # Gradescope's name of a submission
@@ -111,3 +115,19 @@ def counted(copies: list, rule: str, when, points=None):
     best = max(graded, key=lambda c: (points(c), when(c)))
     tied = sum(1 for c in graded if points(c) == points(best)) > 1
     return best, "the most points" + (", handed in last of those" if tied else "")
+
+
+def keep_rule(out: Path, rule: str) -> None:
+    """Writes down, beside the grades, which ``rule`` graded them (``graded_rule`` reads it)."""
+    with create(out / RULE_FILE, 0o644) as handle:
+        json.dump({"copies": rule}, handle)
+
+
+def graded_rule(folder: Path) -> str | None:
+    """The rule ``mha-grade grade`` used for the grades in ``folder``; None if it did not say
+    (graded by an older version, or not graded there)."""
+    try:
+        rule = json.loads(read_regular(folder / RULE_FILE, 2**10))["copies"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return rule if rule in RULES else None

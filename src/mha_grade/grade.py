@@ -109,12 +109,13 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"time the instructor's notebooks again, even where the output "
                              f"folder keeps limits measured for this course, machine and "
                              f"options ({KEPT})")
-    parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+    parser.add_argument("--copies", choices=copies.RULES, default=None,
                         help="a student's copies of one chapter: grade the one handed in last "
                              "(latest: Canvas's submission order, else the files' times; the "
                              "others are reported as ignored), or every copy, the one with the "
-                             "most points to count (best: a grading per copy). Default latest; "
-                             "give the report the same")
+                             "most points to count (best: a grading per copy). Default latest, "
+                             "or with --resume and --regrade the rule the folder was graded by; "
+                             "written beside the grades, where the report reads it")
     parser.add_argument("--again-alone", action="store_true",
                         help="grade a notebook that reached its time limit beside others once "
                              "more, alone, at the end (by default its first run is written)")
@@ -127,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{folder} is not a folder")
     out = args.out or folder
     out.mkdir(parents=True, exist_ok=True)
+    graded_by = copies.graded_rule(out) if args.resume or args.regrade else None
+    if graded_by and args.copies and args.copies != graded_by:
+        parser.error(f"--copies {args.copies}: {out} was graded with --copies {graded_by}; "
+                     "resume or regrade with the same rule, or grade afresh into another --out")
+    args.copies = args.copies or graded_by or copies.DEFAULT_RULE
     if args.jobs > (os.cpu_count() or 1):
         print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
               "sandbox is bounded to one CPU (as root), but then they share them, and a "
@@ -167,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
     writer = Writer(out, resume=args.resume, regrade=regrade)
+    copies.keep_rule(out, args.copies)
     for note in writer.notes:
         print(terminal(note), file=sys.stderr)
     if writer.done and args.resume:

@@ -687,18 +687,22 @@ def canvas_rows(book: Gradebook, columns: dict[str, str], blank_missing: bool = 
     column per chapter, ``"Name (assignment id)"`` for an assignment Canvas has (``columns``:
     "03" or the chapter's name -> that header), else the chapter's name (Canvas then makes a
     new assignment); the second row holds the points possible. Students Canvas cannot find
-    (no id, SIS id or login) are left out and named in the notes. A chapter a student handed
-    in no notebook of is 0 (Canvas then replaces its "missing"), or blank with
-    ``blank_missing`` (Canvas then leaves the grade as it is)."""
+    (no id, SIS id or login), and with a roster students not on it, are left out and named
+    in the notes. A chapter a student handed in no notebook of is 0 (Canvas then replaces its
+    "missing"), or blank with ``blank_missing`` (Canvas then leaves the grade as it is)."""
     header = list(CANVAS_HEADER)
     for chapter in book.chapters:
         header.append(columns.get(chapter.number) or columns.get(chapter.name) or chapter.name)
     rows: list[list[object]] = [header, [POINTS_POSSIBLE, "", "", "", ""] + [
         fmt_points(book.chapter_max(c)) for c in book.chapters]]
-    left_out = []
+    left_out, off_roster = [], []
     for student in book.students:
         if not (student.id or student.sis_user_id or student.login):
             left_out.append(student.key)
+            continue
+        if book.roster and not student.on_roster:
+            # its id comes from a file name, not from Canvas: it could be anybody's
+            off_roster.append(student.key)
             continue
         rows.append([student.name, student.id, student.sis_user_id, student.login,
                      student.section] + [
@@ -708,4 +712,9 @@ def canvas_rows(book: Gradebook, columns: dict[str, str], blank_missing: bool = 
              f"id or login (a roster gives them: Canvas's gradebook export): "
              f"{', '.join(left_out[:10])}{', ...' if len(left_out) > 10 else ''}"
              ] if left_out else []
+    if off_roster:
+        notes.append(f"canvas_import.csv leaves out {len(off_roster)} student(s) not on the "
+                     "roster (their ids would come from file names; add them to the roster, or "
+                     f"--match them, to include them): {', '.join(off_roster[:10])}"
+                     f"{', ...' if len(off_roster) > 10 else ''}")
     return [[cell(v) for v in row] for row in rows], notes

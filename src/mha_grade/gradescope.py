@@ -267,9 +267,9 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
                 tests.extend(_part_tests(outcome, exercise.name, declared, hidden_visibility))
                 continue
             test = {"name": f"{outcome.notebook}: exercise {exercise.name}",
-                    "output": " ".join(filter(None, [outcome.status.get(exercise.name, ""),
-                                                     outcome.message.get(exercise.name, ""),
-                                                     outcome.problem])),
+                    "output": student_text(outcome.status.get(exercise.name, ""),
+                                          outcome.message.get(exercise.name, ""),
+                                          outcome.problem),
                     "visibility": "visible"}
             if most is not None:  # exercises graded by hand have no points here
                 test.update(score=float(outcome.points.get(exercise.name, 0)),
@@ -299,14 +299,23 @@ def _part_tests(outcome: Outcome, exercise: str, declared: list, hidden_visibili
     for part in declared:
         got = ran.get(part.name)
         kind = "hidden part" if part.hidden else "part"
-        output = (f"{got['status']}: {got['message']}" if got else " ".join(filter(None, [
-            outcome.status.get(exercise, ""), outcome.message.get(exercise, "")])))
+        status, message = ((got["status"], got["message"]) if got else
+                           (outcome.status.get(exercise, ""), outcome.message.get(exercise, "")))
         tests.append({"name": f"{outcome.notebook}: exercise {exercise}, {kind} '{part.name}'",
                       "score": float(got["points"]) if got else 0.0,
                       "max_score": float(part.points),
-                      "output": " ".join(filter(None, [output, outcome.problem])),
+                      "output": student_text(status, message, outcome.problem),
                       "visibility": hidden_visibility if part.hidden else "visible"})
     return tests
+
+
+def student_text(status: str, message: str, problem: str = "") -> str:
+    """A test's text for the student: the status, then the check's message unless it only says
+    the status again ("correct", not "correct correct"), the notebook's problem on a line of
+    its own."""
+    said = message if not status or message.startswith(status) else \
+        ": ".join(filter(None, [status, message]))
+    return "\n".join(filter(None, [said, problem]))
 
 
 def zip_settings(source: Path) -> dict:
@@ -365,8 +374,9 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
     how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
            if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
-           f"without bubblewrap ({why}).")
-    print(how, flush=True)
+           "without bubblewrap.")
+    # why bubblewrap could not start is the instructor's (the log, hidden from students)
+    print(how if why is None else f"{how[:-1]} ({why}).", flush=True)
     seed = secrets.randbits(48)
     set_grading_seed(seed)
     sources = chapter_notebooks(root / "source")  # the instructor's chapters, in the zip

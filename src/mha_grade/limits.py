@@ -28,6 +28,7 @@ from mha_grade.assignments import Assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import display
 from mha_grade.files import create, read_regular
+from mha_grade.outputs import TIME_LIMITS
 from mha_grade.submissions import Found
 from mha_grade.workers import grade_all
 
@@ -114,7 +115,7 @@ def describe(limits: list[Limit]) -> list[str]:
     return lines
 
 
-KEPT = "time_limits.json"
+KEPT = TIME_LIMITS
 
 
 def measured_for(sources: list[Path], jobs: int, timeout: float, factor: float) -> str:

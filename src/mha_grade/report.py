@@ -21,11 +21,12 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
   instead, whose entries then go into it) and keeps what it holds;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
-A student's copies of one chapter: the one handed in last counts (``--copies best``: the one
-with the most points; give the grader the same), as mha_grade.copies says. A submission the
-roster cannot place without a guess (``gradebook.Ambiguous``: two folders that differ in case,
-two submissions matching one student, one matching several) stops the report before it writes
-anything, naming each; ``--match KEY=LOGIN`` (or ``KEY=``: nobody on the roster) settles it.
+A student's copies of one chapter: by the rule the grading used (copies_rule.json; else the
+one handed in last; ``--copies best``: the one with the most points), as mha_grade.copies
+says. A submission the roster cannot place without a guess (``gradebook.Ambiguous``: two
+folders that differ in case, two submissions matching one student, one matching several) stops
+the report before it writes anything, naming each; ``--match KEY=LOGIN`` (or ``KEY=``: nobody
+on the roster) settles it.
 
 Exit status: 0, or 1 when entries of the points file were not taken (each is named) or when
 points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead:
@@ -107,10 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="show the messages of the checks' hidden parts on the feedback "
                              "pages (they name the hidden cases: after the due date); by "
                              "default a page shows a hidden part's points only")
-    parser.add_argument("--copies", choices=copies.RULES, default=copies.DEFAULT_RULE,
+    parser.add_argument("--copies", choices=copies.RULES, default=None,
                         help="a student's copies of one chapter: the one handed in last counts "
-                             "(latest, the default), or the one with the most points (best: "
-                             "grade with --copies best too, so that every copy is graded)")
+                             "(latest), or the one with the most points (best: only among the "
+                             "copies graded, so grade with --copies best too). Default: the "
+                             "rule the grading used, else latest")
     parser.add_argument("--match", action="append", default=[], metavar="KEY=LOGIN",
                         help="the roster's student a submission is (KEY as the report names "
                              "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
@@ -121,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except ValueError as error:
-        print(f"mha-grade report: {terminal(str(error))}", file=sys.stderr)
+        # an Ambiguous message's names were escaped already: its line breaks are its own
+        lines = str(error).split("\n") if isinstance(error, gradebook.Ambiguous) else [str(error)]
+        print("mha-grade report: " + "\n".join(map(terminal, lines)), file=sys.stderr)
         return 2
 
 
@@ -141,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
         sources[path.stem[:2]] = source
     names = {number: source.name for number, source in sources.items()}
     notebooks = gradebook.load_results(grades)
+    graded_by = copies.graded_rule(grades)
+    rule = args.copies or graded_by or copies.DEFAULT_RULE
+    if rule == "best" and graded_by == "latest":
+        print("warning: --copies best, but the grading kept only each student's latest copy "
+              "(--copies latest): grade with --copies best to compare copies", file=sys.stderr)
     roster, notes, canvas_columns = None, [], {}
     if args.roster is not None:
         roster, notes, found = gradebook.read_roster(args.roster)
@@ -159,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     gradescope, metadata_notes = gradebook.gradescope_names(submissions)
     files = by_hand.submission_files(submissions)
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
-                           hand_max=hand_max, default_hand_max=default_max, rule=args.copies,
+                           hand_max=hand_max, default_hand_max=default_max, rule=rule,
                            handed_in={name: copies.handed_in(name, path)
                                       for name, path in files.items()},
                            chosen=chosen,

@@ -328,9 +328,12 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
                         result = evaluate(assignment.checkers[index], info.exercise,
                                           info.max_points, answer, "hidden" if hidden else "shown")
                     else:
-                        result = Result(info.exercise, 0, info.max_points, "error",
-                                        "the answer is not defined where it is taken (the "
-                                        "end of the notebook: its check is never called)")
+                        # the check's cell ran (or was deleted) without handing it an answer
+                        why = "the answer is not defined: its check never received it, and " \
+                              "it does not exist at the end of the notebook"
+                        if outcome.first_error:
+                            why += f" (did the cell defining it raise? {outcome.first_error})"
+                        result = Result(info.exercise, 0, info.max_points, "error", why)
                     results[key] = with_hidden(results.get(key), result) if hidden else result
                 try:
                     process.stdin.write(b'{"op":"done"}\n')

@@ -56,6 +56,7 @@ class Limits:
     processes: int = 64
     file_size: int = 64 * 2**20  # one file
     disk: int = 512 * 2**20  # everything written (the tmpfs of /tmp)
+    shared_memory: int = 64 * 2**20  # /dev/shm (POSIX semaphores and shared memory)
     cpu_seconds: int = 1200
 
 
@@ -214,10 +215,12 @@ _HELD: list[int] = []
 # or x32 calls on x86_64), which the notebook's Python never makes. It also refuses a new user
 # namespace (unshare or clone with CLONE_NEWUSER; clone3, whose flags it cannot read, answers
 # ENOSYS, so that the C library falls back to clone): one gives its maker every capability
-# inside it, more of the kernel to attack (the same outside attack).
-SYSCALLS = {  # AUDIT_ARCH_*; add_key, request_key, keyctl; unshare, clone; clone3
-    "x86_64": (0xC000003E, (248, 249, 250), (272, 56), 435),
-    "aarch64": (0xC00000B7, (217, 218, 219), (97, 220), 435)}
+# inside it, more of the kernel to attack (the same outside attack). io_uring (whose operations
+# seccomp cannot see) and userfaultfd, which no notebook needs, are refused as Docker refuses them.
+SYSCALLS = {  # AUDIT_ARCH_*; refused: add_key, request_key, keyctl, io_uring_setup, _enter,
+    # _register, userfaultfd; unshare, clone; clone3
+    "x86_64": (0xC000003E, (248, 249, 250, 425, 426, 427, 323), (272, 56), 435),
+    "aarch64": (0xC00000B7, (217, 218, 219, 425, 426, 427, 282), (97, 220), 435)}
 CLONE_NEWUSER = 0x10000000
 
 
@@ -229,14 +232,14 @@ def seccomp_filter() -> bytes | None:
 
     if platform.machine() not in SYSCALLS:
         return None
-    arch, keyrings, namespaces, clone3 = SYSCALLS[platform.machine()]
+    arch, refused, namespaces, clone3 = SYSCALLS[platform.machine()]
     load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..
     allow, refuse = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, RET_ERRNO
     absent = 0x00050000 | errno.ENOSYS
     # the program's last four records: allow, refuse, absent, and the flags test of a
     # namespace call; a jump's offset counts the records it skips
-    calls = [*keyrings, clone3, *namespaces]
-    targets = ["refuse"] * len(keyrings) + ["absent"] + ["flags"] * len(namespaces)
+    calls = [*refused, clone3, *namespaces]
+    targets = ["refuse"] * len(refused) + ["absent"] + ["flags"] * len(namespaces)
     n = len(calls)
     # where each jump lands, counted from the first test: after the n tests come allow,
     # refuse, absent, then the flags test; a jump from record k to record t skips t - k - 1
@@ -337,8 +340,12 @@ def command(prefix: Prefix, plan: Path, limits: Limits,
     # the kernel's settings read-only (their values are the sandbox's own namespaces'); the rest
     # of /proc stays as it is: a process may write its own files there (clear_refs, to measure)
     argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+             "--size", str(limits.shared_memory), "--perms", "1777", "--tmpfs", "/dev/shm",
              *bind(str(prefix.root), "/opt/grader"), *bind(str(plan), "/opt/plan.json"),
-             "--perms", "0777", "--dir", "/tmp/home", "--chdir", "/tmp/home"]
+             "--perms", "0777", "--dir", "/tmp/home", "--chdir", "/tmp/home",
+             # only /tmp and /dev/shm, both sized, take writes: the root and /dev are tmpfs that
+             # a notebook run without root owns (an outside attack wrote 2 GB into /dev)
+             "--remount-ro", "/dev", "--remount-ro", "/"]
     env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
            "HOME": "/tmp/home",
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/home/.matplotlib",
