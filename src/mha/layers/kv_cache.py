@@ -12,6 +12,28 @@ from mha._checks import (
 )
 
 
+def refuse_autograd_history(cache: str, held: tuple, first: str, second: str) -> None:
+    """Raise ``ValueError`` if a cache about to be deep-copied holds a tensor with autograd
+    history: torch cannot deepcopy a non-leaf tensor, and its own error does not say why."""
+    if any(t is not None and t.grad_fn is not None for t in held):
+        raise ValueError(f"this {cache} holds {first} with autograd history, which deepcopy "
+                         f"cannot copy: fill it under torch.no_grad(), or copy the detached "
+                         f"tensors (new.{first} = cache.{first}.detach().clone(), and "
+                         f"{second} alike)")
+
+
+def refuse_vmap_leftovers(cache: str, cached: torch.Tensor | None, new: torch.Tensor,
+                          what: str) -> None:
+    """Raise ``ValueError`` if a cache filled inside ``torch.func.vmap`` is used outside it:
+    it holds vmap's batched tensors, and torch's own error is an internal assert."""
+    if (cached is not None and not torch.compiler.is_compiling()
+            and torch._C._functorch.is_functorch_wrapped_tensor(cached)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(new)):
+        raise ValueError(f"this {cache} was filled inside torch.func.vmap and holds its "
+                         f"batched tensors, which do not outlive it: use a new {cache} here "
+                         f"(inside vmap, pass {what} in and out as tensors)")
+
+
 class KVCache:
     r"""Keys and values of every token seen so far, for one attention layer.
 
@@ -53,12 +75,7 @@ class KVCache:
 
     def __deepcopy__(self, memo: dict) -> KVCache:
         """A copy with cloned tensors; refused while they carry autograd history."""
-        held = [t for t in (self.keys, self.values) if t is not None]
-        if any(t.grad_fn is not None for t in held):
-            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
-                             "cannot copy: fill it under torch.no_grad(), or copy the "
-                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
-                             "values alike)")
+        refuse_autograd_history("KVCache", (self.keys, self.values), "keys", "values")
         copy = KVCache()
         copy.keys, copy.values = (None if t is None else t.clone()
                                   for t in (self.keys, self.values))
@@ -76,12 +93,7 @@ class KVCache:
         then), and :class:`mha.MemoryBudgetError` when the cache would exceed the budget."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
-        if (self.keys is not None and not torch.compiler.is_compiling()
-                and torch._C._functorch.is_functorch_wrapped_tensor(self.keys)
-                and not torch._C._functorch.is_functorch_wrapped_tensor(keys)):
-            raise ValueError("this KVCache was filled inside torch.func.vmap and holds its "
-                             "batched tensors, which do not outlive it: use a new KVCache "
-                             "here (inside vmap, pass keys and values in and out as tensors)")
+        refuse_vmap_leftovers("KVCache", self.keys, keys, "keys and values")
         require_same_dtype(("keys", keys), ("values", values),
                            *([("the cached keys", self.keys)] if self.keys is not None else []))
         require_same_device(("keys", keys), ("values", values))

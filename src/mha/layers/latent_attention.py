@@ -30,6 +30,7 @@ from mha._checks import (
     require_same_device,
     require_same_dtype,
 )
+from mha.layers.kv_cache import refuse_autograd_history, refuse_vmap_leftovers
 from mha.layers.rotary import apply_rotary
 
 
@@ -37,7 +38,14 @@ class LatentCache:
     """What one MLA layer caches per token: the latent ``c`` and the shared rotary key.
 
     ``latents``: ``(B, n, latent_dim)``; ``rope_keys``: ``(B, 1, n, rope_dim)`` (one head,
-    shared by all query heads), or None while empty. ``len(cache)`` is ``n``.
+    shared by all query heads), floating, of one dtype, or None while empty. ``len(cache)`` is
+    ``n``. Make one with :meth:`MultiHeadLatentAttention.new_cache`.
+
+    As :class:`mha.KVCache`: ``copy.deepcopy`` refuses a cache holding autograd history (fill
+    it under ``torch.no_grad()``), and a cache filled inside ``torch.func.vmap`` is refused
+    outside it (it holds vmap's batched tensors).
+
+    Raises nothing itself when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError``.
     """
 
     def __init__(self) -> None:
@@ -45,16 +53,33 @@ class LatentCache:
         self.rope_keys: torch.Tensor | None = None
 
     def __len__(self) -> int:
+        """The number of tokens cached."""
         return 0 if self.latents is None else self.latents.shape[1]
+
+    def __deepcopy__(self, memo: dict) -> LatentCache:
+        """A copy with cloned tensors; refused while they carry autograd history."""
+        refuse_autograd_history("LatentCache", (self.latents, self.rope_keys), "latents",
+                                "rope_keys")
+        copy = LatentCache()
+        copy.latents, copy.rope_keys = (None if t is None else t.clone()
+                                        for t in (self.latents, self.rope_keys))
+        return copy
 
     def append(
         self, latents: torch.Tensor, rope_keys: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, n_new, latent_dim)`` latents and ``(B, 1, n_new, rope_dim)`` rotary keys;
         return everything cached so far. NaN or inf values are stored as given: like any
-        attention input they reach the outputs that read them (see :func:`mha.attention`)."""
+        attention input they reach the outputs that read them (see :func:`mha.attention`).
+
+        Raises ``ValueError`` naming ``latents`` or ``rope_keys`` for tensors that are not
+        3-D and 4-D floating, of different dtypes or devices, or whose shapes do not fit each
+        other or the cache, or when the cache was filled inside ``torch.func.vmap`` and is
+        used outside it (nothing is added then); :class:`mha.MemoryBudgetError` when the
+        cache would exceed the budget."""
         require_float_tensor("latents", latents, dim=3)
         require_float_tensor("rope_keys", rope_keys, dim=4)
+        refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
         require_same_dtype(("latents", latents), ("rope_keys", rope_keys),
                            *([("the cached latents", self.latents)] if self.latents is not None
                              else []))
