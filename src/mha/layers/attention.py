@@ -160,6 +160,11 @@ def self_attention(
     ``x``: ``(..., n, C)``; the queries, keys and values are all ``x`` itself.
     Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``. NaN and inf in ``x``
     reach the outputs (the rule of :func:`mha.attention`: nothing non-finite is hidden).
+
+    Dtypes: ``x`` floating; ``mask`` bool (True = may attend) or float (added to the scores), as
+    in :func:`mha.attention`. Raises ``ValueError`` naming ``x`` or ``mask`` for a wrong type,
+    shape, dtype or device; :class:`mha.MemoryBudgetError` when the weights would exceed the
+    memory budget.
     """
     require_float_tensor("x", x, min_dim=2)
     if x.shape[-1] == 0:

@@ -56,6 +56,9 @@ class KVCache:
     (as :func:`mha.generate` does); ``copy.deepcopy`` refuses such a cache, as torch refuses
     to deepcopy a non-leaf tensor. Inside ``torch.func.vmap`` pass keys and values in and out
     as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
+
+    Raises nothing when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError`` as said
+    above.
     """
 
     def __init__(self) -> None:
@@ -68,7 +71,9 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ``keys`` and ``values`` together."""
+        """Bytes held: ``keys`` and ``values`` together.
+
+        Raises nothing."""
         if self.keys is None or self.values is None:
             return 0
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values))

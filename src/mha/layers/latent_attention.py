@@ -117,7 +117,9 @@ class LatentCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ``batch * n * (latent_dim + rope_dim) * element size``."""
+        """Bytes held: ``batch * n * (latent_dim + rope_dim) * element size``.
+
+        Raises nothing."""
         if self.latents is None:
             return 0
         return self.latents.nbytes + self.rope_keys.nbytes
@@ -153,6 +155,10 @@ class MultiHeadLatentAttention(nn.Module):
     ``torch.compile(fullgraph=True)`` traces it in one graph (``dynamic=True``: one for every
     length; a growing :class:`LatentCache` compiles once), and ``torch.export`` takes a
     dynamic length (see :class:`mha.MultiHeadAttention`).
+
+    Raises ``ValueError`` naming the argument for a bad size or ``base``, an odd ``rope_dim``,
+    or ``embed_dim`` not divisible by ``num_heads`` without ``head_dim``;
+    :class:`mha.MemoryBudgetError` when the weights would exceed the memory budget.
     """
 
     def __init__(
@@ -199,7 +205,9 @@ class MultiHeadLatentAttention(nn.Module):
 
     @staticmethod
     def new_cache() -> LatentCache:
-        """An empty cache for this layer."""
+        """An empty cache for this layer.
+
+        Raises nothing."""
         return LatentCache()
 
     def forward(
@@ -297,5 +305,7 @@ class MultiHeadLatentAttention(nn.Module):
         return self.out_proj(merged), None
 
     def cache_numbers_per_token(self) -> int:
-        """Numbers this layer caches per token: ``latent_dim + rope_dim``."""
+        """Numbers this layer caches per token: ``latent_dim + rope_dim``.
+
+        Raises nothing."""
         return self.latent_dim + self.rope_dim
