@@ -274,9 +274,9 @@ class GridSelfAttention(nn.Module):
         """Each head's attention ``(h, H * W, (H + 2p) * (W + 2p))``, which without content
         terms does not depend on the image (``content=True``: use :meth:`scores`).
 
-        Float, in the module's dtype. Raises ``ValueError`` naming ``height`` or ``width``
-        (positive ints), or with ``content=True``; :class:`mha.MemoryBudgetError` when the
-        weights would exceed the memory budget."""
+        Float, of that shape, in the module's dtype. Raises ``ValueError`` naming ``height``
+        or ``width`` (positive ints), or with ``content=True``; :class:`mha.MemoryBudgetError`
+        when the weights would exceed the memory budget."""
         if self.content:
             raise ValueError("with content=True the weights depend on the image: "
                              "softmax(layer.scores(x), -1) gives them")

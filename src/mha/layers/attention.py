@@ -62,9 +62,9 @@ def attention(
       overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
       case left to each path: the fused and chunked kernels skip some masked scores.)
 
-    Bad arguments (wrong types, dtypes that differ, shapes that do not fit, a score matrix
-    larger than the memory budget of :func:`mha.memory_budget`) raise ``ValueError`` (the last
-    a :class:`mha.MemoryBudgetError`) before anything is computed.
+    Raises ``ValueError`` on bad arguments (wrong types, dtypes that differ, shapes that do not
+    fit, a score matrix larger than the memory budget of :func:`mha.memory_budget`; the last a
+    :class:`mha.MemoryBudgetError`) before anything is computed.
 
     The code scales ``Q`` before the product, ``(Q * scale) K^T``, rather than the product
     after it: the same numbers, one pass over an ``(n_q, d_k)`` matrix instead of an
