@@ -6,32 +6,12 @@ import torch
 
 from mha._checks import (
     check_allocation,
+    refuse_autograd_history,
+    refuse_vmap_leftovers,
     require_float_tensor,
     require_same_device,
     require_same_dtype,
 )
-
-
-def refuse_autograd_history(cache: str, held: tuple, first: str, second: str) -> None:
-    """Raise ``ValueError`` if a cache about to be deep-copied holds a tensor with autograd
-    history: torch cannot deepcopy a non-leaf tensor, and its own error does not say why."""
-    if any(t is not None and t.grad_fn is not None for t in held):
-        raise ValueError(f"this {cache} holds {first} with autograd history, which deepcopy "
-                         f"cannot copy: fill it under torch.no_grad(), or copy the detached "
-                         f"tensors (new.{first} = cache.{first}.detach().clone(), and "
-                         f"{second} alike)")
-
-
-def refuse_vmap_leftovers(cache: str, cached: torch.Tensor | None, new: torch.Tensor,
-                          what: str) -> None:
-    """Raise ``ValueError`` if a cache filled inside ``torch.func.vmap`` is used outside it:
-    it holds vmap's batched tensors, and torch's own error is an internal assert."""
-    if (cached is not None and not torch.compiler.is_compiling()
-            and torch._C._functorch.is_functorch_wrapped_tensor(cached)
-            and not torch._C._functorch.is_functorch_wrapped_tensor(new)):
-        raise ValueError(f"this {cache} was filled inside torch.func.vmap and holds its "
-                         f"batched tensors, which do not outlive it: use a new {cache} here "
-                         f"(inside vmap, pass {what} in and out as tensors)")
 
 
 class KVCache:

@@ -19,6 +19,8 @@ from torch import nn
 from mha._checks import (
     check_allocation,
     check_output_allocation,
+    refuse_autograd_history,
+    refuse_vmap_leftovers,
     require_base,
     require_flag,
     require_float_tensor,
@@ -30,7 +32,6 @@ from mha._checks import (
     require_same_device,
     require_same_dtype,
 )
-from mha.layers.kv_cache import refuse_autograd_history, refuse_vmap_leftovers
 from mha.layers.rotary import apply_rotary
 
 
