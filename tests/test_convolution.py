@@ -94,6 +94,19 @@ def test_bad_inputs_raise_with_the_shape():
         mha.GridSelfAttention(1, 1, 1, padding=-1)
 
 
+def test_relative_scores_refuse_mixed_dtypes_and_over_budget_scores_by_name():
+    shapes = [(1, 3, 2), (1, 3, 2), (3, 3, 4), (2, 2, 5), (2, 2, 5), (2, 4, 5), (2, 5), (2, 5)]
+    args = [torch.zeros(shape) for shape in shapes]
+    torch.testing.assert_close(mha.relative_scores(*args), torch.zeros(1, 2, 3, 3))
+    args[2] = args[2].double()  # once a RuntimeError from einsum
+    with pytest.raises(ValueError, match="encoding"):
+        mha.relative_scores(*args)
+    args[2] = torch.zeros(1, 1, 4).expand(3, 3, 4)
+    with mha.memory_budget(3 * 1 * 2 * 3 * 3 * 4 - 1), \
+            pytest.raises(mha.MemoryBudgetError, match="encoding of shape \\(3, 3, 4\\)"):
+        mha.relative_scores(*args)
+
+
 def test_pixel_offsets_are_key_minus_query():
     from mha.analysis.convolution import pixel_offsets
 

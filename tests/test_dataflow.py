@@ -175,3 +175,20 @@ def test_notebook_alt_text_of_a_course_figure_is_its_diagrams_words():
                     assert alt == getattr(dataflow, f"{name}_diagram")().alt_text(), path.name
                     found += 1
     assert found >= 1
+
+
+def test_notation_and_diagram_refuse_what_is_not_a_str_or_a_point_by_name():
+    with pytest.raises(ValueError, match="batch must be a str, got 2"):
+        Notation(batch=2)  # once accepted, and failed only inside times() while drawing
+    with pytest.raises(ValueError, match="b must be a str"):
+        COURSE.times("2", 4)
+    assert Notation(batch="2", heads="3").times("2", "3") == "6"
+    with pytest.raises(ValueError, match="title must be a str"):
+        Diagram(3)
+    d = Diagram("t")
+    a, b = d.box("a", (0, 0)), d.box("b", (0, 1))
+    with pytest.raises(ValueError, match="label_at must be a pair"):
+        d.arrow(a, b, label_at=3)  # once accepted, and failed when drawn
+    with pytest.raises(ValueError, match="via must be a list"):
+        d.arrow(a, b, via=3)
+    assert d.arrow(a, b, via=[(1, 0)], label_at=(2, 0)).via == ((1.0, 0.0),)

@@ -153,3 +153,39 @@ def test_deepseek_v2_sizes_cache_as_much_as_gqa_with_2_25_groups():
     gqa_groups = per_token / (2 * d_h)  # a GQA cache holds 2 * groups * d_h numbers per token
     assert gqa_groups == 2.25
     assert per_token == mha.analysis.cost.kv_cache_bytes(1, 1, d_h, 1) // 4 * 2.25
+
+
+def test_a_latent_cache_with_autograd_history_refuses_deepcopy_and_one_without_copies():
+    import copy
+
+    att = layer(torch.float32)
+    x = torch.randn(1, 3, WIDTH, generator=torch.Generator().manual_seed(0))
+    cache = att.new_cache()
+    att(x, cache=cache)
+    with pytest.raises(ValueError, match="LatentCache holds latents with autograd history.*"
+                                         "torch.no_grad"):
+        copy.deepcopy(cache)
+    with torch.no_grad():
+        plain = att.new_cache()
+        att(x, cache=plain)
+    twin = copy.deepcopy(plain)
+    assert torch.equal(twin.latents, plain.latents) and twin.latents is not plain.latents
+    assert torch.equal(twin.rope_keys, plain.rope_keys)
+    assert twin.rope_keys is not plain.rope_keys
+    att(x[:, :1], cache=twin)  # the copy grows on its own
+    assert (len(twin), len(plain)) == (4, 3)
+
+
+def test_a_latent_cache_filled_inside_vmap_is_refused_outside_with_the_fix():
+    att = layer(torch.float32)
+    cache = att.new_cache()
+
+    def step(x):
+        return att(x, cache=cache)[0]
+
+    torch.func.vmap(step)(torch.randn(2, 1, 3, WIDTH))
+    with pytest.raises(ValueError, match="inside torch.func.vmap.*new LatentCache"):
+        att(torch.randn(1, 1, WIDTH), cache=cache)
+    fresh = att.new_cache()
+    att(torch.randn(1, 1, WIDTH), cache=fresh)  # the fix the message names works
+    assert len(fresh) == 1

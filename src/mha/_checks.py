@@ -314,6 +314,35 @@ def require_flag(name: str, value: object) -> bool:
     return value
 
 
+def refuse_autograd_history(cache: str, held: tuple, first: str, second: str) -> None:
+    """Raise ``ValueError`` if a cache about to be deep-copied holds a tensor with autograd
+    history: torch cannot deepcopy a non-leaf tensor, and its own error does not say why."""
+    if any(t is not None and t.grad_fn is not None for t in held):
+        raise ValueError(f"this {cache} holds {first} with autograd history, which deepcopy "
+                         f"cannot copy: fill it under torch.no_grad(), or copy the detached "
+                         f"tensors (new.{first} = cache.{first}.detach().clone(), and "
+                         f"{second} alike)")
+
+
+def refuse_vmap_leftovers(cache: str, cached: torch.Tensor | None, new: torch.Tensor,
+                          what: str) -> None:
+    """Raise ``ValueError`` if a cache filled inside ``torch.func.vmap`` is used outside it:
+    it holds vmap's batched tensors, and torch's own error is an internal assert."""
+    if (cached is not None and not torch.compiler.is_compiling()
+            and torch._C._functorch.is_functorch_wrapped_tensor(cached)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(new)):
+        raise ValueError(f"this {cache} was filled inside torch.func.vmap and holds its "
+                         f"batched tensors, which do not outlive it: use a new {cache} here "
+                         f"(inside vmap, pass {what} in and out as tensors)")
+
+
+def require_str(name: str, value: object) -> str:
+    """Return ``value`` if it is a str (a label or a symbol, not a number)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {_describe(value)}")
+    return value
+
+
 def require_number(
     name: str,
     value: object,
@@ -455,6 +484,8 @@ def set_debug(flag: bool) -> bool:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
     kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
     kernel never reads a future key, so a NaN there does not reach earlier queries).
+
+    Raises ``ValueError`` naming ``flag`` when it is not a bool.
     """
     global _debug
     previous = _debug
@@ -463,7 +494,9 @@ def set_debug(flag: bool) -> bool:
 
 
 def get_debug() -> bool:
-    """Whether the value-reading checks of :func:`set_debug` are on."""
+    """Whether the value-reading checks of :func:`set_debug` are on.
+
+    Raises nothing."""
     return _debug
 
 
@@ -535,7 +568,10 @@ def require_distributions(name: str, weights: torch.Tensor) -> torch.Tensor:
 
 
 class MemoryBudgetError(MemoryError, ValueError):
-    """A tensor larger than the memory budget was asked for (raised before allocating it)."""
+    """A tensor larger than the memory budget was asked for (raised before allocating it).
+
+    A subclass of ``MemoryError`` and ``ValueError``, so ``except ValueError`` catches it with
+    every other bad argument. Raises nothing itself."""
 
 
 #: fraction of the machine's RAM one tensor may take by default
@@ -564,7 +600,9 @@ def machine_memory() -> int:
 
 
 def get_memory_budget() -> int:
-    """The largest tensor, in bytes, that ``mha`` allocates without complaint in this thread."""
+    """The largest tensor, in bytes, that ``mha`` allocates without complaint in this thread.
+
+    Raises nothing."""
     chosen = getattr(_thread, "budget", None)
     return _DEFAULT_BUDGET if chosen is None else chosen
 
@@ -572,7 +610,9 @@ def get_memory_budget() -> int:
 def set_memory_budget(nbytes: int | None) -> int | None:
     """Set the calling thread's budget in bytes (``None``: back to 1/8 of RAM); returns the
     previous setting. Per thread, as ``torch.set_grad_enabled`` is: other threads keep
-    theirs, and a new thread starts with the default."""
+    theirs, and a new thread starts with the default.
+
+    Raises ``ValueError`` naming ``nbytes`` when it is neither None nor a positive int."""
     previous = getattr(_thread, "budget", None)
     _thread.budget = None if nbytes is None else require_int("nbytes", nbytes, minimum=1)
     return previous
@@ -582,7 +622,9 @@ def set_memory_budget(nbytes: int | None) -> int | None:
 def memory_budget(nbytes: int | None) -> Iterator[None]:
     """``with mha.memory_budget(2 * 2**30): ...`` runs the block with another budget
     (``None``: 1/8 of RAM) in the calling thread, and restores the thread's setting after
-    it (blocks nest; other threads are not affected)."""
+    it (blocks nest; other threads are not affected).
+
+    Raises ``ValueError`` naming ``nbytes`` when it is neither None nor a positive int."""
     previous = set_memory_budget(nbytes)
     try:
         yield

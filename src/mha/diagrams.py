@@ -17,10 +17,10 @@ and :meth:`Diagram.alt_text` describes it in words for the image's alt text.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from mha._checks import require_int, require_number
+from mha._checks import require_int, require_number, require_str
 
 if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn: `import mha` stays light
     from matplotlib.figure import Figure
@@ -48,6 +48,8 @@ class Notation:
     Pass other strings to redraw a figure in another notation, or numbers (as strings) to see
     the shapes of a concrete example: ``Notation(batch="2", tokens="5", width="8", heads="2",
     key="4", value="4")``.
+
+    Raises ``ValueError`` naming a field that is not a str.
     """
 
     batch: str = "B"
@@ -59,11 +61,26 @@ class Notation:
     queries: str = "n_q"
     keys: str = "n_k"
 
+    def __post_init__(self) -> None:
+        for field in fields(self):  # a number given as an int would fail only when drawn
+            require_str(field.name, getattr(self, field.name))
+
     def times(self, a: str, b: str) -> str:
-        """``a*b`` as a symbol, or the product when both are numbers (``"2", "4"`` -> ``"8"``)."""
+        """``a*b`` as a symbol, or the product when both are numbers (``"2", "4"`` -> ``"8"``).
+
+        Raises ``ValueError`` naming ``a`` or ``b`` when it is not a str."""
+        a, b = require_str("a", a), require_str("b", b)
         if a.isdigit() and b.isdigit():
             return str(int(a) * int(b))
         return f"{a}*{b}"
+
+
+def require_point(name: str, point: object) -> tuple[float, float]:
+    """``point`` as a pair ``(x, y)`` of floats; ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(point, str | bytes) or not isinstance(point, Sequence) or len(point) != 2:
+        raise ValueError(f"{name} must be a pair (x, y) of numbers, got {point!r}")
+    return (float(require_number(f"{name}[0]", point[0])),
+            float(require_number(f"{name}[1]", point[1])))
 
 
 #: the course's notation (``book/notation.md``); figures use it unless given another
@@ -154,10 +171,12 @@ class Arrow:
 
 
 class Diagram:
-    """A data-flow picture: :meth:`box`, :meth:`arrow`, then :meth:`figure`."""
+    """A data-flow picture: :meth:`box`, :meth:`arrow`, then :meth:`figure`.
+
+    Raises ``ValueError`` naming ``title`` when it is neither a str nor None."""
 
     def __init__(self, title: str | None = None) -> None:
-        self.title = title
+        self.title = None if title is None else require_str("title", title)
         self.boxes: list[Box] = []
         self.arrows: list[Arrow] = []
 
@@ -167,15 +186,16 @@ class Diagram:
 
         ``kind`` is ``"op"`` (an operation), ``"tensor"`` (an input or output) or ``"note"``;
         ``stack > 1`` draws that many offset copies behind it (one per head, say).
+
+        Raises ``ValueError`` naming ``kind``, ``at``, ``width``/``height`` or ``stack`` for a
+        value outside what is said above.
         """
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
         if width <= 0 or height <= 0:
             raise ValueError(f"width and height must be positive, got {width} and {height}")
         stack = require_int("stack", stack)
-        if isinstance(at, str | bytes) or not isinstance(at, Sequence) or len(at) != 2:
-            raise ValueError(f"at must be a pair (x, y) of numbers, got {at!r}")
-        at = (require_number("at[0]", at[0]), require_number("at[1]", at[1]))
+        at = require_point("at", at)
         box = Box(label, float(at[0]), float(at[1]), float(width), float(height), kind, stack)
         self.boxes.append(box)
         return box
@@ -188,20 +208,28 @@ class Diagram:
         ``via`` lists corner points the arrow passes through (for an L-shaped route);
         the label sits beside the arrow's middle (``label_side`` ``"right"``, ``"left"`` or
         ``"on"``), or at ``label_at``.
+
+        Raises ``ValueError`` naming ``start``, ``end`` (not a box of this diagram), ``via``,
+        ``label_at`` or ``label_side``.
         """
         for which, b in (("start", start), ("end", end)):
             if b not in self.boxes:
                 raise ValueError(f"{which} must be a box of this diagram, got {b!r}")
         if label_side not in ("right", "left", "on"):
             raise ValueError(f"label_side must be 'right', 'left' or 'on', got {label_side!r}")
+        if isinstance(via, str | bytes) or not isinstance(via, Sequence):
+            raise ValueError(f"via must be a list of (x, y) points, got {via!r}")
+        via = tuple(require_point(f"via[{i}]", point) for i, point in enumerate(via))
+        label_at = None if label_at is None else require_point("label_at", label_at)
         parts = [p for p in (name, None if shape is None else shape_label(shape)) if p]
-        arrow = Arrow(start, end, "  ".join(parts), tuple((float(x), float(y)) for x, y in via),
-                      label_at, label_side)
+        arrow = Arrow(start, end, "  ".join(parts), via, label_at, label_side)
         self.arrows.append(arrow)
         return arrow
 
     def alt_text(self) -> str:
-        """The picture in words, arrow by arrow, for the image's alt text."""
+        """The picture in words, arrow by arrow, for the image's alt text.
+
+        Raises nothing."""
         def plain(text: str) -> str:
             for tex, word in (("\\div", "divide by"), ("\\sqrt", "square root of "),
                               ("^\\top", " transposed"), ("\\,", " "), ("$", ""), ("{", ""),
@@ -221,6 +249,9 @@ class Diagram:
         One box unit is :data:`UNIT` inches, so every diagram of the book has the same font
         size, scaled down only if the diagram would be wider than ``max_width`` (book width at
         100 dpi is 8 inches). The limits take in every label, measured after drawing.
+
+        Raises ``ValueError`` when the diagram has no boxes, or naming ``max_width`` (not
+        positive).
         """
         if not self.boxes:
             raise ValueError("the diagram has no boxes: add some with box()")

@@ -23,6 +23,10 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     ``(batch, n)``. Returns ``(heads,)``. A head that matches content (a look-up of "where else
     does my symbol occur?") scores high; a positional head scores about the chance that its
     neighbour holds the same symbol.
+
+    ``weights`` floating; the result has its dtype. Raises ``ValueError`` naming ``weights`` or
+    ``tokens`` for a wrong type, shape, device or non-finite weights;
+    :class:`mha.MemoryBudgetError` when the product would exceed the memory budget.
     """
     require_float_tensor("weights", weights, min_dim=4)
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[0] == 0:

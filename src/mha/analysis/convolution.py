@@ -30,6 +30,7 @@ from torch import nn
 
 from mha._checks import (
     check_allocation,
+    check_output_allocation,
     require_flag,
     require_float_tensor,
     require_int,
@@ -98,6 +99,10 @@ def relative_scores(
     Shapes: ``queries`` ``(B, n_q, C)``, ``keys`` ``(B, n_k, C)``, ``encoding``
     ``(n_q, n_k, D_p)``, ``w_qry`` and ``w_key`` ``(h, C, d_k)``, ``w_key_pos``
     ``(h, D_p, d_k)``, ``u`` and ``v`` ``(h, d_k)``; returns ``(B, h, n_q, n_k)``.
+
+    Every tensor floating, of one dtype and device; the scores have it. Raises ``ValueError``
+    naming the argument whose type, shape, dtype or device does not fit;
+    :class:`mha.MemoryBudgetError` when the scores would exceed the memory budget.
     """
     for name, t, dim in [("queries", queries, 3), ("keys", keys, 3), ("encoding", encoding, 3),
                          ("w_qry", w_qry, 3), ("w_key", w_key, 3), ("w_key_pos", w_key_pos, 3),
@@ -114,6 +119,14 @@ def relative_scores(
     for name, t, shape in expected:
         if tuple(t.shape) != shape:
             raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
+    tensors = [("queries", queries)] + [(name, t) for name, t, _ in expected]
+    require_same_dtype(*tensors)
+    require_same_device(*tensors)
+    # content, position and their sum: three (B, h, n_q, n_k) tensors at the peak
+    check_output_allocation("relative_scores' scores", "encoding", encoding,
+                            (3, batch, heads, n_q, n_k), queries.dtype,
+                            f"use fewer positions (n_q, n_k = {n_q}, {n_k}), heads ({heads}) "
+                            f"or a smaller batch ({batch})")
     q = torch.einsum("bic,hcd->bhid", queries, w_qry)  # (B, h, n_q, d_k)
     k = torch.einsum("bjc,hcd->bhjd", keys, w_key)  # (B, h, n_k, d_k)
     content = (q + u[:, None, :]) @ k.transpose(-2, -1)  # (B, h, n_q, n_k)
@@ -138,6 +151,10 @@ def quadratic_encoding(
 
     Shapes: ``centres`` ``(h, 2)`` (the shifts ``Delta_h`` as (row, column)), ``alpha``
     ``(h,)``; returns ``(h, height * width, (height + 2p) * (width + 2p))``.
+
+    ``centres`` and ``alpha`` floating, of one dtype and device; the scores have it. Raises
+    ``ValueError`` naming the argument for a wrong type, shape, dtype or size;
+    :class:`mha.MemoryBudgetError` when the scores would exceed the memory budget.
     """
     require_float_tensor("centres", centres, min_dim=2)
     require_float_tensor("alpha", alpha)
@@ -196,6 +213,10 @@ class GridSelfAttention(nn.Module):
 
     Parameters ``centres`` ``(h, 2)`` (random start, standard deviation 1) and ``alpha``
     ``(h,)`` are learnable. ``forward(x)``: ``(B, C_in, H, W) -> (B, C_out, H, W)``.
+
+    Raises ``ValueError`` naming the argument for a bad size, ``padding``, ``bias``, ``alpha``
+    or ``content``; :class:`mha.MemoryBudgetError` when the weights would exceed the memory
+    budget.
     """
 
     def __init__(
@@ -244,12 +265,18 @@ class GridSelfAttention(nn.Module):
 
     @property
     def head_dim(self) -> int:
-        """Features per head of the attention layer inside."""
+        """Features per head of the attention layer inside.
+
+        An int. Raises nothing."""
         return self.attn.head_dim
 
     def attention_weights(self, height: int, width: int) -> torch.Tensor:
         """Each head's attention ``(h, H * W, (H + 2p) * (W + 2p))``, which without content
-        terms does not depend on the image (``content=True``: use :meth:`scores`)."""
+        terms does not depend on the image (``content=True``: use :meth:`scores`).
+
+        Float, of that shape, in the module's dtype. Raises ``ValueError`` naming ``height``
+        or ``width`` (positive ints), or with ``content=True``; :class:`mha.MemoryBudgetError`
+        when the weights would exceed the memory budget."""
         if self.content:
             raise ValueError("with content=True the weights depend on the image: "
                              "softmax(layer.scores(x), -1) gives them")
@@ -259,7 +286,11 @@ class GridSelfAttention(nn.Module):
 
     def scores(self, x: torch.Tensor) -> torch.Tensor:
         """The relative scores ``(B, h, H * W, (H + 2p) * (W + 2p))`` of eq. (8) for ``x``
-        (batch size 1 when ``content=False``: then they are the same for every image)."""
+        (batch size 1 when ``content=False``: then they are the same for every image).
+
+        ``x``: a floating image batch ``(B, C_in, H, W)``; the scores have its dtype. Raises
+        ``ValueError`` naming ``x`` for a wrong type, shape or dtype;
+        :class:`mha.MemoryBudgetError` when the scores would exceed the memory budget."""
         return self._scores(*self._tokens(x), *x.shape[-2:])
 
     def _scores(self, queries: torch.Tensor, keys: torch.Tensor, height: int,
@@ -324,6 +355,8 @@ def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention
     stride ``s`` is the stride-1 convolution read at every ``s``-th pixel:
     ``conv_to_attention(stride-1 twin)(x)[..., ::s, ::s]``. The result maps
     ``(B, C_in, H, W)`` to ``(B, C_out, H, W)``.
+
+    Raises ``ValueError`` naming ``conv`` or ``alpha`` as said above.
     """
     if type(conv) is not nn.Conv2d:
         # a subclass (LazyConv2d, a parametrized or custom conv) may compute something else

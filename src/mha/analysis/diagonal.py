@@ -17,6 +17,10 @@ def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
     ``i != j`` and :math:`\alpha_{ij} > \max(\alpha_{ii}, \alpha_{jj})`. The diagonal is always
     False. Self-attention without weights can make such pairs when the tokens' norms differ
     (chapter 2); the comparison is exact, with no tolerance, so a tie is not a violation.
+
+    Raises ``ValueError`` naming ``weights`` when it is not a floating ``(..., n, n)`` tensor
+    with values (not ``meta``) or holds NaN or inf; :class:`mha.MemoryBudgetError` when the
+    comparison would exceed the memory budget.
     """
     require_float_tensor("weights", weights, min_dim=2)
     n_q, n_k = weights.shape[-2:]

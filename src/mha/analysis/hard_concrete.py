@@ -58,6 +58,10 @@ def hard_concrete_sample(
     r"""Gates ``z = clip(low + (high - low) sigmoid((logit(u) + log_alpha) / beta), 0, 1)``.
 
     ``u``: uniform noise in (0, 1), broadcastable with ``log_alpha`` (any shape).
+
+    ``log_alpha`` and ``u`` floating; the gates have the broadcast shape. Raises ``ValueError``
+    naming ``log_alpha`` (NaN), ``u`` (values outside ``(0, 1)``), ``temperature`` or
+    ``stretch``; :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
     """
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
@@ -83,7 +87,11 @@ def prob_nonzero(
     temperature: float = 0.33,
     stretch: tuple[float, float] = (-0.1, 1.1),
 ) -> torch.Tensor:
-    r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise."""
+    r"""``P(z != 0) = sigmoid(log_alpha - beta log(-low / high))``, elementwise.
+
+    ``log_alpha`` floating, of any shape; the result has its shape and dtype. Raises
+    ``ValueError`` naming ``log_alpha`` (not floating, or NaN), ``temperature`` or ``stretch``;
+    :class:`mha.MemoryBudgetError` when the result would exceed the memory budget."""
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
     check_output_allocation("prob_nonzero's output", "log_alpha", log_alpha, log_alpha.shape,
@@ -107,6 +115,9 @@ class HardConcreteGates(nn.Module):
         temperature: beta; smaller is closer to a 0/1 gate.
         stretch: the interval ``(low, high)`` before clipping.
         init_log_alpha: starting value of every ``log_alpha`` (large = gates start open).
+
+    Raises ``ValueError`` naming ``shape``, ``temperature``, ``stretch`` or ``init_log_alpha``;
+    :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
     """
 
     def __init__(
@@ -127,7 +138,11 @@ class HardConcreteGates(nn.Module):
 
     def forward(self, batch: int | None = None, generator: torch.Generator | None = None
                 ) -> torch.Tensor:
-        """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval."""
+        """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval.
+
+        Float, in ``log_alpha``'s dtype. Raises ``ValueError`` naming ``batch`` or
+        ``generator``, or when ``log_alpha`` holds NaN (a diverged training step);
+        :class:`mha.MemoryBudgetError` when the sampled gates would exceed the memory budget."""
         if not self.training:
             require_no_nan("log_alpha", self.log_alpha, NAN_LOG_ALPHA)
             low, high = self.stretch
@@ -141,9 +156,14 @@ class HardConcreteGates(nn.Module):
         return hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)
 
     def prob_nonzero(self) -> torch.Tensor:
-        """``P(z != 0)`` for every gate, the shape of ``log_alpha``."""
+        """``P(z != 0)`` for every gate, the shape of ``log_alpha``.
+
+        Float, ``log_alpha``'s dtype and shape. Raises ``ValueError`` when ``log_alpha`` holds
+        NaN."""
         return prob_nonzero(self.log_alpha, self.temperature, self.stretch)
 
     def l0_penalty(self) -> torch.Tensor:
-        """The expected number of nonzero gates (a differentiable scalar)."""
+        """The expected number of nonzero gates (a differentiable scalar).
+
+        A 0-d float tensor. Raises ``ValueError`` when ``log_alpha`` holds NaN."""
         return self.prob_nonzero().sum()

@@ -57,6 +57,11 @@ def head_confidence(
     its analogue is ``[SEP]``; leaving ``[CLS]`` out too goes beyond their definition). Returns
     ``(heads,)``. A head that always puts all its weight on one key has confidence 1; one that
     spreads evenly over n keys has 1/n.
+
+    ``weights`` floating with rows that sum to 1; the masks bool; returns ``weights``' dtype.
+    Raises ``ValueError`` naming ``weights``, ``token_mask`` or ``key_mask`` for a wrong type,
+    shape, device, non-finite or non-distribution weights, or a mask with no True;
+    :class:`mha.MemoryBudgetError` when the analysis would exceed the memory budget.
     """
     token_mask = _check(weights, token_mask)
     require_distributions("weights", weights)  # else a "confidence" above 1 means nothing
@@ -76,6 +81,10 @@ def relative_offsets(
     For each real query ``i`` take the key ``j`` with the largest weight (among real keys). Returns
     ``(offsets, shares)``, both ``(heads,)``: the most frequent offset and the fraction of real
     queries whose largest weight falls exactly there.
+
+    ``weights`` floating, ``token_mask`` bool; ``offsets`` are int64, ``shares`` floating.
+    Raises ``ValueError`` naming ``weights`` or ``token_mask`` as :func:`head_confidence` does;
+    :class:`mha.MemoryBudgetError` when the analysis would exceed the memory budget.
     """
     token_mask = _check(weights, token_mask)
     n = weights.shape[-1]
@@ -96,6 +105,10 @@ def positional_heads(
 ) -> list[tuple[int, int, float]]:
     r"""Voita et al.'s positional heads: those whose largest weight falls at one fixed relative
     offset for at least ``threshold`` of the real tokens. Returns ``(head, offset, share)`` tuples.
+
+    ``weights`` floating ``(batch, heads, n, n)``, ``token_mask`` bool ``(batch, n)``. Raises
+    ``ValueError`` as :func:`relative_offsets` does, and naming ``threshold`` outside ``(0,
+    1]``; :class:`mha.MemoryBudgetError` when the analysis would exceed the memory budget.
     """
     threshold = require_number("threshold", threshold, greater_than=0.0)
     if threshold > 1.0:

@@ -145,6 +145,9 @@ def peak_memory(method: str, sizes: Sequence[int], d: int = 16,
     ``scaled_dot_product_attention`` on ``(1, 1, n, d)`` inputs (its fused kernel). Entry
     ``i`` is measured for ``sizes[i]`` (increasing) as :func:`peak_memories` describes: in a
     process of its own.
+
+    Raises ``ValueError`` as :func:`peak_memories` does, naming ``method`` when it is not one of
+    ``METHODS``.
     """
     require_choice("method", method, METHODS)
     return peak_memories([method], sizes, d, chunk_size)[method]
@@ -164,6 +167,10 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
     Windows has no ``os.fork``: there each measurement runs in a fresh Python process of its
     own and reports how far the peak working set rose during the call (slower, since every
     process imports PyTorch; a lower bound when an earlier peak of that process was higher).
+
+    Raises ``ValueError`` naming ``methods``, ``sizes`` (a non-empty increasing list of positive
+    ints), ``d`` or ``chunk_size``; :class:`mha.MemoryBudgetError` when the inputs or the scores
+    of a measurement would exceed the memory budget.
     """
     if isinstance(methods, str | bytes) or not isinstance(methods, Iterable):
         raise ValueError(f"methods must be a list of method names, got {type(methods).__name__}")
@@ -204,6 +211,9 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
     """The fastest of ``repeats`` wall-clock times of ``fn()``, in seconds (after one warm-up).
 
     The minimum is the least noisy estimate on a shared machine: other work only adds time.
+
+    Raises ``ValueError`` naming ``fn`` (not callable) or ``repeats`` (not a positive int);
+    whatever ``fn()`` raises passes through.
     """
     require_callable("fn", fn)
     require_int("repeats", repeats)
@@ -217,7 +227,10 @@ def time_call(fn: Callable[[], object], repeats: int = 5) -> float:
 
 
 def loglog_slope(sizes: object, values: object) -> float:
-    """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``."""
+    """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``.
+
+    Raises ``ValueError`` unless ``sizes`` and ``values`` are 1-D sequences of one length >= 2
+    of positive finite numbers."""
     try:
         x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
     except (TypeError, ValueError):

@@ -30,6 +30,9 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
     split-input, ...) or a module whose projections were replaced or parametrized (such as
     ``GridSelfAttention.attn``, whose output has ``out_channels`` features) raises
     ``ValueError`` instead of silently losing what makes it different.
+
+    Raises ``ValueError`` naming ``module`` (not a plain MultiHeadAttention) or ``heads`` (not
+    distinct indices in ``0 .. h - 1``, or all of them).
     """
     _require_plain_attention(module)
     if module.num_kv_heads != module.num_heads:
@@ -104,6 +107,12 @@ def head_importance(
     each layer's scores are divided by their l2 norm, the paper's normalisation that makes
     scores comparable across layers. A loss (or gradient) that is NaN or inf raises
     ``ValueError`` rather than giving NaN importances.
+
+    ``gates`` is float ``(layers, heads)``; the result float32 ``(layers, heads)``. Raises
+    ``ValueError`` naming the argument for a bad ``loss_fn``, ``batches`` (none, or not
+    iterable), size or flag, a loss that is not a scalar tensor depending on ``gates``, or a
+    non-finite loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the
+    memory budget.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)

@@ -57,6 +57,10 @@ def pruning_order(scores: torch.Tensor) -> list[tuple[int, int]]:
 
     ``scores``: ``(layers, heads)``, e.g. Michel et al.'s importance; the curve removes the
     least important heads first.
+
+    ``scores``: a real-valued tensor (float or int) without NaN. Raises ``ValueError`` naming
+    ``scores`` for a wrong type, shape or NaN; :class:`mha.MemoryBudgetError` when the sort
+    would exceed the memory budget.
     """
     require_tensor("scores", scores)
     # the NaN check and the sort copy the values (a stride-0 view costs nothing, they do)
@@ -73,6 +77,9 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int]) -> tor
 
     Returns a float tensor ``(len(order) + 1, layers, heads)``: row k is one everywhere except
     zeros at the first k heads of the order.
+
+    Raises ``ValueError`` naming ``shape`` or ``order`` (heads outside ``shape`` or repeated);
+    :class:`mha.MemoryBudgetError` when the masks would exceed the memory budget.
     """
     shape = require_shape("shape", shape, 2)
     check_allocation("masks_along", shape, torch.float32, "use a smaller shape")
@@ -95,6 +102,10 @@ def pruning_curve(
 
     ``evaluate(mask)`` runs the model with ``head_mask=mask`` (``(layers, heads)``) and returns
     a score such as the accuracy.
+
+    Each mask is float ``(layers, heads)``. Raises ``ValueError`` as :func:`masks_along` does,
+    naming ``evaluate`` when it is not callable or does not return a number;
+    :class:`mha.MemoryBudgetError` when the masks would exceed the memory budget.
     """
     require_callable("evaluate", evaluate)
     scores = []
@@ -117,6 +128,10 @@ def iterative_pruning_order(
     (heads already removed are zero in ``mask``; their scores are ignored). One-shot pruning
     scores once, with every head present; this variant lets the ranking adapt to the heads that
     are gone, at the price of one importance computation per head.
+
+    ``mask`` and the scores are float ``(layers, heads)``. Raises ``ValueError`` naming
+    ``importance`` (not callable, or returning scores of another shape or type) or ``shape``;
+    :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
     """
     require_callable("importance", importance)
     shape = require_shape("shape", shape, 2)

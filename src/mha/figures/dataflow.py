@@ -35,6 +35,9 @@ def scaled_dot_product_diagram(notation: Notation = COURSE, *, heads: bool = Fal
     Shapes ``(B, n_q, d_k)`` for ``Q``, ``(B, n_k, d_k)`` for ``K``, ``(B, n_k, d_v)`` for
     ``V``; with ``heads=True`` every shape has the head axis after the batch, ``(B, h, ...)``,
     as inside multi-head attention. ``mask=False`` leaves out the optional mask step.
+
+    Raises ``ValueError`` naming ``notation`` (not a :class:`mha.Notation`), ``heads`` or
+    ``mask`` (not a bool).
     """
     s = _require_notation(notation)
     heads, mask = require_flag("heads", heads), require_flag("mask", mask)
@@ -70,6 +73,9 @@ def multi_head_diagram(notation: Notation = COURSE, *, weights: bool = True) -> 
     ``h*d_v``), split into heads ``(B, h, n, d_k)``, attended per head to ``(B, h, n, d_v)``,
     concatenated back to ``(B, n, h*d_v)`` and projected by $W_O$ to ``(B, n, d)``. With
     ``weights=True`` the attention weights ``(B, h, n, n)`` leave as a side output.
+
+    Raises ``ValueError`` naming ``notation`` (not a :class:`mha.Notation`) or ``weights`` (not
+    a bool).
     """
     notation, weights = _require_notation(notation), require_flag("weights", weights)
     s = notation
@@ -97,10 +103,14 @@ def multi_head_diagram(notation: Notation = COURSE, *, weights: bool = True) -> 
 
 def scaled_dot_product_figure(notation: Notation = COURSE, *, heads: bool = False,
                               mask: bool = True) -> Figure:
-    """:func:`scaled_dot_product_diagram` drawn: a matplotlib figure at book width."""
+    """:func:`scaled_dot_product_diagram` drawn: a matplotlib figure at book width.
+
+    Raises ``ValueError`` as :func:`scaled_dot_product_diagram` does."""
     return scaled_dot_product_diagram(notation, heads=heads, mask=mask).figure()
 
 
 def multi_head_figure(notation: Notation = COURSE, *, weights: bool = True) -> Figure:
-    """:func:`multi_head_diagram` drawn: a matplotlib figure at book width."""
+    """:func:`multi_head_diagram` drawn: a matplotlib figure at book width.
+
+    Raises ``ValueError`` as :func:`multi_head_diagram` does."""
     return multi_head_diagram(notation, weights=weights).figure()

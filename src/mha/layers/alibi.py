@@ -17,6 +17,9 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     heads ``i = 0 .. h-1`` (``h = 8``: 1/2, 1/4, ..., 1/256). Otherwise, as in the paper's
     code, take the ``h'`` slopes of the largest power of two ``h' < h`` and add every other
     slope of ``2h'`` heads.
+
+    Raises ``ValueError`` naming ``num_heads`` (a positive int); :class:`mha.MemoryBudgetError`
+    when the slopes would exceed the memory budget.
     """
     num_heads = require_int("num_heads", num_heads)
     check_allocation("alibi_slopes", (num_heads,), torch.float64, "use fewer heads")
@@ -51,6 +54,10 @@ def alibi_bias(
     (it broadcasts to ``(B, heads, n, n)``). :class:`mha.MultiHeadAttention` refuses 3-D masks
     (``(B, n, n)`` and ``(heads, n, n)`` cannot be told apart), so give it the 4-D
     ``alibi_bias(h, n)[None]`` of shape ``(1, heads, n, n)``, in the module's dtype.
+
+    The bias has ``dtype`` (floating; default torch's default dtype). Raises ``ValueError`` naming
+    ``num_heads``, ``num_positions``, ``causal`` or ``dtype``; :class:`mha.MemoryBudgetError`
+    when the bias would exceed the memory budget.
     """
     num_heads = require_int("num_heads", num_heads)
     num_positions = require_int("num_positions", num_positions, minimum=0)

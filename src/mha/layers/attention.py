@@ -62,9 +62,9 @@ def attention(
       overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
       case left to each path: the fused and chunked kernels skip some masked scores.)
 
-    Bad arguments (wrong types, dtypes that differ, shapes that do not fit, a score matrix
-    larger than the memory budget of :func:`mha.memory_budget`) raise ``ValueError`` (the last
-    a :class:`mha.MemoryBudgetError`) before anything is computed.
+    Raises ``ValueError`` on bad arguments (wrong types, dtypes that differ, shapes that do not
+    fit, a score matrix larger than the memory budget of :func:`mha.memory_budget`; the last a
+    :class:`mha.MemoryBudgetError`) before anything is computed.
 
     The code scales ``Q`` before the product, ``(Q * scale) K^T``, rather than the product
     after it: the same numbers, one pass over an ``(n_q, d_k)`` matrix instead of an
@@ -160,6 +160,11 @@ def self_attention(
     ``x``: ``(..., n, C)``; the queries, keys and values are all ``x`` itself.
     Returns ``output`` ``(..., n, C)`` and ``weights`` ``(..., n, n)``. NaN and inf in ``x``
     reach the outputs (the rule of :func:`mha.attention`: nothing non-finite is hidden).
+
+    Dtypes: ``x`` floating; ``mask`` bool (True = may attend) or float (added to the scores), as
+    in :func:`mha.attention`. Raises ``ValueError`` naming ``x`` or ``mask`` for a wrong type,
+    shape, dtype or device; :class:`mha.MemoryBudgetError` when the weights would exceed the
+    memory budget.
     """
     require_float_tensor("x", x, min_dim=2)
     if x.shape[-1] == 0:

@@ -50,6 +50,11 @@ def chunked_attention(
     (``n_k = 0``) gets the zero vector, as in :func:`mha.attention`. NaN and inf follow
     the rule of :func:`mha.attention` exactly (nothing non-finite is hidden), and leading batch
     dimensions broadcast as there.
+
+    Dtypes: ``query``, ``key`` and ``value`` floating, of one dtype and device; the output has
+    it. Raises ``ValueError`` naming the argument for a wrong type, shape, dtype, device,
+    ``chunk_size`` or ``scale``; :class:`mha.MemoryBudgetError` when a block or the output would
+    exceed the memory budget.
     """
     scale, out_batch = check_attention_inputs(query, key, value, scale)
     chunk_size = require_int("chunk_size", chunk_size)

@@ -6,6 +6,8 @@ import torch
 
 from mha._checks import (
     check_allocation,
+    refuse_autograd_history,
+    refuse_vmap_leftovers,
     require_float_tensor,
     require_same_device,
     require_same_dtype,
@@ -34,6 +36,9 @@ class KVCache:
     (as :func:`mha.generate` does); ``copy.deepcopy`` refuses such a cache, as torch refuses
     to deepcopy a non-leaf tensor. Inside ``torch.func.vmap`` pass keys and values in and out
     as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
+
+    Raises nothing when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError`` as said
+    above.
     """
 
     def __init__(self) -> None:
@@ -46,19 +51,16 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ``keys`` and ``values`` together."""
+        """Bytes held: ``keys`` and ``values`` together.
+
+        Raises nothing."""
         if self.keys is None or self.values is None:
             return 0
         return sum(t.numel() * t.element_size() for t in (self.keys, self.values))
 
     def __deepcopy__(self, memo: dict) -> KVCache:
         """A copy with cloned tensors; refused while they carry autograd history."""
-        held = [t for t in (self.keys, self.values) if t is not None]
-        if any(t.grad_fn is not None for t in held):
-            raise ValueError("this KVCache holds keys with autograd history, which deepcopy "
-                             "cannot copy: fill it under torch.no_grad(), or copy the "
-                             "detached tensors (new.keys = cache.keys.detach().clone(), and "
-                             "values alike)")
+        refuse_autograd_history("KVCache", (self.keys, self.values), "keys", "values")
         copy = KVCache()
         copy.keys, copy.values = (None if t is None else t.clone()
                                   for t in (self.keys, self.values))
@@ -76,12 +78,7 @@ class KVCache:
         then), and :class:`mha.MemoryBudgetError` when the cache would exceed the budget."""
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
-        if (self.keys is not None and not torch.compiler.is_compiling()
-                and torch._C._functorch.is_functorch_wrapped_tensor(self.keys)
-                and not torch._C._functorch.is_functorch_wrapped_tensor(keys)):
-            raise ValueError("this KVCache was filled inside torch.func.vmap and holds its "
-                             "batched tensors, which do not outlive it: use a new KVCache "
-                             "here (inside vmap, pass keys and values in and out as tensors)")
+        refuse_vmap_leftovers("KVCache", self.keys, keys, "keys and values")
         require_same_dtype(("keys", keys), ("values", values),
                            *([("the cached keys", self.keys)] if self.keys is not None else []))
         require_same_device(("keys", keys), ("values", values))

@@ -24,6 +24,10 @@ def repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:
     equal to head ``i // groups`` of ``x`` (the layout of ``scaled_dot_product_attention(...,
     enable_gqa=True)``). Attention with the repeated heads is grouped-query attention written
     as ordinary multi-head attention. A copy: NaN and inf in ``x`` are copied as they are.
+
+    ``x`` floating; the result has its dtype. Raises ``ValueError`` naming ``x`` (not 4-D
+    floating) or ``groups`` (a positive int); :class:`mha.MemoryBudgetError` when the copy would
+    exceed the memory budget.
     """
     require_float_tensor("x", x)
     if x.dim() != 4:
@@ -46,6 +50,10 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
     ``module``'s heads of a group are equal, the copy computes exactly what ``module`` does.
     Other subclasses raise ``ValueError``. Weights are averaged as they are: a NaN in
     ``module`` stays NaN in the copy (and its outputs follow :func:`mha.attention`'s rule).
+
+    Raises ``ValueError`` naming ``module`` (not a MultiHeadAttention or
+    RotaryMultiHeadAttention) or ``num_kv_heads`` (not a positive divisor of the module's
+    key/value heads).
     """
     if not isinstance(module, MultiHeadAttention):
         raise ValueError(f"module must be an mha.MultiHeadAttention, got {type(module).__name__}")

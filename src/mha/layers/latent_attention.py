@@ -19,6 +19,8 @@ from torch import nn
 from mha._checks import (
     check_allocation,
     check_output_allocation,
+    refuse_autograd_history,
+    refuse_vmap_leftovers,
     require_base,
     require_flag,
     require_float_tensor,
@@ -37,7 +39,14 @@ class LatentCache:
     """What one MLA layer caches per token: the latent ``c`` and the shared rotary key.
 
     ``latents``: ``(B, n, latent_dim)``; ``rope_keys``: ``(B, 1, n, rope_dim)`` (one head,
-    shared by all query heads), or None while empty. ``len(cache)`` is ``n``.
+    shared by all query heads), floating, of one dtype, or None while empty. ``len(cache)`` is
+    ``n``. Make one with :meth:`MultiHeadLatentAttention.new_cache`.
+
+    As :class:`mha.KVCache`: ``copy.deepcopy`` refuses a cache holding autograd history (fill
+    it under ``torch.no_grad()``), and a cache filled inside ``torch.func.vmap`` is refused
+    outside it (it holds vmap's batched tensors).
+
+    Raises nothing itself when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError``.
     """
 
     def __init__(self) -> None:
@@ -45,16 +54,33 @@ class LatentCache:
         self.rope_keys: torch.Tensor | None = None
 
     def __len__(self) -> int:
+        """The number of tokens cached."""
         return 0 if self.latents is None else self.latents.shape[1]
+
+    def __deepcopy__(self, memo: dict) -> LatentCache:
+        """A copy with cloned tensors; refused while they carry autograd history."""
+        refuse_autograd_history("LatentCache", (self.latents, self.rope_keys), "latents",
+                                "rope_keys")
+        copy = LatentCache()
+        copy.latents, copy.rope_keys = (None if t is None else t.clone()
+                                        for t in (self.latents, self.rope_keys))
+        return copy
 
     def append(
         self, latents: torch.Tensor, rope_keys: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``(B, n_new, latent_dim)`` latents and ``(B, 1, n_new, rope_dim)`` rotary keys;
         return everything cached so far. NaN or inf values are stored as given: like any
-        attention input they reach the outputs that read them (see :func:`mha.attention`)."""
+        attention input they reach the outputs that read them (see :func:`mha.attention`).
+
+        Raises ``ValueError`` naming ``latents`` or ``rope_keys`` for tensors that are not
+        3-D and 4-D floating, of different dtypes or devices, or whose shapes do not fit each
+        other or the cache, or when the cache was filled inside ``torch.func.vmap`` and is
+        used outside it (nothing is added then); :class:`mha.MemoryBudgetError` when the
+        cache would exceed the budget."""
         require_float_tensor("latents", latents, dim=3)
         require_float_tensor("rope_keys", rope_keys, dim=4)
+        refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
         require_same_dtype(("latents", latents), ("rope_keys", rope_keys),
                            *([("the cached latents", self.latents)] if self.latents is not None
                              else []))
@@ -92,7 +118,9 @@ class LatentCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ``batch * n * (latent_dim + rope_dim) * element size``."""
+        """Bytes held: ``batch * n * (latent_dim + rope_dim) * element size``.
+
+        Raises nothing."""
         if self.latents is None:
             return 0
         return self.latents.nbytes + self.rope_keys.nbytes
@@ -128,6 +156,10 @@ class MultiHeadLatentAttention(nn.Module):
     ``torch.compile(fullgraph=True)`` traces it in one graph (``dynamic=True``: one for every
     length; a growing :class:`LatentCache` compiles once), and ``torch.export`` takes a
     dynamic length (see :class:`mha.MultiHeadAttention`).
+
+    Raises ``ValueError`` naming the argument for a bad size or ``base``, an odd ``rope_dim``,
+    or ``embed_dim`` not divisible by ``num_heads`` without ``head_dim``;
+    :class:`mha.MemoryBudgetError` when the weights would exceed the memory budget.
     """
 
     def __init__(
@@ -174,7 +206,9 @@ class MultiHeadLatentAttention(nn.Module):
 
     @staticmethod
     def new_cache() -> LatentCache:
-        """An empty cache for this layer."""
+        """An empty cache for this layer.
+
+        Raises nothing."""
         return LatentCache()
 
     def forward(
@@ -272,5 +306,7 @@ class MultiHeadLatentAttention(nn.Module):
         return self.out_proj(merged), None
 
     def cache_numbers_per_token(self) -> int:
-        """Numbers this layer caches per token: ``latent_dim + rope_dim``."""
+        """Numbers this layer caches per token: ``latent_dim + rope_dim``.
+
+        Raises nothing."""
         return self.latent_dim + self.rope_dim

@@ -81,6 +81,10 @@ class MultiHeadAttention(nn.Module):
     :func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading
     it). ``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take
     the argument checks' Python; use ``torch.compile`` or ``torch.export`` instead.
+
+    Raises ``ValueError`` naming the argument for a bad size, flag or ``dropout``, or
+    ``num_kv_heads`` not dividing ``num_heads``; :class:`mha.MemoryBudgetError` when the weights
+    would exceed the memory budget.
     """
 
     def __init__(
@@ -402,6 +406,9 @@ class MultiHeadAttention(nn.Module):
         which keeps torch's meaning). Its dropout probability and its train/eval mode are
         copied too. :meth:`to_torch` goes back. Weights are copied as they are, NaN included
         (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is hidden).
+
+        Raises ``ValueError`` when ``module`` is not a plain ``nn.MultiheadAttention`` or uses
+        ``add_bias_kv``/``add_zero_attn``.
         """
         if type(module) is not nn.MultiheadAttention:
             raise ValueError(f"module must be a plain nn.MultiheadAttention, got "
@@ -438,6 +445,9 @@ class MultiHeadAttention(nn.Module):
         equals ``m``. torch's module has no grouped-query heads and ties ``head_dim`` to
         ``embed_dim // num_heads``; anything else (or a subclass such as the rotary one) raises
         ``ValueError``. Remember torch's masks mean True = do not attend.
+
+        Raises ``ValueError`` for grouped-query heads, a ``head_dim * num_heads`` other than
+        ``embed_dim``, or a subclass.
         """
         if type(self) is not MultiHeadAttention:
             raise ValueError(f"to_torch converts a plain MultiHeadAttention, not "

@@ -27,6 +27,9 @@ def encoding_frequencies(dim: int, base: float = 10000.0) -> torch.Tensor:
     Column pair ``(2j, 2j+1)`` of the encoding turns with frequency ``omega_j``, so its
     wavelength is ``2 pi / omega_j``: from ``2 pi`` (``j = 0``) up to
     ``2 pi * base ** (1 - 2 / dim)``, just below ``2 pi * base``. Shape ``(dim // 2,)``, float64.
+
+    Raises ``ValueError`` naming ``dim`` (a positive even int) or ``base`` (a finite number >
+    1); :class:`mha.MemoryBudgetError` when the result would exceed the memory budget.
     """
     dim = _require_even_dim(dim)
     base = require_base(base)
@@ -51,6 +54,10 @@ def sinusoidal_encoding(
     for positions ``i = 0 .. num_positions - 1``. Add it to token embeddings ``X`` of shape
     ``(batch, num_positions, dim)`` as ``X + P``. The angles are computed in float64 and the
     result is cast to ``dtype`` (default: torch's default dtype).
+
+    Raises ``ValueError`` naming ``num_positions``, ``dim`` (positive, even), ``base`` or
+    ``dtype`` (a floating dtype); :class:`mha.MemoryBudgetError` when the matrix would exceed
+    the memory budget.
     """
     num_positions = require_int("num_positions", num_positions, minimum=0)
     dtype = require_float_dtype("dtype", dtype)
@@ -86,6 +93,10 @@ def relative_rotation(
     sinusoidal_encoding(n) @ relative_rotation(k, dim).T``.
 
     ``M_k`` does not depend on ``i``: shifting by ``k`` is one linear map for all positions.
+
+    Returns ``(dim, dim)`` in ``dtype`` (floating; default torch's default dtype). Raises
+    ``ValueError`` naming ``offset``, ``dim`` (positive, even), ``base`` or ``dtype``;
+    :class:`mha.MemoryBudgetError` when the matrix would exceed the memory budget.
     """
     offset = require_number("offset", offset)
     dtype = require_float_dtype("dtype", dtype)

@@ -102,6 +102,10 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
     ``head_i = Attention(RoPE(X W_Q,i), RoPE(X W_K,i), X W_V,i)``. Values are not rotated.
     It compiles in one graph (``fullgraph=True``; ``dynamic=True``: one for every length); the
     range check on ``positions`` runs in eager mode only.
+
+    Raises ``ValueError`` as :class:`mha.MultiHeadAttention` does, and for an odd ``head_dim``
+    or a bad ``base``; :class:`mha.MemoryBudgetError` when the weights would exceed the memory
+    budget.
     """
 
     def __init__(

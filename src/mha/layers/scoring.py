@@ -43,6 +43,10 @@ def additive_scores(
 
     Every (query, key) pair goes through the hidden layer, so the intermediate tensor has shape
     ``(..., n_q, n_k, hidden)``: ``hidden`` times the memory of the dot-product scores.
+
+    Dtypes: every tensor floating, all of one dtype and device; the scores have that dtype.
+    Raises ``ValueError`` naming the argument whose shape, dtype or device does not fit;
+    :class:`mha.MemoryBudgetError` when the hidden layer would exceed the memory budget.
     """
     require_float_tensor("query", query, min_dim=2)
     require_float_tensor("key", key, min_dim=2)
@@ -103,6 +107,9 @@ class AdditiveScore(nn.Module):
 
     ``forward(query (..., n_q, d_q), key (..., n_k, d_k))`` returns the scores
     ``(..., n_q, n_k)``; a softmax over the last dimension turns them into attention weights.
+
+    Raises ``ValueError`` naming a bad ``query_dim``, ``key_dim``, ``hidden_dim`` or ``bias``;
+    :class:`mha.MemoryBudgetError` when the weights would exceed the memory budget.
     """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, bias: bool = True) -> None:
@@ -122,7 +129,7 @@ class AdditiveScore(nn.Module):
 
     def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         """Scores ``(..., n_q, n_k)`` of ``query`` ``(..., n_q, d_q)`` against ``key``
-        ``(..., n_k, d_k)``, in the module's dtype; raises ``ValueError`` as
+        ``(..., n_k, d_k)``, in the module's dtype. Raises ``ValueError`` as
         :func:`mha.additive_scores` does (shapes, dtypes, devices that do not fit)."""
         # nn.Linear stores its weight as (out, in); the formula wants (in, out).
         return additive_scores(query, key, self.w_q.weight.T, self.w_k.weight.T,

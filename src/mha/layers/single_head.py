@@ -34,6 +34,9 @@ class SelfAttention(nn.Module):
 
     ``w_q``, ``w_k``, ``w_v`` are ``nn.Linear`` layers, which store the transpose: the
     seed's ``W_Q`` is ``w_q.weight.T``.
+
+    Raises ``ValueError`` naming a bad ``embed_dim``, ``key_dim``, ``value_dim`` or ``bias``;
+    :class:`mha.MemoryBudgetError` when the projections would exceed the memory budget.
     """
 
     def __init__(
@@ -64,7 +67,12 @@ class SelfAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``x``: ``(..., n, embed_dim)``; returns ``(output (..., n, value_dim), weights
         (..., n, n))``. NaN and inf in ``x`` reach the outputs (the rule of
-        :func:`mha.attention`)."""
+        :func:`mha.attention`).
+
+        Dtypes: ``x`` floating, in the module's dtype; ``mask`` as in :func:`mha.attention`
+        (bool: True = may attend). Raises ``ValueError`` naming ``x`` or ``mask`` for a wrong
+        shape, dtype or device; :class:`mha.MemoryBudgetError` when the projections would exceed
+        the memory budget."""
         require_float_tensor("x", x, min_dim=2)
         if x.shape[-1] != self.embed_dim:
             raise ValueError(

@@ -46,6 +46,10 @@ class SplitInputAttention(MultiHeadAttention):
 
     Shapes as in ``MultiHeadAttention``: ``x`` ``(B, n, d)`` -> ``(B, n, d)`` and weights
     ``(B, h, n, n)``. Self-attention only (``kdim = vdim = d``).
+
+    Raises ``ValueError`` as :class:`mha.MultiHeadAttention` does for bad sizes (``embed_dim``
+    must divide into ``num_heads`` chunks); :class:`mha.MemoryBudgetError` when the weights
+    would exceed the memory budget.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, *, bias: bool = True) -> None:

@@ -55,6 +55,10 @@ class DecoderBlock(nn.Module):
     ``(x, is_causal=True, need_weights=False, cache=..., head_mask=...)``:
     :class:`mha.MultiHeadAttention` (with or without ``num_kv_heads``) or
     :class:`mha.MultiHeadLatentAttention`.
+
+    Raises ``ValueError`` naming ``attn`` (not a self-attention layer of width ``embed_dim``
+    that takes a cache), ``embed_dim`` or ``mlp_dim``; :class:`mha.MemoryBudgetError` when the
+    MLP would exceed the memory budget.
     """
 
     def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
@@ -72,7 +76,12 @@ class DecoderBlock(nn.Module):
     def forward(self, x: torch.Tensor, *, cache=None,
                 head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: ``(B, n, d)``, the next ``n`` tokens after those in ``cache``. NaN and inf
-        in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
+        in ``x`` reach the outputs (the rule of :func:`mha.attention`).
+
+        ``x`` floating, in the module's dtype; returns ``(B, n, d)``. Raises ``ValueError``
+        naming ``x``, ``cache`` or ``head_mask`` for a wrong type, shape, dtype or device (from
+        the attention layer for the last two); :class:`mha.MemoryBudgetError` when the
+        activations would exceed the memory budget."""
         require_features("x", x, self.norm1.normalized_shape[0], self)
         check_output_allocation("DecoderBlock's activations", "x", x,
                                 (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
@@ -108,6 +117,10 @@ class TinyDecoder(nn.Module):
     once (``benchmarks/compiled_decoding.py``). The check that token ids lie in the
     vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
+
+    Raises ``ValueError`` naming a bad size or ``make_attention`` (not a function, a module
+    itself, or one returning the same layer twice); :class:`mha.MemoryBudgetError` when the
+    weights would exceed the memory budget.
     """
 
     def __init__(
@@ -165,7 +178,9 @@ class TinyDecoder(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
 
     def new_caches(self) -> list:
-        """One empty cache per layer: a ``KVCache``, or a ``LatentCache`` for latent attention."""
+        """One empty cache per layer: a ``KVCache``, or a ``LatentCache`` for latent attention.
+
+        Raises nothing."""
         return [block.attn.new_cache() if isinstance(block.attn, MultiHeadLatentAttention)
                 else KVCache() for block in self.blocks]
 
@@ -255,6 +270,8 @@ def generate(
 ) -> torch.Tensor:
     r"""Extend ``prompt`` ``(B, n)`` by ``steps`` tokens, one at a time; returns ``(B, n + steps)``.
 
+    ``prompt``: integer token ids (int64 or int32); the result is int64.
+
     ``temperature=0`` picks the most likely token (greedy); otherwise tokens are sampled from
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
@@ -264,10 +281,14 @@ def generate(
     length (generate the others separately).
 
     The model runs in eval mode (no dropout) and gets its training mode back when the call
-    returns or raises; meanwhile another thread sharing the model sees ``training == False``
-    (``nn.Module``'s mode is the module's, not the thread's): do not generate from a model
-    another thread is training. Not for ``torch.compile``: a Python loop that reads every
-    token; compile the model's step instead (see :class:`mha.TinyDecoder`).
+    returns or raises. Not for ``torch.compile``: a Python loop that reads every token; compile
+    the model's step instead (see :class:`mha.TinyDecoder`).
+
+    Thread safety: ``generate`` sets ``model.training`` to False for the whole call, and
+    ``nn.Module``'s mode belongs to the module, not to the thread: another thread sharing the
+    model sees ``training == False`` meanwhile, and a training step it runs then has no
+    dropout. Do not generate from a model another thread is training; generate from a copy
+    (``copy.deepcopy(model)``) instead.
 
     Raises ``ValueError`` on a bad argument (named), on ``prompt`` ids outside
     ``0 .. vocab_size - 1``, on ``prompt length + steps > model.max_len``, and on NaN logits
@@ -340,6 +361,10 @@ def train_decoder(
     Adam with a cosine-decaying learning rate (:func:`mha.tasks.neighbour_task.train`), windows
     drawn with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
     ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
+
+    ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
+    ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
+    ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
     """
     from mha.tasks.neighbour_task import train
     from mha.tasks.text_corpus import windows
@@ -366,7 +391,13 @@ def bits_per_byte(
     The windows are the first ``num_windows`` non-overlapping stretches of ``length + 1``
     tokens, so every model is scored on the same text. A model that knows nothing (uniform over
     256 bytes) scores 8. The model runs in eval mode and gets its training mode back when the
-    call returns or raises (as in :func:`generate`, other threads see the eval mode meanwhile).
+    call returns or raises. Thread safety: as in :func:`generate`, other threads sharing the
+    model see the eval mode meanwhile.
+
+    ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data`` (not 1-D
+    integer ids in the vocabulary, or too short for ``num_windows`` windows), ``length`` (over
+    ``max_len``), ``num_windows`` or ``head_mask``; :class:`mha.MemoryBudgetError` when a
+    window's activations would exceed the memory budget.
     """
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)

@@ -27,6 +27,9 @@ class EncoderBlock(nn.Module):
 
     Pre-norm (layer norm before each sublayer, the residual stream left untouched) trains
     stably without a learning-rate warm-up, which keeps the toy runs short.
+
+    Raises ``ValueError`` naming a bad ``embed_dim``, ``num_heads`` or ``mlp_dim``;
+    :class:`mha.MemoryBudgetError` when the weights would exceed the memory budget.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
@@ -45,7 +48,12 @@ class EncoderBlock(nn.Module):
         self, x: torch.Tensor, head_mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x``: ``(B, n, d)``; ``head_mask``: ``(h,)`` or ``(B, h)``. Returns ``(x, weights)``.
-        NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`)."""
+        NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
+
+        ``x`` floating, in the module's dtype; ``head_mask`` float or bool; ``weights`` ``(B, h,
+        n, n)`` or None. Raises ``ValueError`` naming ``x``, ``head_mask`` or ``need_weights``
+        for a wrong type, shape, dtype or device; :class:`mha.MemoryBudgetError` when the
+        activations would exceed the memory budget."""
         require_features("x", x, self.attn.embed_dim, self)
         check_output_allocation("EncoderBlock's activations", "x", x,
                                 (*x.shape[:-1], max(x.shape[-1], self.mlp[0].out_features)),
@@ -69,6 +77,9 @@ class TinyEncoder(nn.Module):
         num_heads: heads per layer (each of size ``embed_dim // num_heads``).
         num_layers: number of blocks.
         mlp_dim: hidden width of the MLPs (default ``2 * embed_dim``).
+
+    Raises ``ValueError`` naming a bad size; :class:`mha.MemoryBudgetError` when the weights
+    would exceed the memory budget.
     """
 
     def __init__(
@@ -106,7 +117,9 @@ class TinyEncoder(nn.Module):
 
     @property
     def heads_per_layer(self) -> list[int]:
-        """The number of heads of each layer (they differ after structural pruning)."""
+        """The number of heads of each layer (they differ after structural pruning).
+
+        A list of ints. Raises nothing."""
         return [block.attn.num_heads for block in self.blocks]
 
     def forward(
@@ -123,6 +136,11 @@ class TinyEncoder(nn.Module):
         layer ``l``'s heads are multiplied by ``head_mask[..., l, :]`` (Michel et al. 2019).
         Returns ``(logits (B, n, num_classes), weights)`` where ``weights`` is a list with one
         ``(B, h_l, n, n)`` tensor per layer when ``need_weights`` is True, else None.
+
+        ``tokens`` int64 or int32; ``head_mask`` float or bool; the logits and weights are
+        floating, in the module's dtype. Raises ``ValueError`` naming ``tokens`` (not integer
+        ids in the vocabulary, or longer than ``max_len``), ``head_mask`` or ``need_weights``;
+        :class:`mha.MemoryBudgetError` when the activations would exceed the memory budget.
         """
         require_int_tensor("tokens", tokens)
         if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= self.max_len:
@@ -164,6 +182,9 @@ class TinyEncoder(nn.Module):
         Uses ``mha.prune_heads`` layer by layer, so the copy computes what this encoder
         computes with ``head_mask=keep.float()``, with fewer parameters. Each layer must keep
         at least one head.
+
+        Raises ``ValueError`` naming ``keep`` when it is not a bool ``(layers, heads)`` tensor,
+        or leaves a layer without heads.
         """
         heads = self.heads_per_layer
         if (not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool

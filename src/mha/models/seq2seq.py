@@ -43,7 +43,10 @@ KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder at
 
 
 def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
-    """The fixed random dictionary ``T``: a permutation of ``0..vocab_size-1``."""
+    """The fixed random dictionary ``T``: a permutation of ``0..vocab_size-1``, ``(vocab_size,)``.
+
+    int64. Raises ``ValueError`` naming ``vocab_size`` (an int >= 2) or ``seed``;
+    :class:`mha.MemoryBudgetError` when the dictionary would exceed the memory budget."""
     vocab_size = require_int("vocab_size", vocab_size, minimum=2)
     seed = require_int("seed", seed, minimum=0)
     check_allocation("translation_dictionary", (vocab_size,), torch.int64, "use a smaller "
@@ -79,6 +82,10 @@ def translation_batch(
     translation shifted right behind a start symbol ``2V`` (what the decoder reads) and
     ``target_out`` the translation itself (what it must predict at each position). The
     decoder therefore needs ``2V + 1`` input symbols and ``2V`` classes.
+
+    All three int64. Raises ``ValueError`` naming ``batch_size``, ``seq_len``, ``dictionary``
+    (not a permutation) or ``generator``; :class:`mha.MemoryBudgetError` when the batch would
+    exceed the memory budget.
     """
     for name, value in [("batch_size", batch_size), ("seq_len", seq_len)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 2:
@@ -145,6 +152,9 @@ class TinyTranslator(nn.Module):
     ``forward(source, target_in, head_mask)`` returns scores ``(B, n_y, num_classes)``;
     ``head_mask`` ``(3, layers, heads)`` gates the heads of the three kinds of attention,
     in the order of :data:`KINDS`.
+
+    Raises ``ValueError`` naming a bad size; :class:`mha.MemoryBudgetError` when the weights
+    would exceed the memory budget.
     """
 
     def __init__(
@@ -199,7 +209,13 @@ class TinyTranslator(nn.Module):
         head_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Scores ``(B, n_y, num_classes)`` for ``source`` ``(B, n_x)`` and ``target_in``
-        ``(B, n_y)``; ``head_mask`` ``(3, layers, heads)`` as in the class docstring."""
+        ``(B, n_y)``; ``head_mask`` ``(3, layers, heads)`` as in the class docstring.
+
+        ``source`` and ``target_in`` int64 or int32 ids; ``head_mask`` float or bool; the scores
+        are floating, in the module's dtype. Raises ``ValueError`` naming ``source``,
+        ``target_in`` (not integer ids in their vocabulary of one batch size, or longer than
+        ``max_len``) or ``head_mask``; :class:`mha.MemoryBudgetError` when the activations would
+        exceed the memory budget."""
         for name, tokens, vocab in [
                 ("source", source, self.source_embedding.num_embeddings),
                 ("target_in", target_in, self.target_embedding.num_embeddings)]:

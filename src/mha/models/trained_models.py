@@ -61,7 +61,9 @@ FINGERPRINT_STEPS = 20
 
 
 def build_lookup_encoder() -> TinyEncoder:
-    """A freshly initialised chapter-7 encoder (from the global RNG: seed it first)."""
+    """A freshly initialised chapter-7 encoder (from the global RNG: seed it first).
+
+    Raises nothing of its own."""
     r = ENCODER_RECIPE
     # input symbols 0..V-1 and the start symbol V; V classes; positions: the start symbol + n
     return TinyEncoder(r["vocab_size"] + 1, r["vocab_size"], r["symbols"] + 1,
@@ -72,7 +74,9 @@ def build_lookup_encoder() -> TinyEncoder:
 def train_lookup_encoder(stop_after: int | None = None) -> tuple[TinyEncoder, dict[str, float]]:
     """Initialise and train chapter 7's encoder by ``ENCODER_RECIPE``: Adam, cosine schedule,
     fresh random batches (``stop_after``: only the first steps of that run). Returns the model
-    and ``train``'s log (last loss, seconds)."""
+    and ``train``'s log (last loss, seconds).
+
+    Raises ``ValueError`` naming ``stop_after`` (a positive int or None)."""
     r = ENCODER_RECIPE
     torch.manual_seed(r["init_seed"])
     model = build_lookup_encoder()
@@ -84,7 +88,9 @@ def train_lookup_encoder(stop_after: int | None = None) -> tuple[TinyEncoder, di
 
 
 def build_decoder(name: str) -> TinyDecoder:
-    """A freshly initialised decoder of variant ``name`` (``"mha"``, ``"gqa2"`` or ``"mla"``)."""
+    """A freshly initialised decoder of variant ``name`` (``"mha"``, ``"gqa2"`` or ``"mla"``).
+
+    Raises ``ValueError`` naming ``name`` when it is not a variant."""
     r = DECODER_RECIPE
     if name not in r["variants"]:
         raise ValueError(f"name must be one of {sorted(r['variants'])}, got {name!r}")
@@ -99,7 +105,9 @@ def build_decoder(name: str) -> TinyDecoder:
 
 
 def build_translator() -> TinyTranslator:
-    """A freshly initialised translator for the toy task of :mod:`mha.seq2seq`."""
+    """A freshly initialised translator for the toy task of :mod:`mha.seq2seq`.
+
+    Raises nothing of its own."""
     r = TRANSLATOR_RECIPE
     v = r["vocab_size"]
     # source words 0..V-1; target words 0..2V-1 and the start symbol 2V; 2V classes
@@ -198,7 +206,10 @@ def _load(model: nn.Module, file: str, recipe: dict, key: str | int | None) -> n
 
 def load_lookup_encoder() -> TinyEncoder:
     """Chapter 7's encoder with the weights ``tools/train_models.py`` trained, in eval mode,
-    with gradients off (chapter 7 trains only gates on top of it)."""
+    with gradients off (chapter 7 trains only gates on top of it).
+
+    Raises ``ValueError`` when the shipped weights were trained with another recipe (run
+    ``tools/train_models.py``)."""
     return _load(build_lookup_encoder(), "lookup_encoder.pt", ENCODER_RECIPE,
                  None).requires_grad_(False)
 
@@ -209,14 +220,20 @@ def lookup_encoder_training_log() -> dict[str, float]:
 
 
 def load_decoder(name: str) -> TinyDecoder:
-    """Decoder ``name`` with the weights ``tools/train_models.py`` trained, in eval mode."""
+    """Decoder ``name`` with the weights ``tools/train_models.py`` trained, in eval mode.
+
+    Raises ``ValueError`` naming ``name`` when it is not one of the trained ones, or when the
+    shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
     return _load(build_decoder(name), "decoders.pt", DECODER_RECIPE, name)
 
 
 def load_translator(init_seed: int = 0) -> TinyTranslator:
     """The translator trained from ``init_seed`` (one of ``TRANSLATOR_RECIPE["init_seeds"]``;
     0 is the chapter's main model) with the weights ``tools/train_models.py`` trained, in eval
-    mode."""
+    mode.
+
+    Raises ``ValueError`` naming ``init_seed`` when it is not one of the trained ones, or when
+    the shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
     seeds = TRANSLATOR_RECIPE["init_seeds"]
     if isinstance(init_seed, bool) or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")

@@ -38,6 +38,10 @@ def lookup_task(
 
     Returns ``x`` ``(batch, n, d)``, ``target`` ``(batch, n, L m)`` and ``source``
     ``(batch, n, L)``, the index ``p_r(i)`` of the token each look-up must read.
+
+    ``x`` and ``target`` float32, ``source`` int64. Raises ``ValueError`` naming a size that is
+    not a positive int, or ``generator``; :class:`mha.MemoryBudgetError` when the batch would
+    exceed the memory budget.
     """
     n, m = require_int("n_tokens", n_tokens), require_int("content_dim", content_dim)
     batch, lookups = require_int("batch", batch), require_int("n_lookups", n_lookups)
@@ -73,6 +77,9 @@ class LookupModel(nn.Module):
     with ``output`` of shape ``(B, n, in_features)`` (``mha.SelfAttention``,
     ``mha.MultiHeadAttention``, ...). The read-out is per token, so every exchange between
     tokens happens in the attention layer.
+
+    Raises ``ValueError`` naming ``attention`` (not an ``nn.Module``), ``in_features`` or
+    ``out_features`` (positive ints).
     """
 
     def __init__(self, attention: nn.Module, in_features: int, out_features: int) -> None:
@@ -86,13 +93,19 @@ class LookupModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, n, in_features)`` tokens -> ``(B, n, out_features)`` predictions; what
-        raises is what the attention layer raises on ``x``."""
+        raises is what the attention layer raises on ``x``.
+
+        ``x`` floating, in the module's dtype; the predictions have it. Raises ``ValueError``
+        naming ``x`` (from the attention layer) for a wrong type, shape or dtype."""
         return self.readout(self.attention(x)[0])
 
 
 def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: int = 1,
                    batch: int = 2048, seed: int = 12345) -> float:
-    r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero."""
+    r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero.
+
+    Raises ``ValueError`` naming ``model`` (not callable) or a size, or what the model raises on
+    ``x``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
     require_callable("model", model)
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
@@ -116,6 +129,10 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
 
     Every step draws a fresh batch from a generator seeded with ``seed``, so a run is
     reproducible given the model's initial weights.
+
+    Raises ``ValueError`` naming ``model``, a size, ``steps``, ``lr`` or ``seed``, or ``x`` when
+    the model does not fit the task's tokens; :class:`mha.MemoryBudgetError` when a batch would
+    exceed the memory budget.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")

@@ -43,7 +43,11 @@ IGNORE = -100
 
 
 def lookup_targets(tokens: torch.Tensor) -> torch.Tensor:
-    """The answers ``y`` (same shape as ``tokens`` ``(B, n)``) of the look-up task."""
+    """The answers ``y`` (same shape as ``tokens`` ``(B, n)``) of the look-up task.
+
+    ``tokens`` integer; the answers have its dtype. Raises ``ValueError`` naming ``tokens`` (not
+    a 2-D integer tensor); :class:`mha.MemoryBudgetError` when the comparison would exceed the
+    memory budget."""
     require_int_tensor("tokens", tokens, dim=2)
     # every pair of tokens is compared: (B, n, n), from a (B, n) that may be a stride-0 view
     check_output_allocation("lookup_targets' comparison", "tokens", tokens,
@@ -65,6 +69,10 @@ def lookup_batch(
     uniformly from ``0..V-1``; ``targets[:, 0]`` is ``IGNORE`` and ``targets[:, 1:]`` is
     ``lookup_targets(tokens[:, 1:])``. A model for it needs ``V + 1`` input symbols, ``V``
     classes and ``1 + n`` positions.
+
+    Both int64. Raises ``ValueError`` naming ``batch_size``, ``seq_len`` (at least 3),
+    ``vocab_size`` (at least 2) or ``generator``; :class:`mha.MemoryBudgetError` when the batch
+    would exceed the memory budget.
     """
     batch_size = require_int("batch_size", batch_size)
     seq_len = require_int("seq_len", seq_len, minimum=3)
@@ -83,6 +91,10 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """The fraction of positions (targets other than ``IGNORE``) where ``argmax logits`` is right.
 
     ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
+
+    ``logits`` floating, ``targets`` integer. Raises ``ValueError`` naming ``logits`` or
+    ``targets`` for a wrong type, shape or device, targets outside the classes, or no scored
+    position.
     """
     require_float_tensor("logits", logits, dim=3)
     if logits.shape[-1] == 0:

@@ -53,6 +53,9 @@ def previous_token_batch(
 
     Both have shape ``(batch, length)``; ``target[0]`` is ``IGNORE``. Tokens are drawn
     uniformly from ``0 .. vocab_size - 1``.
+
+    Both int64. Raises ``ValueError`` naming a size that is not a positive int, or
+    ``generator``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget.
     """
     batch, length = require_int("batch", batch), require_int("length", length)
     vocab_size = require_int("vocab_size", vocab_size)
@@ -73,6 +76,9 @@ class PositionToyModel(nn.Module):
         vocab_size: number of token ids.
         embed_dim, num_heads: size of the attention layer.
         max_positions: rows of the ``"learned"`` position table (positions it can look up).
+
+    Raises ``ValueError`` naming ``encoding`` (not in ``ENCODINGS``) or a size;
+    :class:`mha.MemoryBudgetError` when the tables would exceed the memory budget.
     """
 
     def __init__(self, encoding: str, vocab_size: int, embed_dim: int = 32, num_heads: int = 4,
@@ -99,7 +105,12 @@ class PositionToyModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Logits ``(batch, n, vocab_size)`` for token ids ``(batch, n)`` at positions
-        ``start .. start + n - 1`` (``"none"`` and ``"alibi"`` do not depend on ``start``)."""
+        ``start .. start + n - 1`` (``"none"`` and ``"alibi"`` do not depend on ``start``).
+
+        ``tokens`` integer ids; the logits are floating, in the module's dtype. Raises
+        ``ValueError`` naming ``tokens`` (not integer ``(batch, n)`` ids below ``vocab_size``,
+        or past the learned table) or ``start``; :class:`mha.MemoryBudgetError` when the
+        sinusoidal rows would exceed the memory budget."""
         start = require_int("start", start, minimum=0)
         require_int_tensor("tokens", tokens)
         if tokens.dim() != 2:
@@ -150,6 +161,10 @@ def train_position_model(
     ``0, start_step, 2 start_step, .. max_start``, the same for the whole batch
     (``start_step=1000, max_start=1000``: starts 0 and 1000 only, a wide span with few
     positions). Everything random (initial weights, batches, starts) is drawn from ``seed``.
+
+    Raises ``ValueError`` naming ``encoding`` or a bad size, ``steps``, ``lr``, ``seed``,
+    ``max_start`` or ``start_step``; :class:`mha.MemoryBudgetError` when the model or a batch
+    would exceed the memory budget.
     """
     require_int("steps", steps)
     max_start = require_int("max_start", max_start, minimum=0)
@@ -177,7 +192,10 @@ def previous_token_accuracy(
     model: PositionToyModel, length: int, *, batch: int = 256, seed: int = 1, start: int = 0
 ) -> float:
     """Share of the tokens ``1 .. length-1`` of a sequence (placed at positions ``start ..
-    start + length - 1``) where the model predicts the previous token."""
+    start + length - 1``) where the model predicts the previous token.
+
+    Raises ``ValueError`` naming ``model`` (not a ``PositionToyModel``) or a size;
+    :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
     if not isinstance(model, PositionToyModel):
         raise ValueError(f"model must be a PositionToyModel, got {type(model).__name__}")
     vocab_size = model.readout.out_features
@@ -199,6 +217,8 @@ def order_blind_accuracy(position: int, vocab_size: int) -> float:
 
     Computed exactly: ``P(max count <= m)`` is the number of sequences of ``i`` tokens in which
     no token appears more than ``m`` times, divided by ``vocab_size^i``.
+
+    Raises ``ValueError`` naming ``position`` or ``vocab_size`` (positive ints).
     """
     for name, size in [("position", position), ("vocab_size", vocab_size)]:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:

@@ -79,7 +79,9 @@ def windows(
 
 def text_splits(fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
     """The reference text as bytes, split into a training part (the first ``fraction``) and a
-    held-out part (the rest), both 1-D int64 tensors."""
+    held-out part (the rest), both 1-D int64 tensors.
+
+    Raises ``ValueError`` naming ``fraction`` outside ``(0, 1)``."""
     fraction = require_number("fraction", fraction)
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must lie strictly between 0 and 1, got {fraction!r}")
