@@ -129,6 +129,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def listed(title: str, items: list[str]) -> list[str]:
+    """A summary's list: its title and count, then an item a line."""
+    return [f"{title} ({len(items)}):"] + [f"  {terminal(item)}" for item in items]
+
+
+def who(student: gradebook.Student) -> str:
+    """A student as the summary names them: the name, and the login (or key) to find them."""
+    login = student.login or student.key
+    return f"{student.name} ({login})" if student.name and login != student.name else \
+        student.name or login
+
+
 def run(args: argparse.Namespace) -> int:
     submissions = args.submissions
     if not submissions.is_dir():
@@ -236,17 +248,15 @@ def run(args: argparse.Namespace) -> int:
              f"gradebook.csv, canvas_import.csv and the feedback pages NOT written (points "
              f"not taken, below; an older copy of each in {out} is not this run's); wrote "
              f"{len(answers)} by-hand page(s)"]
+    # one a line: a roster's names hold commas ("Reyes, Hana"), and a list is read and counted
     if nothing:
-        lines.append(f"handed in nothing ({len(nothing)}): "
-                     + ", ".join(terminal(s.name) for s in nothing))
+        lines += listed("handed in nothing", [who(s) for s in nothing])
     if unknown:
-        lines.append(f"not on the roster ({len(unknown)}): "
-                     + ", ".join(terminal(s.key) for s in unknown))
+        lines += listed("not on the roster", [s.key for s in unknown])
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
     if book.ignored:  # why is in grading_log.csv, and the gradebook's notes
-        lines.append(f"copies handed in earlier, not graded ({len(book.ignored)}): "
-                     + ", ".join(terminal(nb.name) for nb in book.ignored))
+        lines += listed("copies handed in earlier, not graded", [nb.name for nb in book.ignored])
     if read_from:
         lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:
