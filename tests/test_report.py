@@ -1029,6 +1029,24 @@ def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported
     capsys.readouterr()
 
 
+def test_a_report_into_another_folder_starts_from_the_points_entered(tmp_path, capsys):
+    """Instructor's term, L11: after the due date the feedback with hidden parts goes into a
+    folder of its own (--show-hidden --out); its gradebook keeps the by-hand points entered in
+    the default report's points.csv, and says where they were read."""
+    folder, roster = make_class(tmp_path)
+    assert run(folder, "--roster", roster, "--source", EXAMPLE) == 0
+    default = folder.parent / f"{folder.name}_report"
+    fill({"out": default}, {"alice": ("2", "Clear.")})
+    shown = tmp_path / "after_due_date"
+    assert run(folder, "--roster", roster, "--source", EXAMPLE, "--show-hidden",
+               "--out", shown) == 0
+    _, rows = by_student(shown / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "2"
+    assert f"read from {default / 'by_hand' / 'points.csv'}" in capsys.readouterr().out
+    kept = {r["student"]: r for r in csv.DictReader((shown / "by_hand" / "points.csv").open())}
+    assert kept["alice"]["points"] == "2"
+
+
 def test_running_again_without_hand_points_keeps_the_entered_points(reported, capsys):
     """Instructor walkthrough M2: after a regrade the report is run as at first; the points
     already in its points.csv stay in the gradebook and the Canvas file, and it says so."""

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     if not submissions.is_dir():
         raise ValueError(f"{submissions} is not a folder")
     grades = args.grades or submissions
-    out = args.out or submissions.resolve().parent / f"{submissions.resolve().name}_report"
+    default_out = submissions.resolve().parent / f"{submissions.resolve().name}_report"
+    out = args.out or default_out
     if out.resolve().is_relative_to(submissions.resolve()):
         print(f"warning: {out} is inside SUBMISSIONS: grading that folder again lists "
               "these files as not notebooks", file=sys.stderr)
@@ -196,6 +197,12 @@ def run(args: argparse.Namespace) -> int:
     # the report's own points.csv is the instructor's: read by default, so that running the
     # report again (after a regrade) never drops the points entered there
     own = os.path.lexists(points)
+    entered_before = default_out / "by_hand" / "points.csv"
+    if not own and args.hand_points is None and out.resolve() != default_out \
+            and entered_before.is_file():
+        # a report into another folder (--show-hidden for after the due date, say) starts from
+        # the points entered in the default one, not from nothing
+        args.hand_points = entered_before
     read_from = args.hand_points or (points if own else None)
     errors = by_hand.read_points(read_from, book) if read_from else []
     book.count_written()
