@@ -197,8 +197,9 @@ def test_the_gradebook_has_a_row_per_student_with_the_graders_points_and_totals(
     assert rows["alice"]["name"] == "Alice Archer" and rows["alice"]["id"] == "1001"
     assert rows["alice"]["feedback"] == f"feedback/{file_name('alice')}"
     assert (reported["out"] / rows["erin"]["feedback"]).is_file()
-    assert "handed in nothing (1): Erin Evans" in reported["printed"]
-    assert "not on the roster (1): zed" in reported["printed"]
+    # one a line, with the login to find them by (instructor's term, L3)
+    assert "handed in nothing (1):\n  Erin Evans (erin)\n" in reported["printed"]
+    assert "not on the roster (1):\n  zed\n" in reported["printed"]
     assert (reported["out"] / "summary.txt").read_text() == reported["printed"]
 
 
@@ -246,7 +247,7 @@ def test_a_canvas_download_is_matched_by_canvas_id_and_a_flat_folder_by_name(tmp
     _, rows = by_student(tmp_path / "out" / "gradebook.csv")
     assert (rows["alice"]["0.3"], rows["bob"]["0.3"], rows["carol"]["0.2"]) == ("2", "0", "0")
     assert "not on the roster" not in printed
-    assert "handed in nothing (2): Dave Dunn, Erin Evans" in printed
+    assert "handed in nothing (2):\n  Dave Dunn (dave)\n  Erin Evans (erin)\n" in printed
     assert rows_of(tmp_path / "out" / "canvas_import.csv")[0][-1] == "Chapter zero (42)"
 
 
@@ -646,7 +647,7 @@ def test_a_copy_the_grader_left_out_is_named_under_its_student(tmp_path, capsys)
     assert set(rows) == {"max points", "alice"} and rows["alice"]["total"] == "3"
     assert "alice/old.ipynb: a copy handed in earlier, not graded" in rows["alice"]["notes"]
     printed = capsys.readouterr().out
-    assert "copies handed in earlier, not graded (1): alice/old.ipynb" in printed
+    assert "copies handed in earlier, not graded (1):\n  alice/old.ipynb\n" in printed
     assert "not graded as any chapter" not in printed
 
 
@@ -1026,6 +1027,24 @@ def test_points_entered_by_hand_reach_the_gradebook_canvas_and_feedback(reported
                    reported["out"], "--source", EXAMPLE) == 0
     assert list(csv.DictReader(path.open())) == list(kept.values())
     capsys.readouterr()
+
+
+def test_a_report_into_another_folder_starts_from_the_points_entered(tmp_path, capsys):
+    """Instructor's term, L11: after the due date the feedback with hidden parts goes into a
+    folder of its own (--show-hidden --out); its gradebook keeps the by-hand points entered in
+    the default report's points.csv, and says where they were read."""
+    folder, roster = make_class(tmp_path)
+    assert run(folder, "--roster", roster, "--source", EXAMPLE) == 0
+    default = folder.parent / f"{folder.name}_report"
+    fill({"out": default}, {"alice": ("2", "Clear.")})
+    shown = tmp_path / "after_due_date"
+    assert run(folder, "--roster", roster, "--source", EXAMPLE, "--show-hidden",
+               "--out", shown) == 0
+    _, rows = by_student(shown / "gradebook.csv")
+    assert rows["alice"]["0.1 (by hand)"] == "2"
+    assert f"read from {default / 'by_hand' / 'points.csv'}" in capsys.readouterr().out
+    kept = {r["student"]: r for r in csv.DictReader((shown / "by_hand" / "points.csv").open())}
+    assert kept["alice"]["points"] == "2"
 
 
 def test_running_again_without_hand_points_keeps_the_entered_points(reported, capsys):

@@ -129,12 +129,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def listed(title: str, items: list[str]) -> list[str]:
+    """A summary's list: its title and count, then an item a line."""
+    return [f"{title} ({len(items)}):"] + [f"  {terminal(item)}" for item in items]
+
+
+def who(student: gradebook.Student) -> str:
+    """A student as the summary names them: the name, and the login (or key) to find them."""
+    login = student.login or student.key
+    return f"{student.name} ({login})" if student.name and login != student.name else \
+        student.name or login
+
+
 def run(args: argparse.Namespace) -> int:
     submissions = args.submissions
     if not submissions.is_dir():
         raise ValueError(f"{submissions} is not a folder")
     grades = args.grades or submissions
-    out = args.out or submissions.resolve().parent / f"{submissions.resolve().name}_report"
+    default_out = submissions.resolve().parent / f"{submissions.resolve().name}_report"
+    out = args.out or default_out
     if out.resolve().is_relative_to(submissions.resolve()):
         print(f"warning: {out} is inside SUBMISSIONS: grading that folder again lists "
               "these files as not notebooks", file=sys.stderr)
@@ -184,6 +197,12 @@ def run(args: argparse.Namespace) -> int:
     # the report's own points.csv is the instructor's: read by default, so that running the
     # report again (after a regrade) never drops the points entered there
     own = os.path.lexists(points)
+    entered_before = default_out / "by_hand" / "points.csv"
+    if not own and args.hand_points is None and out.resolve() != default_out \
+            and entered_before.is_file():
+        # a report into another folder (--show-hidden for after the due date, say) starts from
+        # the points entered in the default one, not from nothing
+        args.hand_points = entered_before
     read_from = args.hand_points or (points if own else None)
     errors = by_hand.read_points(read_from, book) if read_from else []
     book.count_written()
@@ -236,17 +255,15 @@ def run(args: argparse.Namespace) -> int:
              f"gradebook.csv, canvas_import.csv and the feedback pages NOT written (points "
              f"not taken, below; an older copy of each in {out} is not this run's); wrote "
              f"{len(answers)} by-hand page(s)"]
+    # one a line: a roster's names hold commas ("Reyes, Hana"), and a list is read and counted
     if nothing:
-        lines.append(f"handed in nothing ({len(nothing)}): "
-                     + ", ".join(terminal(s.name) for s in nothing))
+        lines += listed("handed in nothing", [who(s) for s in nothing])
     if unknown:
-        lines.append(f"not on the roster ({len(unknown)}): "
-                     + ", ".join(terminal(s.key) for s in unknown))
+        lines += listed("not on the roster", [s.key for s in unknown])
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
     if book.ignored:  # why is in grading_log.csv, and the gradebook's notes
-        lines.append(f"copies handed in earlier, not graded ({len(book.ignored)}): "
-                     + ", ".join(terminal(nb.name) for nb in book.ignored))
+        lines += listed("copies handed in earlier, not graded", [nb.name for nb in book.ignored])
     if read_from:
         lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:
