@@ -31,6 +31,7 @@ from mha._checks import (
     require_generator,
     require_int,
     require_int_tensor,
+    require_nonempty,
     require_positive,
     require_token_ids,
 )
@@ -204,6 +205,50 @@ def previous_token_accuracy(
     predicted = model(tokens, start).argmax(dim=-1)
     keep = targets != IGNORE
     return (predicted[keep] == targets[keep]).float().mean().item()
+
+
+@torch.no_grad()
+def score_offset_share(
+    model: PositionToyModel, queries: list[int] | range, window: int = 16
+) -> torch.Tensor:
+    r"""How much of each head's position score the offset alone explains: a share per head,
+    shape ``(heads,)``, 1 for a score by offset, near 0 for one fitted to positions.
+
+    For each query position ``i`` in ``queries``, the score of head ``h`` between the mean token
+    embedding :math:`\bar e` placed at ``i`` and at each key ``j = i - window + 1 .. i``,
+
+    .. math:: s_h(i, j) = ((\bar e + p_i) W_Q + b_Q)_h \cdot ((\bar e + p_j) W_K + b_K)_h
+              / \sqrt{d_h},
+
+    is the mean score over contents when query and key tokens are drawn independently (the
+    score is bilinear). Each query's row is centred (softmax ignores a constant per query),
+    then the share is ``1 - (spread of s around its mean over queries at the same offset i - j)
+    / (spread of s)``, sums of squares over all queries and offsets: the part of the score's
+    variance that the offset explains. Computed in float64; only ``"sinusoidal"`` models.
+    """
+    if not isinstance(model, PositionToyModel) or model.encoding != "sinusoidal":
+        raise ValueError(f"model must be a PositionToyModel with the 'sinusoidal' encoding, got "
+                         f"{getattr(model, 'encoding', type(model).__name__)!r}")
+    window = require_int("window", window)
+    queries = [require_int("queries", i, minimum=window - 1)
+               for i in require_nonempty("queries", queries)]
+    check_allocation("score_offset_share's rows", (len(queries), window, model.embed.embedding_dim),
+                     torch.float64, f"use fewer queries ({len(queries)}) or a smaller window")
+    attn, heads, dim = model.attn, model.num_heads, model.embed.embedding_dim
+    d_h = attn.head_dim
+    positions = sinusoidal_encoding(max(queries) + 1, dim, dtype=torch.float64)
+    mean_token = model.embed.weight.double().mean(dim=0)  # tokens are drawn uniformly
+    keys = torch.tensor(queries)[:, None] - torch.arange(window - 1, -1, -1)  # (queries, window)
+    q = nn.functional.linear(mean_token + positions[queries], attn.q_proj.weight.double(),
+                             attn.q_proj.bias.double())  # (queries, heads * d_h)
+    k = nn.functional.linear(mean_token + positions[keys], attn.k_proj.weight.double(),
+                             attn.k_proj.bias.double())  # (queries, window, heads * d_h)
+    q = q.view(len(queries), heads, 1, d_h)  # (queries, heads, 1, d_h)
+    k = k.view(len(queries), window, heads, d_h).transpose(1, 2)  # (queries, heads, window, d_h)
+    scores = (q * k).sum(dim=-1) / d_h**0.5  # (queries, heads, window)
+    scores = scores - scores.mean(dim=-1, keepdim=True)  # softmax ignores a constant per query
+    within = ((scores - scores.mean(dim=0)) ** 2).sum(dim=(0, 2))  # around each offset's mean
+    return 1 - within / (scores**2).sum(dim=(0, 2))
 
 
 def order_blind_accuracy(position: int, vocab_size: int) -> float:
