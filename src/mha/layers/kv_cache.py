@@ -29,7 +29,9 @@ class KVCache:
 
     A compiled decode step (``torch.compile``) may take the cache as an argument: each
     ``append`` in eager mode marks the length dimension dynamic, so the step compiles once
-    for every length (``tests/test_compile.py``: 64 steps, one compilation).
+    for every length (``tests/test_compile.py``: 64 steps, one compilation). An ``append``
+    inside compiled code cannot mark it: a prompt through the compiled step too costs more
+    graphs (three at first; see :class:`mha.MultiHeadAttention`).
 
     The cache keeps the autograd history of what it holds: a second ``backward()`` through
     earlier steps needs ``retain_graph=True``, or fill the cache under ``torch.no_grad()``

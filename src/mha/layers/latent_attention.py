@@ -154,8 +154,8 @@ class MultiHeadLatentAttention(nn.Module):
         base: the rotary base.
 
     ``torch.compile(fullgraph=True)`` traces it in one graph (``dynamic=True``: one for every
-    length; a growing :class:`LatentCache` compiles once), and ``torch.export`` takes a
-    dynamic length (see :class:`mha.MultiHeadAttention`).
+    length; a growing :class:`LatentCache` compiles once when the prompt runs eagerly), and
+    ``torch.export`` takes a dynamic length (see :class:`mha.MultiHeadAttention`).
 
     Raises ``ValueError`` naming the argument for a bad size or ``base``, an odd ``rope_dim``,
     or ``embed_dim`` not divisible by ``num_heads`` without ``head_dim``;
