@@ -22,6 +22,7 @@ from mha._checks import (
     refuse_autograd_history,
     refuse_vmap_leftovers,
     require_base,
+    require_cached_dtype,
     require_flag,
     require_float_tensor,
     require_head_mask,
@@ -81,9 +82,9 @@ class LatentCache:
         require_float_tensor("latents", latents, dim=3)
         require_float_tensor("rope_keys", rope_keys, dim=4)
         refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
-        require_same_dtype(("latents", latents), ("rope_keys", rope_keys),
-                           *([("the cached latents", self.latents)] if self.latents is not None
-                             else []))
+        require_same_dtype(("latents", latents), ("rope_keys", rope_keys))
+        if self.latents is not None:
+            require_cached_dtype(("latents", "rope_keys"), self.latents, latents)
         require_same_device(("latents", latents), ("rope_keys", rope_keys))
         batch, n_new = latents.shape[:2]
         if rope_keys.shape[:3] != (batch, 1, n_new):
