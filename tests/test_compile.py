@@ -229,7 +229,8 @@ def test_compiled_decode_with_the_prompt_through_the_step_compiles_twice_when_dy
 def test_compiled_decode_with_the_prompt_through_the_step_compiles_three_times_when_static():
     """Without dynamic=True the cache filled inside the prompt's compiled call is unmarked
     (PyTorch marks only in eager code): its first step takes the length as a constant and
-    the next recompiles, as the docstring says; later steps reuse that graph."""
+    the next recompiles, as the docstring says; later steps reuse that graph, and the first
+    new prompt length and batch size recompile once (Dynamo's automatic dynamic shapes)."""
     torch.manual_seed(0)
     layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
     step, counter = counted_compile(
@@ -238,6 +239,12 @@ def test_compiled_decode_with_the_prompt_through_the_step_compiles_three_times_w
     assert counter.frame_count == 3
     decode_through(step, layer, batch=2, prompt_length=5, steps=8, seed=15)
     assert counter.frame_count == 3
+    decode_through(step, layer, batch=2, prompt_length=7, steps=3, seed=16)
+    assert counter.frame_count == 4  # the first new prompt length: the prompt's graph again
+    decode_through(step, layer, batch=3, prompt_length=7, steps=3, seed=17)
+    assert counter.frame_count == 6  # the first new batch size: both graphs again
+    decode_through(step, layer, batch=5, prompt_length=6, steps=3, seed=18)
+    assert counter.frame_count == 6  # Dynamo now traces both sizes as symbols
 
 
 @pytest.mark.parametrize("attention", ["latent", "grouped"])

@@ -71,10 +71,11 @@ class MultiHeadAttention(nn.Module):
     constant (transformers' ``generate`` also runs the prompt eagerly). A prompt through the
     compiled step too makes three graphs: the prompt's, then the step's twice, as PyTorch
     marks a length only outside compiled code, so the cache the prompt's call fills has a
-    constant length until it grows; a new prompt length or batch size then adds one or two
-    more, once. ``dynamic=True`` makes it two, save that Dynamo ties a size equal to one of
-    the layer's (a prompt of ``head_dim`` tokens) to it: a recompile. One graph cannot serve
-    both: an empty cache holds no tensors, and Dynamo specializes a length of 1.
+    constant length until it grows; the first new prompt length adds one graph more, the
+    first new batch size two. ``dynamic=True`` makes it two graphs in all, save that Dynamo
+    ties a size equal to one of the layer's (a prompt of ``head_dim`` tokens) to that
+    constant: a recompile. One graph cannot serve both: an empty cache holds no tensors, and
+    Dynamo specializes a length of 1.
     ``torch.export`` with a dynamic length works, and
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
