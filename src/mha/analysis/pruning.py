@@ -113,9 +113,9 @@ def head_importance(
     scores comparable across layers. A loss (or gradient) that is NaN or inf raises
     ``ValueError`` rather than giving NaN importances.
 
-    ``gates`` is float ``(layers, heads)``; the result float32 ``(layers, heads)``. Raises
+    ``gates`` and the result are ``(layers, heads)`` of ``dtype``. Raises
     ``ValueError`` naming the argument for a bad ``loss_fn``, ``batches`` (none, or not
-    iterable), size or flag, a loss that is not a scalar tensor depending on ``gates``, or a
+    iterable), size, flag or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, or a
     non-finite loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the
     memory budget.
     """
