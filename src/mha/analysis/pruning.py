@@ -113,11 +113,11 @@ def head_importance(
     scores comparable across layers. A loss (or gradient) that is NaN or inf raises
     ``ValueError`` rather than giving NaN importances.
 
-    ``gates`` and the result are ``(layers, heads)`` of ``dtype``. Raises
-    ``ValueError`` naming the argument for a bad ``loss_fn``, ``batches`` (none, or not
-    iterable), size, flag or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, or a
-    non-finite loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the
-    memory budget.
+    ``gates`` and the result are ``(layers, heads)`` of ``dtype``. Raises ``ValueError``
+    naming the argument for a bad ``loss_fn``, ``batches`` (none, or not iterable), size, flag
+    or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, or a non-finite
+    loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the memory
+    budget.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)
