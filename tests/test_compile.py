@@ -195,6 +195,58 @@ def test_compiled_kv_cache_decode_of_64_steps_compiles_once():
     torch.testing.assert_close(torch.cat(outs, dim=1), full[:, 5:])
 
 
+def decode_through(step, layer, batch, prompt_length, steps, seed):
+    """The prompt and then ``steps`` single tokens through ``step``, one new cache; checks
+    the outputs against recomputing the whole sequence with ``layer``."""
+    seq = torch.randn(batch, prompt_length + steps, 16,
+                      generator=torch.Generator().manual_seed(seed))
+    cache = mha.KVCache()
+    # contiguous copies: a slice's strides depend on seq's length, and Dynamo guards strides
+    outs = [step(seq[:, :i].contiguous(), cache) if i == prompt_length
+            else step(seq[:, i - 1:i].contiguous(), cache)
+            for i in range(prompt_length, prompt_length + steps + 1)]
+    full, _ = layer(seq, is_causal=True, need_weights=False)
+    torch.testing.assert_close(torch.cat(outs, dim=1), full)
+
+
+def test_compiled_decode_with_the_prompt_through_the_step_compiles_twice_when_dynamic():
+    """What MultiHeadAttention's docstring says of the prompt through the compiled step:
+    with dynamic=True one graph for prompts and one for steps, for other prompt lengths and
+    batch sizes too (chosen unlike the layer's sizes 2, 4 and 16, and above 1, which Dynamo
+    would tie to a constant)."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    step, counter = counted_compile(
+        lambda x, cache: layer(x, cache=cache, is_causal=True, need_weights=False)[0],
+        dynamic=True)
+    decode_through(step, layer, batch=3, prompt_length=5, steps=6, seed=12)
+    assert counter.frame_count == 2
+    decode_through(step, layer, batch=5, prompt_length=7, steps=4, seed=13)
+    assert counter.frame_count == 2  # a new prompt length and batch size: no recompile
+    assert counters["stats"]["unique_graphs"] == 2
+
+
+def test_compiled_decode_with_the_prompt_through_the_step_compiles_three_times_when_static():
+    """Without dynamic=True the cache filled inside the prompt's compiled call is unmarked
+    (PyTorch marks only in eager code): its first step takes the length as a constant and
+    the next recompiles, as the docstring says; later steps reuse that graph, and the first
+    new prompt length and batch size recompile once (Dynamo's automatic dynamic shapes)."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    step, counter = counted_compile(
+        lambda x, cache: layer(x, cache=cache, is_causal=True, need_weights=False)[0])
+    decode_through(step, layer, batch=2, prompt_length=5, steps=2, seed=14)
+    assert counter.frame_count == 3
+    decode_through(step, layer, batch=2, prompt_length=5, steps=8, seed=15)
+    assert counter.frame_count == 3
+    decode_through(step, layer, batch=2, prompt_length=7, steps=3, seed=16)
+    assert counter.frame_count == 4  # the first new prompt length: the prompt's graph again
+    decode_through(step, layer, batch=3, prompt_length=7, steps=3, seed=17)
+    assert counter.frame_count == 6  # the first new batch size: both graphs again
+    decode_through(step, layer, batch=5, prompt_length=6, steps=3, seed=18)
+    assert counter.frame_count == 6  # Dynamo now traces both sizes as symbols
+
+
 @pytest.mark.parametrize("attention", ["latent", "grouped"])
 def test_compiled_tiny_decoder_decodes_in_one_graph_and_equals_generate(attention):
     torch.manual_seed(0)

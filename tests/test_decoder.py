@@ -174,6 +174,18 @@ def test_generate_that_raises_leaves_the_model_in_training_mode():
     assert model.training and all(module.training for module in model.modules())
 
 
+@pytest.mark.parametrize("steps", [0, 2])
+def test_generate_returns_a_new_tensor_that_does_not_share_the_prompts_memory(steps):
+    model = small_decoder("mha", torch.float32)
+    prompt = torch.randint(256, (2, 3), generator=torch.Generator().manual_seed(6))
+    kept = prompt.clone()
+    out = mha.generate(model, prompt, steps)
+    assert out is not prompt and out.shape == (2, 3 + steps)
+    assert out.untyped_storage().data_ptr() != prompt.untyped_storage().data_ptr()
+    out[:, :3] = 0
+    assert torch.equal(prompt, kept)
+
+
 def test_bits_per_byte_that_raises_leaves_the_model_in_training_mode():
     model = small_decoder("mha", torch.float32).train()
     data = torch.randint(256, (400,), generator=torch.Generator().manual_seed(4))

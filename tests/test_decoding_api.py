@@ -6,6 +6,7 @@ repeated key/value heads, or recomputing the whole prefix.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -217,6 +218,38 @@ def test_a_cache_with_autograd_history_refuses_deepcopy_and_one_without_copies()
     assert torch.equal(twin.keys, plain.keys) and twin.keys is not plain.keys
     layer(x[:, :1], cache=twin)  # the copy grows on its own
     assert (len(twin), len(plain)) == (4, 3)
+
+
+CACHED_LAYERS = {  # name: (layer, its empty cache)
+    "multi-head": (lambda: mha.MultiHeadAttention(8, 2), mha.KVCache),
+    "latent": (lambda: mha.MultiHeadLatentAttention(8, 2, latent_dim=4, rope_dim=2),
+               mha.LatentCache),
+}
+
+
+@pytest.mark.parametrize("name", CACHED_LAYERS)
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's rms_norm
+def test_a_cache_filled_under_autocast_is_refused_outside_with_a_fix_that_runs(name):
+    """The message names the cache and autocast, and its line of code converts the cache:
+    the step then runs and equals recomputing in float32 up to the cache's bfloat16 rounding."""
+    make, new_cache = CACHED_LAYERS[name]
+    torch.manual_seed(0)
+    module = make().eval()
+    x = torch.randn(1, 3, 8, generator=torch.Generator().manual_seed(1))
+    cache = new_cache()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        module(x[:, :2], cache=cache, is_causal=True)
+    with pytest.raises(ValueError, match=r"cache holds \w+ of dtype torch.bfloat16 but this "
+                       r"step's new \w+ are torch.float32.*torch.autocast") as refused:
+        module(x[:, 2:], cache=cache, is_causal=True)
+    assert len(cache) == 2  # refused before anything was added
+    fix = re.search(r"`(cache\.[^`]+)`", str(refused.value)).group(1)
+    exec(fix, {"cache": cache, "torch": torch})  # the line the message gives, as a user runs it
+    step = module(x[:, 2:], cache=cache, is_causal=True)[0]
+    full = module(x, is_causal=True)[0]
+    assert step.dtype == torch.float32
+    # bfloat16 keeps 8 bits: the cached entries are off by up to 0.4%, the outputs here by 1e-3
+    torch.testing.assert_close(step, full[:, 2:], rtol=0, atol=1e-2)
 
 
 def test_a_cache_filled_inside_vmap_is_refused_outside_with_the_fix():

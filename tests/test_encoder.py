@@ -116,18 +116,21 @@ def test_bad_inputs_raise_value_errors_naming_the_shape():
         mha.TinyEncoder(0, 3, 4)
 
 
-def test_head_importance_is_the_absolute_gate_gradient():
-    """Michel et al.'s I_h against central finite differences of the loss in the gates."""
+def test_head_importance_is_the_absolute_gate_gradient_in_the_models_dtype():
+    """Michel et al.'s I_h against central finite differences of the loss in the gates; the
+    gates come in the dtype asked for, so a float64 model takes them as its head_mask."""
     model = small_encoder(seed=6)
     gen = torch.Generator().manual_seed(7)
     batches = [mha.lookup_batch(4, 8, 5, gen) for _ in range(3)]  # 1 + 8 tokens, 5 classes
 
     def loss_fn(batch, gates):
         tokens, targets = batch
-        logits = model(tokens, head_mask=gates.double())[0]
+        logits = model(tokens, head_mask=gates)[0]
         return mha.tasks.neighbour_task.cross_entropy(logits, targets)
 
-    raw = mha.head_importance(loss_fn, batches, 2, 4, normalize_layers=False)
+    raw = mha.head_importance(loss_fn, batches, 2, 4, normalize_layers=False,
+                              dtype=torch.float64)
+    assert raw.dtype == torch.float64
     eps = 1e-6
     expected = torch.zeros(2, 4, dtype=torch.float64)
     for layer in range(2):
@@ -140,8 +143,20 @@ def test_head_importance_is_the_absolute_gate_gradient():
                 with torch.no_grad():
                     slope = (loss_fn(batch, plus) - loss_fn(batch, minus)) / (2 * eps)
                 expected[layer, head] += slope.abs() / len(batches)
-    torch.testing.assert_close(raw.double(), expected, rtol=1e-4, atol=1e-6)
-    normalized = mha.head_importance(loss_fn, batches, 2, 4)
-    torch.testing.assert_close(normalized.norm(dim=1), torch.ones(2))
+    torch.testing.assert_close(raw, expected, rtol=1e-6, atol=1e-8)
+    normalized = mha.head_importance(loss_fn, batches, 2, 4, dtype=torch.float64)
+    torch.testing.assert_close(normalized.norm(dim=1), torch.ones(2, dtype=torch.float64))
     torch.testing.assert_close(normalized, raw / raw.norm(dim=1, keepdim=True))
 
+
+def test_head_importance_gates_default_to_torchs_default_dtype_and_refuse_other_dtypes():
+    seen = []
+
+    def loss_fn(batch, gates):
+        seen.append(gates.dtype)
+        return gates.sum()
+
+    assert mha.head_importance(loss_fn, [0], 1, 2).dtype == torch.get_default_dtype()
+    assert seen == [torch.get_default_dtype()]
+    with pytest.raises(ValueError, match="dtype must be a floating torch dtype"):
+        mha.head_importance(loss_fn, [0], 1, 2, dtype=torch.int64)

@@ -135,7 +135,7 @@ def test_bad_input_raises_value_errors():
         attention_explorer(TOKENS, w[0, 0])
     with pytest.raises(ValueError, match="weights must be a float"):
         attention_explorer(TOKENS, [[0.5]])
-    with pytest.raises(ValueError, match="tokens must have n_q = 7"):
+    with pytest.raises(ValueError, match="tokens has 3 entries .* n_q = 7"):
         attention_explorer(TOKENS[:3], w)
     with pytest.raises(ValueError, match=r"layer must lie in 0\.\.1"):
         attention_explorer(TOKENS, w, layer=2)
@@ -143,6 +143,21 @@ def test_bad_input_raises_value_errors():
         attention_explorer(TOKENS, w, head=3)
     with pytest.raises(ValueError, match="finite"):
         attention_explorer(TOKENS, w * float("nan"))
+
+
+@pytest.mark.parametrize("n_q,n_k,key_tokens,expected", [
+    (5, 5, None, r"^tokens has 4 entries but weights of shape \(1, 3, 5, 5\) have n_q = 5 "
+                 r"queries \(and, with no key_tokens given, the n_k = 5 keys too\)"),
+    (4, 5, None, r"^no key_tokens were given, so tokens \(4 entries\) label the keys, but "
+                 r"weights of shape \(1, 3, 4, 5\) have n_k = 5 keys"),
+    (4, 5, list("xyz"), r"^key_tokens has 3 entries, but weights of shape \(1, 3, 4, 5\) "
+                        r"have n_k = 5 keys"),
+])
+def test_a_length_mismatch_names_the_argument_the_caller_passed(n_q, n_k, key_tokens, expected):
+    """Four tokens: the message blames what was passed (tokens, or key_tokens if given)."""
+    w = random_weights(layers=1, heads=3, n_q=n_q, n_k=n_k)[0]  # (heads, n_q, n_k)
+    with pytest.raises(ValueError, match=expected):
+        attention_explorer(list("abcd"), w, key_tokens=key_tokens)
 
 
 def test_public_name():

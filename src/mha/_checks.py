@@ -129,6 +129,22 @@ def require_same_dtype(*named: tuple[str, torch.Tensor]) -> torch.dtype:
     return x.dtype
 
 
+def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor) -> None:
+    """A cache's new entries must have the dtype of what it holds. A mismatch nearly always
+    means ``torch.autocast`` was on for some steps and off for others, so the message says
+    that and gives a line that converts the cache (``fields``: its two tensor attributes)."""
+    if new.dtype != held.dtype:
+        first, second = fields
+        fix = (f"cache.{first}, cache.{second} = cache.{first}.to({new.dtype}), "
+               f"cache.{second}.to({new.dtype})")
+        raise ValueError(
+            f"cache holds {first} of dtype {held.dtype} but this step's new {first} are "
+            f"{new.dtype}: they are computed from this call's inputs (query and key), which "
+            f"torch.autocast casts to its own dtype, so a cache filled under autocast must be "
+            f"read under the same autocast; run every step inside one `with torch.autocast(...)` "
+            f"block (or none), or convert the cache once: `{fix}`")
+
+
 def require_same_device(*named: tuple[str, torch.Tensor]) -> None:
     """All tensors must live on one device."""
     (first, x), *rest = named

@@ -11,6 +11,7 @@ from mha._checks import (
     check_allocation,
     require_callable,
     require_flag,
+    require_float_dtype,
     require_indices,
     require_int,
 )
@@ -93,6 +94,8 @@ def head_importance(
     num_layers: int,
     num_heads: int,
     normalize_layers: bool = True,
+    *,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     r"""Head importance after Michel et al., shape ``(layers, heads)``: a cheaper batch variant.
 
@@ -103,27 +106,30 @@ def head_importance(
     per-example score before the normalisation (gradients of opposite sign cancel inside a batch).
 
     ``loss_fn(batch, gates)`` must run the model with ``gates`` (``(layers, heads)``, all ones)
-    as its per-layer ``head_mask`` and return the batch's mean loss. With ``normalize_layers``
+    as its per-layer ``head_mask`` and return the batch's mean loss. The gates, and the
+    importances returned, have ``dtype``: pass the model's (its ``head_mask`` refuses another
+    float dtype); ``None`` is torch's default dtype. With ``normalize_layers``
     each layer's scores are divided by their l2 norm, the paper's normalisation that makes
     scores comparable across layers. A loss (or gradient) that is NaN or inf raises
     ``ValueError`` rather than giving NaN importances.
 
-    ``gates`` is float ``(layers, heads)``; the result float32 ``(layers, heads)``. Raises
-    ``ValueError`` naming the argument for a bad ``loss_fn``, ``batches`` (none, or not
-    iterable), size or flag, a loss that is not a scalar tensor depending on ``gates``, or a
-    non-finite loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the
-    memory budget.
+    ``gates`` and the result are ``(layers, heads)`` of ``dtype``. Raises ``ValueError``
+    naming the argument for a bad ``loss_fn``, ``batches`` (none, or not iterable), size, flag
+    or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, or a non-finite
+    loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the memory
+    budget.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)
     num_heads = require_int("num_heads", num_heads)
     normalize_layers = require_flag("normalize_layers", normalize_layers)
-    check_allocation("head_importance", (num_layers, num_heads), torch.float32,
+    dtype = require_float_dtype("dtype", dtype)
+    check_allocation("head_importance", (num_layers, num_heads), dtype,
                      "use fewer layers or heads")
     if not isinstance(batches, Iterable):
         raise ValueError(f"batches must be an iterable of batches, got {type(batches).__name__}")
-    gates = torch.ones(num_layers, num_heads, requires_grad=True)
-    total = torch.zeros(num_layers, num_heads)
+    gates = torch.ones(num_layers, num_heads, dtype=dtype, requires_grad=True)
+    total = torch.zeros(num_layers, num_heads, dtype=dtype)
     count = 0
     for batch in batches:
         loss = loss_fn(batch, gates)

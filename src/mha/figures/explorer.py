@@ -200,10 +200,18 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     decimals = require_int("decimals", decimals, minimum=1, maximum=6)
     queries = list(tokens)
     keys = queries if key_tokens is None else list(key_tokens)
-    if len(queries) != n_q or len(keys) != n_k:
-        raise ValueError(f"tokens must have n_q = {n_q} entries and key_tokens n_k = {n_k} "
-                         f"for weights of shape {tuple(w.shape)}; got {len(queries)} and "
-                         f"{len(keys)}")
+    # name what the caller passed: without key_tokens, tokens label the keys as well
+    also_keys = "" if key_tokens is not None else (
+        f" (and, with no key_tokens given, the n_k = {n_k} keys too)")
+    if len(queries) != n_q:
+        raise ValueError(f"tokens has {len(queries)} entries but weights of shape "
+                         f"{tuple(w.shape)} have n_q = {n_q} queries{also_keys}: pass one "
+                         f"token per query")
+    if len(keys) != n_k:
+        given = (f"key_tokens has {len(keys)} entries" if key_tokens is not None else
+                 f"no key_tokens were given, so tokens ({len(keys)} entries) label the keys")
+        raise ValueError(f"{given}, but weights of shape {tuple(w.shape)} have n_k = {n_k} "
+                         f"keys: pass key_tokens with {n_k} entries")
 
     rows, cols = _grid(heads)
     z = np.round(w, decimals) + 0.0  # + 0.0 turns -0.0 into 0.0

@@ -8,6 +8,7 @@ from mha._checks import (
     check_allocation,
     refuse_autograd_history,
     refuse_vmap_leftovers,
+    require_cached_dtype,
     require_float_tensor,
     require_same_device,
     require_same_dtype,
@@ -29,7 +30,9 @@ class KVCache:
 
     A compiled decode step (``torch.compile``) may take the cache as an argument: each
     ``append`` in eager mode marks the length dimension dynamic, so the step compiles once
-    for every length (``tests/test_compile.py``: 64 steps, one compilation).
+    for every length (``tests/test_compile.py``: 64 steps, one compilation). An ``append``
+    inside compiled code cannot mark it: a prompt through the compiled step too costs more
+    graphs (three at first; see :class:`mha.MultiHeadAttention`).
 
     The cache keeps the autograd history of what it holds: a second ``backward()`` through
     earlier steps needs ``retain_graph=True``, or fill the cache under ``torch.no_grad()``
@@ -79,8 +82,9 @@ class KVCache:
         require_float_tensor("keys", keys, dim=4)
         require_float_tensor("values", values, dim=4)
         refuse_vmap_leftovers("KVCache", self.keys, keys, "keys and values")
-        require_same_dtype(("keys", keys), ("values", values),
-                           *([("the cached keys", self.keys)] if self.keys is not None else []))
+        require_same_dtype(("keys", keys), ("values", values))
+        if self.keys is not None:
+            require_cached_dtype(("keys", "values"), self.keys, keys)
         require_same_device(("keys", keys), ("values", values))
         if self.keys is not None and keys.device != self.keys.device:
             raise ValueError(f"keys are on {keys.device} but this cache holds keys on "

@@ -22,6 +22,7 @@ from mha._checks import (
     refuse_autograd_history,
     refuse_vmap_leftovers,
     require_base,
+    require_cached_dtype,
     require_flag,
     require_float_tensor,
     require_head_mask,
@@ -81,9 +82,9 @@ class LatentCache:
         require_float_tensor("latents", latents, dim=3)
         require_float_tensor("rope_keys", rope_keys, dim=4)
         refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
-        require_same_dtype(("latents", latents), ("rope_keys", rope_keys),
-                           *([("the cached latents", self.latents)] if self.latents is not None
-                             else []))
+        require_same_dtype(("latents", latents), ("rope_keys", rope_keys))
+        if self.latents is not None:
+            require_cached_dtype(("latents", "rope_keys"), self.latents, latents)
         require_same_device(("latents", latents), ("rope_keys", rope_keys))
         batch, n_new = latents.shape[:2]
         if rope_keys.shape[:3] != (batch, 1, n_new):
@@ -154,8 +155,8 @@ class MultiHeadLatentAttention(nn.Module):
         base: the rotary base.
 
     ``torch.compile(fullgraph=True)`` traces it in one graph (``dynamic=True``: one for every
-    length; a growing :class:`LatentCache` compiles once), and ``torch.export`` takes a
-    dynamic length (see :class:`mha.MultiHeadAttention`).
+    length; a growing :class:`LatentCache` compiles once when the prompt runs eagerly), and
+    ``torch.export`` takes a dynamic length (see :class:`mha.MultiHeadAttention`).
 
     Raises ``ValueError`` naming the argument for a bad size or ``base``, an odd ``rope_dim``,
     or ``embed_dim`` not divisible by ``num_heads`` without ``head_dim``;

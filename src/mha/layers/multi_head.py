@@ -64,10 +64,19 @@ class MultiHeadAttention(nn.Module):
 
     Compiling, exporting, vmapping. ``torch.compile(fullgraph=True)`` traces every path in one
     graph (weights or fused, causal, masks, grouped-query heads, a :class:`mha.KVCache`), and
-    ``dynamic=True`` makes that one graph for every sequence length. A decode loop that
-    passes a growing ``KVCache`` to a compiled step compiles once and never recompiles: the
-    cache marks its length dynamic (``torch._dynamo.maybe_mark_dynamic``), and no check
-    turns a size into a constant. ``torch.export`` with a dynamic length works, and
+    ``dynamic=True`` makes that one graph for every sequence length. A decode loop compiles
+    once and never recompiles when the prompt goes through the eager layer and only the
+    one-token steps through the compiled one: the cache marks its length dynamic as eager
+    code fills it (``torch._dynamo.maybe_mark_dynamic``), and no check turns a size into a
+    constant (transformers' ``generate`` also runs the prompt eagerly). A prompt through the
+    compiled step too makes three graphs: the prompt's, then the step's twice, as PyTorch
+    marks a length only outside compiled code, so the cache the prompt's call fills has a
+    constant length until it grows; the first new prompt length adds one graph more, the
+    first new batch size two. ``dynamic=True`` makes it two graphs in all, save that Dynamo
+    ties a size equal to one of the layer's (a prompt of ``head_dim`` tokens) to that
+    constant: a recompile. One graph cannot serve both: an empty cache holds no tensors, and
+    Dynamo specializes a length of 1.
+    ``torch.export`` with a dynamic length works, and
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
     :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and

@@ -276,7 +276,8 @@ def generate(
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
-    sequence. Both give the same tokens. There is no padding: every row is continued after its
+    sequence. Both give the same tokens, in a new tensor (``steps=0`` too: a copy of
+    ``prompt``, never ``prompt`` itself). There is no padding: every row is continued after its
     last token, so a row padded at the end would continue from the pad; batch prompts of one
     length (generate the others separately).
 
@@ -322,7 +323,7 @@ def generate(
 def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
               temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     """:func:`generate`'s loop, on checked arguments and a model in eval mode."""
-    tokens = prompt
+    tokens = prompt.clone()  # a new tensor even for steps=0: writing to it leaves prompt alone
     caches = model.new_caches() if use_cache else None
     new_input = prompt
     for _ in range(steps):
