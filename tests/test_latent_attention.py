@@ -75,8 +75,8 @@ class ShapeWatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.shapes += [tuple(t.shape) for t in torch.utils._pytree.tree_leaves(out)
-                        if isinstance(t, torch.Tensor)]
+        outs = out if isinstance(out, tuple | list) else (out,)
+        self.shapes += [tuple(t.shape) for t in outs if isinstance(t, torch.Tensor)]
         return out
 
 
