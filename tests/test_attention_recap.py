@@ -100,6 +100,18 @@ def test_dot_product_variance_grows_like_d_k_and_the_scale_removes_it():
         assert abs((dots / math.sqrt(d_k)).var().item() - 1) < 0.1
 
 
+def test_per_query_the_scaled_scores_spread_by_the_querys_norm_over_sqrt_d_k():
+    """Unit variance for every d_k holds over random queries; one fixed query's scores over
+    random keys have standard deviation |q| / sqrt(d_k) (s_j = q.k_j / sqrt(d_k), k_j ~ N(0, I)),
+    which differs from query to query, most at small d_k (at d_k = 1 it is |q|)."""
+    g = torch.Generator().manual_seed(41)
+    for d_k in (1, 4, 64):
+        queries, keys = draw(g, 4, d_k), draw(g, 40_000, d_k)
+        spread = (queries @ keys.T / math.sqrt(d_k)).std(dim=-1)  # (4,): one per query
+        torch.testing.assert_close(spread, queries.norm(dim=-1) / math.sqrt(d_k), rtol=0.02,
+                                   atol=0.0)
+
+
 @pytest.mark.claim("1.1")
 def test_dividing_by_sqrt_of_the_width_shrinks_per_head_score_variance_to_one_over_h():
     # seed 000 divides by sqrt(C); with h heads of size d_k = C / h that gives variance 1 / h

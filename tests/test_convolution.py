@@ -432,6 +432,21 @@ def test_a_layer_without_biases_sends_the_blank_image_to_zero_a_biased_conv_does
 
 
 @pytest.mark.claim("5.2")
+def test_positions_added_to_the_input_move_a_bias_free_layers_blank_image_off_zero():
+    """The blank-image argument needs positions only in the scores: the bias-free grid layer
+    (relative scores) sends the blank image to 0, but the same bias-free multi-head layer on
+    the blank image plus a positional encoding P does not, so it is not bound to 0 there."""
+    torch.manual_seed(15)
+    grid = mha.GridSelfAttention(2, 2, 9, padding=1, bias=False)
+    layer = mha.MultiHeadAttention(4, 2, bias=False)
+    positions = mha.sinusoidal_encoding(16, 4)  # (16, 4): pixel k's row P_k
+    with torch.no_grad():
+        assert bool((grid(torch.zeros(1, 2, 4, 4)) == 0).all())
+        out, _ = layer(torch.zeros(1, 16, 4) + positions)
+    assert out.abs().max() > 0.01
+
+
+@pytest.mark.claim("5.2")
 def test_content_only_attention_commutes_with_pixel_shuffles_a_conv_does_not():
     torch.manual_seed(5)
     layer = mha.MultiHeadAttention(2, 2)

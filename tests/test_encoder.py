@@ -116,6 +116,28 @@ def test_bad_inputs_raise_value_errors_naming_the_shape():
         mha.TinyEncoder(0, 3, 4)
 
 
+def test_batch_importance_is_at_most_the_per_example_one_and_equal_when_signs_agree():
+    """|mean of the per-example gate gradients| <= mean of their sizes (triangle inequality):
+    smaller when their signs differ within a batch, equal when they agree, here a batch of
+    four copies of one example."""
+    model = small_encoder(seed=6)
+    tokens, targets = mha.lookup_batch(8, 8, 5, torch.Generator().manual_seed(8))
+
+    def loss_fn(batch, gates):
+        logits = model(batch[0], head_mask=gates.double())[0]
+        return mha.tasks.neighbour_task.cross_entropy(logits, batch[1])
+
+    def raw(batches):
+        return mha.head_importance(loss_fn, batches, 2, 4, normalize_layers=False)
+
+    one_batch = raw([(tokens, targets)])
+    per_example = raw([(tokens[i:i + 1], targets[i:i + 1]) for i in range(8)])
+    assert bool((one_batch <= per_example + 1e-6).all())
+    assert bool((one_batch < per_example - 1e-4).any())  # signs differ: strictly smaller
+    copies = (tokens[:1].expand(4, -1), targets[:1].expand(4, -1))
+    torch.testing.assert_close(raw([copies]), raw([(tokens[:1], targets[:1])]))
+
+
 def test_head_importance_is_the_absolute_gate_gradient_in_the_models_dtype():
     """Michel et al.'s I_h against central finite differences of the loss in the gates; the
     gates come in the dtype asked for, so a float64 model takes them as its head_mask."""

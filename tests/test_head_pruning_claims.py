@@ -106,3 +106,17 @@ def test_toy_has_one_interpretable_head_which_gradient_importance_removes_fifth(
     interpretable = [key for key, v in r.items() if v["share"] >= 0.9]
     assert interpretable == [(0, 2)]  # one head: too few to test a trend
     assert mha.pruning_order(importance(toy)).index((0, 2)) == 4
+
+
+def test_the_ranking_removes_four_layer_1_heads_before_any_layer_0_head(toy):
+    """Chapter 7: layer 1's one dominant head leaves its other scores small after the per-layer
+    normalisation, so the first four heads removed come from layer 1; the fifth is (0, 2)."""
+    assert mha.pruning_order(importance(toy))[:5] == [(1, 3), (1, 2), (1, 5), (1, 4), (0, 2)]
+
+
+def test_seven_of_eight_layer_1_heads_park_more_than_any_layer_0_head(toy):
+    """Weight that real queries put on the start symbol: every layer-1 head but head 0 parks
+    more than the most any layer-0 head parks."""
+    parked = [w[:, :, 1:, 0].mean(dim=(0, 2)) for w in toy["weights"]]  # per layer: (8,)
+    above = [head for head in range(8) if parked[1][head] > parked[0].max()]
+    assert above == [1, 2, 3, 4, 5, 6, 7]

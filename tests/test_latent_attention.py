@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import mha
 from mha.layers.rotary import apply_rotary
@@ -63,6 +64,53 @@ def test_absorbing_w_uk_into_the_queries_changes_nothing(with_cache):
     torch.testing.assert_close(torch.cat(outs[True], 1), torch.cat(outs[False], 1),
                                rtol=0, atol=1e-12)
     torch.testing.assert_close(torch.cat(outs[False], 1), att(x)[0], rtol=0, atol=1e-12)
+
+
+class ShapeWatch(TorchDispatchMode):
+    """Records the shape of every tensor an aten op returns (inside SDPA too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, tuple | list) else (out,)
+        self.shapes += [tuple(t.shape) for t in outs if isinstance(t, torch.Tensor)]
+        return out
+
+
+def per_head_keys_or_values(shapes, n_k):
+    """Shapes that hold n_k decompressed keys or values: a dimension of n_k (every cached
+    token) and a last dimension of d_h (one head's) or h d_h (all heads side by side)."""
+    return [s for s in shapes if n_k in s and s[-1] in (D_H, H * D_H)]
+
+
+@pytest.mark.claim("9.5")
+def test_the_absorbed_decoding_step_never_forms_per_head_keys():
+    """A decoding step over a cache of 8 latents: the absorbed path makes no tensor of 9 keys or
+    values per head (no aten op returns one, and W_UK, W_UV are never applied to a latent); the
+    decompressing path does, so the watch can fail. Sizes: batch 3, n_k = 9, d_h = 8, h d_h = 32,
+    d_c = 12, d_c + d_R = 16 are all different, so a shape names what it holds."""
+    att = layer()
+    x = torch.randn(3, 9, WIDTH, dtype=torch.float64)
+    applied = []
+    for module in (att.k_up, att.v_up):
+        module.register_forward_hook(lambda m, args, out: applied.append(tuple(out.shape)))
+    steps = {}
+    for absorb in (True, False):
+        cache = att.new_cache()
+        att(x[:, :8], cache=cache, absorb=absorb)  # prefill: 8 latents cached
+        applied.clear()
+        with ShapeWatch() as watch, torch.no_grad():
+            out = att(x[:, 8:], cache=cache, absorb=absorb)[0]  # one new token: n_k = 9
+        steps[absorb] = (out, per_head_keys_or_values(watch.shapes, 9), list(applied))
+    out, formed, applied_up = steps[True]
+    assert formed == [] and applied_up == []
+    out_decompressed, formed_decompressed, applied_decompressed = steps[False]
+    assert (3, 9, H * D_H) in formed_decompressed and (3, H, 9, D_H) in formed_decompressed
+    assert applied_decompressed == [(3, 9, H * D_H), (3, 9, H * D_H)]
+    torch.testing.assert_close(out, out_decompressed, rtol=0, atol=1e-12)
 
 
 def test_absorbed_scores_are_queries_times_w_uk_transposed_against_latents():
