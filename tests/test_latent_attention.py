@@ -80,37 +80,76 @@ class ShapeWatch(TorchDispatchMode):
         return out
 
 
-def per_head_keys_or_values(shapes, n_k):
-    """Shapes that hold n_k decompressed keys or values: a dimension of n_k (every cached
-    token) and a last dimension of d_h (one head's) or h d_h (all heads side by side)."""
-    return [s for s in shapes if n_k in s and s[-1] in (D_H, H * D_H)]
+def per_head_keys_or_values(shapes, batch, n_k, d_r):
+    """Shapes that hold n_k decompressed keys or values, in any layout: a dimension of n_k
+    (every cached token; batch n_k once flattened) and one of d_h (one head's), h d_h (all heads
+    side by side) or d_h + d_R (a key with its rotary part)."""
+    tokens, widths = {n_k, batch * n_k}, {D_H, H * D_H, D_H + d_r}
+    return [s for s in shapes if tokens & set(s) and widths & set(s)]
 
 
-@pytest.mark.claim("9.5")
-def test_the_absorbed_decoding_step_never_forms_per_head_keys():
-    """A decoding step over a cache of 8 latents: the absorbed path makes no tensor of 9 keys or
-    values per head (no aten op returns one, and W_UK, W_UV are never applied to a latent); the
-    decompressing path does, so the watch can fail. Sizes: batch 3, n_k = 9, d_h = 8, h d_h = 32,
-    d_c = 12, d_c + d_R = 16 are all different, so a shape names what it holds."""
-    att = layer()
+ROPE = 6  # d_R of the watched step: d_h + d_R is then no other size there
+
+
+def decoding_step(absorb, sdpa=None):
+    """One decoding step (batch 3) over a cache of 8 latents, watched: its output, the shapes
+    of what every aten op returned, and the outputs of W_UK and W_UV. ``sdpa`` stands in for
+    the layer's scaled_dot_product_attention. Sizes: batch 3, h = 4, batch h = 12, n_k = 9,
+    batch n_k = 27, d_h = 8, h d_h = 32, d_R = 6, d_h + d_R = 14, d_c = 10, d_c + d_R = 16: no
+    two alike, so a shape names what it holds."""
+    from mha.layers import latent_attention
+
+    torch.manual_seed(0)
+    att = mha.MultiHeadLatentAttention(WIDTH, H, latent_dim=10, rope_dim=ROPE,
+                                       head_dim=D_H).double()
     x = torch.randn(3, 9, WIDTH, dtype=torch.float64)
     applied = []
     for module in (att.k_up, att.v_up):
         module.register_forward_hook(lambda m, args, out: applied.append(tuple(out.shape)))
-    steps = {}
-    for absorb in (True, False):
-        cache = att.new_cache()
-        att(x[:, :8], cache=cache, absorb=absorb)  # prefill: 8 latents cached
-        applied.clear()
+    cache = att.new_cache()
+    att(x[:, :8], cache=cache, absorb=absorb)  # prefill: 8 latents cached
+    applied.clear()
+    real = latent_attention.F.scaled_dot_product_attention
+    latent_attention.F.scaled_dot_product_attention = sdpa or real
+    try:
         with ShapeWatch() as watch, torch.no_grad():
             out = att(x[:, 8:], cache=cache, absorb=absorb)[0]  # one new token: n_k = 9
-        steps[absorb] = (out, per_head_keys_or_values(watch.shapes, 9), list(applied))
-    out, formed, applied_up = steps[True]
-    assert formed == [] and applied_up == []
-    out_decompressed, formed_decompressed, applied_decompressed = steps[False]
-    assert (3, 9, H * D_H) in formed_decompressed and (3, H, 9, D_H) in formed_decompressed
-    assert applied_decompressed == [(3, 9, H * D_H), (3, 9, H * D_H)]
+    finally:
+        latent_attention.F.scaled_dot_product_attention = real
+    return out, watch.shapes, applied, att
+
+
+@pytest.mark.claim("9.5")
+def test_the_absorbed_decoding_step_never_forms_per_head_keys():
+    """The absorbed path makes no tensor of the 9 cached tokens' keys or values per head, in any
+    layout (no aten op returns one, and W_UK, W_UV are never applied to a latent), while the
+    watch sees inside the attention (its scores, one query against 9 keys in each head); the
+    decompressing path does form them, so the watch can fail."""
+    out, shapes, applied, _ = decoding_step(absorb=True)
+    assert per_head_keys_or_values(shapes, 3, 9, ROPE) == [] and applied == []
+    assert (3, H, 1, 9) in shapes  # the scores: SDPA ran as operations the watch sees
+    out_decompressed, shapes, applied, _ = decoding_step(absorb=False)
+    formed = per_head_keys_or_values(shapes, 3, 9, ROPE)
+    assert (3, 9, H * D_H) in formed and (3, H, 9, D_H) in formed
+    assert applied == [(3, 9, H * D_H), (3, 9, H * D_H)]
     torch.testing.assert_close(out, out_decompressed, rtol=0, atol=1e-12)
+
+
+@pytest.mark.claim("9.5")
+def test_the_watch_finds_keys_formed_in_another_layout():
+    """An outside review's mutant: the absorbed step also forms every head's keys transposed,
+    (B, h, d_h, n_k), from W_UK's weight without calling the module, and leaves the output as it
+    was. The watch of the test above must see them."""
+    def sdpa(q, k, v, attn_mask=None, scale=None, **kwargs):
+        w_uk = att.k_up.weight.view(H, D_H, -1)
+        keys = torch.einsum("hdc,bhnc->bhdn", w_uk, k[..., :w_uk.shape[-1]])
+        return real(q, k, v, attn_mask=attn_mask, scale=scale, **kwargs) + 0 * keys.sum()
+
+    from mha.layers.latent_attention import F
+    real = F.scaled_dot_product_attention
+    _, _, _, att = decoding_step(absorb=True)  # the layer whose weight the mutant reads
+    out, shapes, _, att = decoding_step(absorb=True, sdpa=sdpa)
+    assert (3, H, D_H, 9) in per_head_keys_or_values(shapes, 3, 9, ROPE)
 
 
 def test_absorbed_scores_are_queries_times_w_uk_transposed_against_latents():
