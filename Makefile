@@ -112,7 +112,7 @@ chapter: $(STAMP)
 	CHAPTER=06 (a number or a name: $(notdir $(basename $(wildcard notebooks/*.ipynb))))"; exit 2; }
 	$(BIN)/python tools/execute.py $(if $(REFRESH),--refresh) $(CHAPTER_NOTEBOOK)
 	$(BIN)/jupyter-book build . -W -n --keep-going --quiet
-	$(PYTEST) -rs tests $(CHAPTER_NOTEBOOK) --nbval --chapter $(CHAPTER) \
+	$(PYTEST) tests $(CHAPTER_NOTEBOOK) --nbval --chapter $(CHAPTER) \
 		--ignore=tests/test_book_in_browser.py
 
 # Book tests read _build/html, so the book is built first.
