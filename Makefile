@@ -110,7 +110,7 @@ CHAPTER_NOTEBOOK = $(wildcard notebooks/$(CHAPTER)_*.ipynb notebooks/0$(CHAPTER)
 chapter: $(STAMP)
 	@test -n "$(CHAPTER)" -a "$(words $(CHAPTER_NOTEBOOK))" = 1 || { echo "usage: make chapter \
 	CHAPTER=06 (a number or a name: $(notdir $(basename $(wildcard notebooks/*.ipynb))))"; exit 2; }
-	$(BIN)/python tools/execute.py $(if $(REFRESH),--refresh) $(CHAPTER_NOTEBOOK)
+	$(EXECUTE) $(CHAPTER_NOTEBOOK)
 	$(BIN)/jupyter-book build . -W -n --keep-going --quiet
 	$(PYTEST) tests $(CHAPTER_NOTEBOOK) --nbval --chapter $(CHAPTER) \
 		--ignore=tests/test_book_in_browser.py
@@ -118,11 +118,15 @@ chapter: $(STAMP)
 # Book tests read _build/html, so the book is built first.
 test: lint book pytest
 
+# One torch thread, as nbval and grading run: chapter 8 took 78 s (47 s of CPU) with torch's
+# default threads on a loaded 2-core machine, 25 s (14 s) with one.
+EXECUTE = OMP_NUM_THREADS=1 $(BIN)/python tools/execute.py $(if $(REFRESH),--refresh)
+
 # Re-run notebooks in place in a fresh kernel, for authors refreshing committed outputs (every
 # notebook, or NOTEBOOKS=notebooks/06_positional_encoding.ipynb). Cells tagged machine-dependent
 # keep their committed outputs; REFRESH=1 records them anew (tools/execute.py).
 execute: $(STAMP)
-	$(BIN)/python tools/execute.py $(if $(REFRESH),--refresh) $(NOTEBOOKS)
+	$(EXECUTE) $(NOTEBOOKS)
 
 # The source notebooks, with jupyterlab-myst (requirements.txt) rendering their MyST as the book
 # does: for authors (solutions open, MyST to edit). Readers and students run `make jupyter`.
