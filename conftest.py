@@ -1,6 +1,8 @@
 """Report how long each notebook took under nbval (the sum of its cells' run times) and which
-files took longest, and schedule the test files over pytest-xdist's workers."""
+files took longest, schedule the test files over pytest-xdist's workers, and select one
+chapter's tests (``--chapter 06``, what ``make chapter`` runs)."""
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,13 +56,88 @@ SLOW_FIRST = [
 ]
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--chapter", metavar="NN",
+        help="only the tests of one chapter (06, 6 or 06_positional_encoding): its notebook under "
+             "nbval, and every test parametrized with its notebook, one of its exercises or "
+             "checks, or marked chapter(N); a skip among them fails (make chapter)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "chapter(n): the test is about chapter n (make chapter)")
+
+
+# A value that names a chapter: a notebook (notebooks/06_x.ipynb, tests/fixtures/00_x.ipynb is
+# chapter 0), a check (its `exercise`, "6.2"), or a checks module's name ("ch06").
+NOTEBOOK_NAME = re.compile(r"(\d\d)_\w+\.ipynb")
+CHECKS_MODULE = re.compile(r"ch(\d\d)")
+
+
+def chapter_of_value(value) -> int | None:
+    if isinstance(value, Path) and (m := NOTEBOOK_NAME.fullmatch(value.name)):
+        return int(m.group(1))
+    exercise = getattr(value, "exercise", None)
+    if isinstance(exercise, str) and re.fullmatch(r"\d+\.\d+", exercise):
+        return int(exercise.split(".")[0])
+    if isinstance(value, str) and (m := CHECKS_MODULE.fullmatch(value)):
+        return int(m.group(1))
+    return None
+
+
+def chapters_of(item) -> set[int]:
+    """The chapters a collected test is about (none for a test of the whole course)."""
+    chapters = {int(m.args[0]) for m in item.iter_markers("chapter")}
+    path = Path(item.nodeid.split("::")[0])
+    if path.suffix == ".ipynb" and (m := NOTEBOOK_NAME.fullmatch(path.name)):
+        chapters.add(int(m.group(1)))  # a notebook under nbval: its cells
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    chapters.update(c for v in params.values() if (c := chapter_of_value(v)) is not None)
+    return chapters
+
+
+def chapter_number(option: str) -> int:
+    m = re.fullmatch(r"(\d{1,2})(_\w+)?", option)
+    if not m:
+        raise pytest.UsageError(f"--chapter {option!r}: give a chapter's number (06, 6) or its "
+                                "notebook's name (06_positional_encoding)")
+    return int(m.group(1))
+
+
+def select_chapter(config, items) -> None:
+    """Keep only the tests about the chapter ``--chapter`` names; tell pytest the rest are
+    deselected (pytest counts them in its summary)."""
+    chapter = chapter_number(config.getoption("--chapter"))
+    keep = [item for item in items if chapter in chapters_of(item)]
+    if not keep:
+        raise pytest.UsageError(f"--chapter {chapter:02d}: no test is about chapter {chapter}")
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In the chapter loop a skip fails, with its reason: a test the loop selects is one the
+    chapter needs (a book test that finds no book means the loop did not build it)."""
+    outcome = yield
+    report = outcome.get_result()
+    if (item.config.getoption("--chapter") and report.skipped
+            and not hasattr(report, "wasxfail")):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped in the chapter loop, which runs all it selects: {reason}"
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Hand the longest work out first (SLOW_FIRST in order, then every other file in the order
-    collected), so that neither xdist worker is left with a long file at the end while the
-    other idles. The Makefile runs `--dist loadscope --no-loadscope-reorder`: a file (a
+def pytest_collection_modifyitems(config, items):
+    """With ``--chapter``, only that chapter's tests (select_chapter). Then hand the longest
+    work out first (SLOW_FIRST in order, then every other file in the order collected), so
+    that neither xdist worker is left with a long file at the end while the other idles. The
+    Makefile runs `--dist loadscope --no-loadscope-reorder`: a file (a
     notebook: one kernel for its cells; a module: its fixtures built once) stays on one worker,
     and files are handed out in this order."""
+    if config.getoption("--chapter"):
+        select_chapter(config, items)
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     # stable: within a file the order stays
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(SLOW_FIRST)))

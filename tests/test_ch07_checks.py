@@ -2,10 +2,13 @@
 
 import math
 
+import pytest
 import torch
 
 import mha
 import mha.checks.ch07 as ch07
+
+pytestmark = pytest.mark.chapter(7)  # make chapter CHAPTER=07 runs these
 
 
 def test_prob_gate_one():

@@ -1,5 +1,6 @@
 """The lab's exercise checks accept the reference solutions and reject wrong ones."""
 
+import pytest
 import scipy.stats
 import torch
 from hypothesis import assume, given, settings
@@ -7,6 +8,8 @@ from hypothesis import strategies as st
 
 import mha.checks.ch08 as ch08
 from mha.models.pretrained import mean_pool
+
+pytestmark = pytest.mark.chapter(8)  # make chapter CHAPTER=08 runs these
 
 
 def test_mean_pool_check_accepts_the_reference():

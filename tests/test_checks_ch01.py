@@ -7,6 +7,8 @@ import torch
 
 import mha.checks.ch01 as checks
 
+pytestmark = pytest.mark.chapter(1)  # make chapter CHAPTER=01 runs these
+
 
 def status(check, answer):
     return check(answer).status

@@ -1,5 +1,6 @@
 """The exercise checks of chapters 3 and 4 accept the reference solutions and reject wrong ones."""
 
+import pytest
 import torch
 
 import mha
@@ -21,6 +22,7 @@ def matrices_swapped_q_and_k(w_q, w_k, w_v):
     return matrices_solution(w_k, w_q, w_v)
 
 
+@pytest.mark.chapter(3)
 def test_check_3_1():
     assert mha.checks.ch03.self_attention_from_matrices(matrices_solution).status == "correct"
     assert mha.checks.ch03.self_attention_from_matrices(matrices_swapped_q_and_k).status == "wrong"
@@ -47,6 +49,7 @@ def projection_without_bias(x, target):
     return (rows @ solution - flat).square().mean().item()
 
 
+@pytest.mark.chapter(3)
 def test_check_3_3():
     assert mha.checks.ch03.best_projection_error(projection_solution).status == "correct"
     assert mha.checks.ch03.best_projection_error(projection_without_bias).status == "wrong"
@@ -76,6 +79,7 @@ def pack_interleaved(w_qs, w_ks, w_vs, w_o):
     return layer
 
 
+@pytest.mark.chapter(4)
 def test_check_4_1():
     assert mha.checks.ch04.pack_heads(pack_solution).status == "correct"
     assert mha.checks.ch04.pack_heads(pack_interleaved).status == "wrong"
@@ -97,6 +101,7 @@ class WrongShapes(mha.MultiHeadAttention):
         return x @ self.q_proj.weight, None
 
 
+@pytest.mark.chapter(4)
 def test_check_4_1_names_the_call_and_the_shapes_of_a_size_error():
     building = mha.checks.ch04.pack_heads(pack_without_transpose)
     assert building.status == "wrong"
@@ -130,6 +135,7 @@ def pack_without_head_dim_by_assignment(w_qs, w_ks, w_vs, w_o):
     return layer
 
 
+@pytest.mark.chapter(4)
 def test_check_4_1_blames_a_missing_head_dim_not_the_transpose():
     for answer in (pack_without_head_dim, pack_without_head_dim_by_assignment):
         result = mha.checks.ch04.pack_heads(answer)
@@ -141,6 +147,7 @@ def test_check_4_1_blames_a_missing_head_dim_not_the_transpose():
     assert "the transpose" in transposed.message and "head_dim" not in transposed.message
 
 
+@pytest.mark.chapter(3)
 def test_check_3_1_names_a_missing_transpose():
     def without_transpose(w_q, w_k, w_v):
         return matrices_solution(w_q.T, w_k.T, w_v.T)
@@ -165,6 +172,7 @@ def mask_not_inverted(key_padding_mask, attn_mask):
     return ~mask_solution(key_padding_mask, attn_mask)
 
 
+@pytest.mark.chapter(4)
 def test_check_4_2():
     assert mha.checks.ch04.course_mask(mask_solution).status == "correct"
     assert mha.checks.ch04.course_mask(mask_not_inverted).status == "wrong"

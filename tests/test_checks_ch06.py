@@ -1,9 +1,12 @@
 """The checks of chapter 6's exercises accept the reference solutions and reject wrong ones."""
 
+import pytest
 import torch
 
 import mha
 from mha.checks import ch06
+
+pytestmark = pytest.mark.chapter(6)  # make chapter CHAPTER=06 runs these
 
 
 def rope_complex(x, positions):  # the reference solution

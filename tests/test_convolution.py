@@ -638,6 +638,7 @@ def test_a_grid_layer_learns_a_3x3_conv():
 
 # --- the exercises' checks accept the reference solutions and reject wrong ones -----------
 
+@pytest.mark.chapter(5)
 def test_check_quadratic_scores():
     from mha.checks import ch05
 
@@ -651,6 +652,7 @@ def test_check_quadratic_scores():
     assert ch05.quadratic_scores(forgot_the_two).status == "wrong"
 
 
+@pytest.mark.chapter(5)
 def test_check_kernel_from_attention():
     from mha.checks import ch05
 

@@ -1,0 +1,114 @@
+"""`make chapter CHAPTER=NN` runs pytest with `--chapter NN` (conftest.py): the selection holds
+the chapter's notebook under nbval, its grading in the sandbox, its edition and book tests and its
+checks' tests, and nothing of another chapter; a skip in the loop fails, saying why."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import test_grading_chapters
+
+from conventions import NOTEBOOKS, ROOT
+
+pytest_plugins = ["pytester"]
+
+# the files that hold a chapter's tests of each kind, and a whole-course one (test_layout.py)
+FILES = ["tests/test_notebooks.py", "tests/test_editions.py", "tests/test_book_exercises.py",
+         "tests/test_grading_chapters.py", "tests/test_student_edition.py",
+         "tests/test_checks_ch06.py", "tests/test_ch07_checks.py",
+         "tests/test_checks_ch03_ch04.py", "tests/test_checks_variants.py", "tests/test_layout.py"]
+
+
+def notebook(number: int):
+    return next(p for p in NOTEBOOKS if p.name.startswith(f"{number:02d}_"))
+
+
+def selected(chapter: str, files: list[str], notebooks=()) -> list[str]:
+    """The node ids `pytest --chapter` keeps among the files and the notebooks under nbval."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "--nbval", "--nbval-current-env", "--chapter", chapter, *files,
+         *(str(p.relative_to(ROOT)) for p in notebooks)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return [line for line in run.stdout.splitlines() if "::" in line]
+
+
+@pytest.fixture(scope="module")
+def chapter_6():
+    return selected("06", FILES, [notebook(6), notebook(7)])
+
+
+def test_chapter_6_selects_its_notebook_grading_editions_book_and_checks(chapter_6):
+    name = notebook(6).name
+    files = {node.split("::")[0] for node in chapter_6}
+    assert f"notebooks/{name}" in files  # nbval's cells
+    assert f"tests/test_grading_chapters.py::test_scores_full_marks_and_its_stubs_zero[{name}]" \
+        in chapter_6
+    assert f"tests/test_editions.py::test_no_myst_syntax_is_left_in_any_markdown_cell" \
+           f"[jupyter-{name}]" in chapter_6
+    assert f"tests/test_editions.py::test_no_myst_syntax_is_left_in_any_markdown_cell" \
+           f"[student-{name}]" in chapter_6
+    assert any(n.startswith("tests/test_book_exercises.py::test_every_exercise_renders")
+               for n in chapter_6)
+    assert f"tests/test_notebooks.py::test_title_cell_and_seed[{name}]" in chapter_6
+    assert {"tests/test_checks_ch06.py", "tests/test_checks_variants.py"} <= files
+
+
+def test_chapter_6_selects_nothing_of_another_chapter_nor_of_the_whole_course(chapter_6):
+    others = [p.name for p in NOTEBOOKS if p != notebook(6)]
+    assert not [n for n in chapter_6 if any(other in n for other in others)]
+    files = {node.split("::")[0] for node in chapter_6}
+    assert not files & {"tests/test_ch07_checks.py", "tests/test_checks_ch03_ch04.py",
+                        "tests/test_layout.py", f"notebooks/{notebook(7).name}"}
+    # the shared table of variants: chapter 6's rows only (v62_polar is a variant of 6.2)
+    variants = [n for n in chapter_6 if n.startswith("tests/test_checks_variants.py")]
+    assert variants and all(n.split("[")[1].startswith("v6") for n in variants)
+
+
+def test_a_file_with_two_chapters_gives_each_its_own_tests():
+    chapter_3 = selected("03_attention_with_weights",  # a name works as well as a number
+                         ["tests/test_checks_ch03_ch04.py", "tests/test_grading_chapters.py"])
+    checks = {n.split("::")[1] for n in chapter_3 if "test_checks_ch03_ch04.py" in n}
+    assert checks and all(t.startswith("test_check_3_") for t in checks)
+    assert "tests/test_grading_chapters.py::" \
+           "test_the_instructors_chapter_3_without_any_tag_gets_full_marks" in chapter_3
+
+
+def test_the_grading_run_grades_only_the_notebooks_its_selected_tests_look_at():
+    module = test_grading_chapters
+
+    def item(path=None, chapter=None):
+        return SimpleNamespace(
+            module=module, fixturenames=["graded"],
+            **({"callspec": SimpleNamespace(params={"path": path})} if path else {}),
+            iter_markers=lambda name: [SimpleNamespace(args=(chapter,))] if chapter else [])
+
+    assert module.notebooks_to_grade([item(path=notebook(6))]) == [notebook(6)]
+    assert module.notebooks_to_grade([item(chapter=3)]) == [notebook(3)]
+    assert module.notebooks_to_grade([]) == []
+
+
+def test_a_skip_in_the_loop_fails_with_its_reason_and_stays_a_skip_outside(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_book="""
+        from pathlib import Path
+        import pytest
+
+        @pytest.mark.parametrize("path", [Path("notebooks/06_x.ipynb"),
+                                          Path("notebooks/07_y.ipynb")])
+        def test_page(path):
+            pytest.skip("the book is not built (make book)")
+    """)
+    looped = pytester.runpytest("--chapter", "06")
+    looped.assert_outcomes(failed=1, deselected=1)
+    looped.stdout.fnmatch_lines(["*skipped in the chapter loop*the book is not built (make book)*"])
+    pytester.runpytest().assert_outcomes(skipped=2)
+
+
+def test_a_chapter_without_tests_or_a_bad_name_is_a_usage_error(pytester):
+    pytester.makeconftest((ROOT / "conftest.py").read_text())
+    pytester.makepyfile(test_one="def test_x():\n    pass\n")
+    assert "no test is about chapter 6" in str(pytester.runpytest("--chapter", "06").stderr)
+    assert "give a chapter's number" in str(pytester.runpytest("--chapter", "six").stderr)
