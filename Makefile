@@ -146,7 +146,7 @@ clean:
 # question in words, plain Jupyter markdown like the Jupyter edition) in _build/student/notebooks/.
 .PHONY: student grade gradescope
 student: $(STAMP)
-	$(BIN)/python tools/student_edition.py --out _build/student/notebooks
+	$(BIN)/python tools/student_jupyter_edition.py --out _build/student/notebooks
 
 # Grade every notebook under SUBMISSIONS, each in a bubblewrap sandbox (Linux; see
 # book/instructors.md); writes SUBMISSIONS/grades.csv and grading_log.csv.

@@ -1,8 +1,4 @@
 import sys
-from pathlib import Path
-
-# let tests import the shared conventions module
-sys.path.insert(0, str(Path(__file__).parent))
 
 import pytest  # noqa: E402
 

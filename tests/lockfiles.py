@@ -2,16 +2,13 @@
 reads them: which version of each package one Python on one platform installs."""
 
 import platform
-import sys
 
+from lock import CUDA_ONLY  # noqa: E402  (tools/ is not a package)
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from conventions import ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-from lock import CUDA_ONLY  # noqa: E402  (tools/ is not a package)
 
 COURSE = ROOT / "requirements.txt"
 GRADING = ROOT / "requirements-grading.txt"

@@ -13,16 +13,14 @@ HTML.
 
 import json
 import re
-import sys
 from html import unescape
 
+import jupyter_edition  # tools/
 import pytest
+import student_jupyter_edition  # tools/
 from exercise_notebooks import fmt, student_edition
 
 from conventions import NOTEBOOKS, ROOT, setup_cell_source
-
-sys.path.insert(0, str(ROOT / "tools"))
-import jupyter_edition  # noqa: E402
 
 BOOK = jupyter_edition.load_book(ROOT)
 SOURCES = jupyter_edition.edition_notebooks(ROOT)  # the chapters and the explorer page
@@ -38,7 +36,8 @@ def jupyter(path):
 
 
 def student(path):
-    return student_edition.student_jupyter_edition(fmt.load(path), BOOK, docname(path))
+    return student_jupyter_edition.student_jupyter_edition(fmt.load(path), BOOK,
+                                                           docname(path))
 
 
 EDITIONS = [("jupyter", p) for p in SOURCES] + [("student", p) for p in NOTEBOOKS]

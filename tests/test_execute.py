@@ -2,15 +2,12 @@
 asked to refresh them, and writes each stream as one output (issue 38: one printed number
 changed made a 46-line diff)."""
 
-import sys
 
+import execute  # noqa: E402
 import nbformat
 import pytest
 
-from conventions import NOTEBOOKS, ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-import execute  # noqa: E402
+from conventions import NOTEBOOKS
 
 
 def notebook(path, number):

@@ -221,7 +221,7 @@ def test_make_grade_and_make_student_run_the_tools():
     code_, out = make("-n", "grade", "SUBMISSIONS=subs", "GRADE_OPTS=--jobs 1")
     assert code_ == 0 and '.venv/bin/mha-grade grade "subs" --jobs 1' in out
     code_, out = make("-n", "student")
-    assert code_ == 0 and "tools/student_edition.py --out _build/student/notebooks" in out
+    assert code_ == 0 and "tools/student_jupyter_edition.py --out _build/student/notebooks" in out
 
 
 def test_the_untouched_edition_is_reported_as_not_done(graded):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections import deque
 
+import lock  # noqa: E402  (tools/lock.py, which writes the locks)
 import lockfiles
 import pytest
 import tomllib
@@ -20,9 +21,6 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from conventions import ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-import lock  # noqa: E402  (tools/lock.py, which writes the locks)
 
 LOCKS = [lockfiles.COURSE, lockfiles.GRADING, lockfiles.BINDER]
 

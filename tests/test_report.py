@@ -20,7 +20,9 @@ import sys
 import time
 from html.parser import HTMLParser
 
+import jupyter_edition  # tools/
 import pytest
+import student_jupyter_edition  # tools/
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
 from mha_grade import by_hand, copies, report
@@ -859,9 +861,6 @@ def test_written_answers_to_an_autograded_exercise_get_a_page_and_optional_point
 
 @functools.cache
 def book():
-    sys.path.insert(0, str(ROOT / "tools"))
-    import jupyter_edition
-
     return jupyter_edition.load_book(ROOT)
 
 
@@ -869,7 +868,8 @@ def book():
 def handed_out(path):
     """The notebook `make student` hands out for a chapter."""
     docname = path.relative_to(ROOT).with_suffix("").as_posix()
-    return json.dumps(student_edition.student_jupyter_edition(fmt.load(path), book(), docname))
+    return json.dumps(student_jupyter_edition.student_jupyter_edition(fmt.load(path), book(),
+                                                                 docname))
 
 
 @pytest.mark.parametrize("ids", [True, False], ids=["with cell ids", "saved without ids"])

@@ -5,7 +5,9 @@ import re
 import subprocess
 import sys
 
+import jupyter_edition  # tools/
 import pytest
+import student_jupyter_edition  # tools/
 from exercise_notebooks import ALL, EXAMPLE, WITH_EXERCISES, exercises_of, fmt, student_edition
 
 from conventions import NOTEBOOKS, ROOT
@@ -187,17 +189,15 @@ def test_an_experiment_without_a_check_is_stubbed_whole_and_graded_by_hand():
 
 
 def test_make_student_writes_every_chapter_under_its_own_name(tmp_path):
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "student_edition.py"),
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "student_jupyter_edition.py"),
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == sorted(p.name for p in NOTEBOOKS)
-    import jupyter_edition  # tools/, beside student_edition (which imports it only when used)
-
     book = jupyter_edition.load_book(ROOT)
     for path in NOTEBOOKS:
         written = json.loads((tmp_path / path.name).read_text())
         # the student edition in the Jupyter edition's plain markdown (tests/test_editions.py)
-        assert written == student_edition.student_jupyter_edition(
+        assert written == student_jupyter_edition.student_jupyter_edition(
             fmt.load(path), book, f"notebooks/{path.stem}")
 
 

@@ -11,7 +11,7 @@ list of values; JSON, never pickle) and gets plain data back, decoded here into 
 ``torch.Tensor``/``tuple``/``list``/``dict`` values; an object that is not plain data (a module
 the student built) comes back as a ``Ref`` whose attributes and calls go through the channel in
 the same way. In a notebook the channel is in-process (:class:`LocalChannel`). Under grading
-(tools/grade.py) the answer lives in a sandboxed process and the channel is a pipe to it: the
+(mha_grade) the answer lives in a sandboxed process and the channel is a pipe to it: the
 check, its reference and its verdict run in the grader's own process, and nothing the student's
 code does (patching ``torch``, ``sys.stdout`` or this module, returning a tensor subclass) can
 reach them. The same check code runs in both places.

@@ -1,6 +1,4 @@
-"""Write the student edition of the chapter notebooks: solutions out, stubs in, the rest kept.
-
-    python tools/student_edition.py [--out _build/student/notebooks] [notebook ...]
+"""The student edition of a chapter notebook: solutions out, stubs in, the rest kept.
 
 For every exercise (see ``exercise_format``):
 
@@ -13,38 +11,17 @@ For every exercise (see ``exercise_format``):
 - check cells are kept, their outputs cleared.
 
 Everything else (prose, chapter code, figures and their outputs) is kept as it is. That is
-``student_edition``. What ``make student`` writes is ``student_jupyter_edition``: the same,
-plus an answer cell after every code exercise whose prompt also asks something in words (a
-question, "explain", "predict", "compare", ...), in the plain Jupyter markdown of the Jupyter
-edition (tools/jupyter_edition.py: numbered exercises and lemmas, references linked to the
-book, no MyST left). Each prompt keeps its ``:label:`` line inside an HTML comment, which
-Jupyter does not show, so that the grader (mha_grade) finds the exercise in a submission.
+``student_edition``, which the grader also uses. What ``make student`` hands out is made from it
+by tools/student_jupyter_edition.py, with the answer cells (``answer_cell``) and labels
+(``grader_label``) defined here, where the grader reads them back.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import re
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported where used: the grader (and Gradescope's image) needs none of it
-    import jupyter_edition
-from mha_grade import ROOT
-from mha_grade.exercise_format import BEGIN, END, chapter_notebooks, load, parse, source
-
-
-def _tools() -> None:
-    """tools/ on the path: the Jupyter edition (tools/jupyter_edition.py) is the book's, not the
-    grader's, and only ``make student`` uses it."""
-    if str(ROOT / "tools") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tools"))
-
-
-DEFAULT_OUT = ROOT / "_build" / "student" / "notebooks"
+from mha_grade.exercise_format import BEGIN, END, parse, source
 
 CODE_STUB = ["# YOUR CODE HERE", "raise NotImplementedError()"]
 # A region at the top level of a cell cannot raise without stopping "Run all": it gets a comment.
@@ -126,56 +103,3 @@ def asks_for_prose(prompt: str) -> bool:
 def grader_label(label: str) -> str:
     """The exercise's label for the grader, in an HTML comment Jupyter does not show."""
     return f"<!-- the grader finds the exercise by this line\n:label: {label}\n-->"
-
-
-def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) -> dict:
-    """What `make student` writes: the student edition with an answer cell for every question
-    in words, in the Jupyter edition's plain markdown."""
-    _tools()
-    import jupyter_edition
-
-    exercises = parse(nb)
-    edition = student_edition(nb)
-    position = {cell.get("id"): i for i, cell in enumerate(edition["cells"])}
-    inserts = []
-    for exercise in exercises:
-        prompt = nb["cells"][exercise.prompt]
-        edition["cells"][position[prompt["id"]]]["source"] = (
-            source(prompt).rstrip("\n") + "\n\n" + grader_label(exercise.label))
-        if exercise.kind == "code" and asks_for_prose(source(prompt)):
-            last = (exercise.checks or exercise.code)[-1]
-            inserts.append((position[nb["cells"][last]["id"]] + 1,
-                            answer_cell(exercise.label, exercise.name)))
-    for index, cell in sorted(inserts, key=lambda pair: pair[0], reverse=True):
-        edition["cells"].insert(index, cell)
-    return jupyter_edition.convert_notebook(edition, book, docname, fold_solutions=False)
-
-
-def write(nb: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="instructor notebooks (default: every chapter in notebooks/)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder")
-    args = parser.parse_args(argv)
-    _tools()
-    import jupyter_edition
-
-    paths = args.notebooks or chapter_notebooks(ROOT)
-    book = jupyter_edition.load_book(ROOT)
-    for path in paths:
-        nb = load(path)
-        docname = f"notebooks/{path.stem}"
-        write(student_jupyter_edition(nb, book, docname), args.out / path.name)
-        count = len(parse(nb))
-        print(f"{path.name}: {count} exercise{'s' if count != 1 else ''}")
-    print(f"student edition of {len(paths)} notebook(s) written to {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
