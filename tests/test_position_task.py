@@ -251,12 +251,12 @@ def test_x_plus_p_share_far_away_rises_gradually_with_the_range_the_windows_cove
     0-271; with starts drawn from 0-1000 (at most 200 of them), 0.59-0.85 (0.72). No range
     splits the heads: each range's highest head lies above the next range's lowest. One step
     budget (200) was tried. Checked within 0.02."""
-    quoted = {"0-31": (0.05, 0.54, 0.27), "0-47": (0.38, 0.71, 0.58),
-              "0-79": (0.57, 0.79, 0.66), "0-271": (0.57, 0.86, 0.69)}
-    spreads = [share_range(far_shares["start 0, length 16"])]
-    for covered, regime in RANGE_AT_17_STARTS.items():
-        spreads.append(share_range(far_shares[regime]))
-        assert spreads[-1] == pytest.approx(quoted[covered], abs=0.02), (covered, spreads[-1])
+    spreads = [share_range(far_shares[regime]) for regime in
+               ("start 0, length 16", *RANGE_AT_17_STARTS.values())]  # 0-15, 0-31, .., 0-271
+    assert spreads[1] == pytest.approx((0.05, 0.54, 0.27), abs=0.02)
+    assert spreads[2] == pytest.approx((0.38, 0.71, 0.58), abs=0.02)
+    assert spreads[3] == pytest.approx((0.57, 0.79, 0.66), abs=0.02)
+    assert spreads[4] == pytest.approx((0.57, 0.86, 0.69), abs=0.02)
     widest = share_range(far_shares["starts 0..1000, length 16"])
     assert widest == pytest.approx((0.59, 0.85, 0.72), abs=0.02)
     means = [mean for *_, mean in spreads]
@@ -272,9 +272,11 @@ def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shar
     (0.66): 5 starts a little lower (by less than 0.15 per seed), 17 like 65, while 17 starts
     over 0-31 give 0.05-0.54 (the test above), more than 0.2 lower on average than 5 over 0-79.
     The number of starts does not decide it. Checked within 0.02."""
-    quoted = {5: (0.45, 0.73, 0.58), 17: (0.57, 0.79, 0.66), 65: (0.52, 0.82, 0.66)}
-    for starts, regime in STARTS_OVER_0_TO_79.items():
-        assert share_range(far_shares[regime]) == pytest.approx(quoted[starts], abs=0.02), starts
+    spreads = {starts: share_range(far_shares[regime])
+               for starts, regime in STARTS_OVER_0_TO_79.items()}
+    assert spreads[5] == pytest.approx((0.45, 0.73, 0.58), abs=0.02)
+    assert spreads[17] == pytest.approx((0.57, 0.79, 0.66), abs=0.02)
+    assert spreads[65] == pytest.approx((0.52, 0.82, 0.66), abs=0.02)
     many = far_shares[STARTS_OVER_0_TO_79[65]].mean(dim=1)  # (seeds,)
     few = far_shares[STARTS_OVER_0_TO_79[5]].mean(dim=1)
     assert ((many - few).abs() < 0.15).all(), (many, few)   # per seed, within 0.15
