@@ -13,8 +13,8 @@ Where a sequence starts is a choice of the data: ``start`` places its tokens at 
 Trained on positions 0..15 only, a score fitted to those positions (one that depends on the
 positions i and j themselves) and a score that depends on the offset i - j alone fit the data
 equally well; only positions outside the trained ones tell them apart. Chapter 6 measures how
-many absolute positions training must cover (through starts, ``start_step`` or length) before
-it finds the score by offset, approximately.
+the score moves toward one by offset as training covers more positions (through starts,
+``start_step`` or length).
 """
 
 from __future__ import annotations
@@ -212,7 +212,15 @@ def score_offset_share(
     model: PositionToyModel, queries: list[int] | range, window: int = 16
 ) -> torch.Tensor:
     r"""How much of each head's position score the offset alone explains: a share per head,
-    shape ``(heads,)``, 1 for a score by offset, near 0 for one fitted to positions.
+    shape ``(heads,)``, in [0, 1].
+
+    1 for a score by offset alone (:math:`W_Q W_K^\top` built from the rotations ``M_k``); a
+    score that also follows the positions themselves gives less, how much less depending on its
+    form: :math:`W = \operatorname{diag}(1, 0, \dots)` scores :math:`\sin i \sin j =
+    (\cos(i - j) - \cos(i + j))/2`, half by offset, about 1/2; a score by the key's position
+    alone, near 0. Over queries close together, such as those inside a short trained range, the
+    slow columns of the encoding hardly move and the share is near 1 for almost any score: to
+    tell what a model learned, measure it over queries spread far beyond its trained positions.
 
     For each query position ``i`` in ``queries``, the score of head ``h`` between the mean token
     embedding :math:`\bar e` placed at ``i`` and at each key ``j = i - window + 1 .. i``,
