@@ -389,6 +389,17 @@ def test_score_offset_share_is_near_0_for_a_score_by_the_keys_position():
     assert (score_offset_share(model, range(2015, 19200, 900)) < 0.01).all()
 
 
+def test_score_offset_share_refuses_what_has_no_share_by_name():
+    """A head with no position term (W_K = 0: every key of a query scores alike) has centred
+    scores of 0 and no share (0/0, a NaN before); one key per query has nothing to compare."""
+    zero = torch.zeros(32, 32, dtype=torch.float64)
+    flat = hand_built_head(torch.eye(32, dtype=torch.float64), zero)
+    with pytest.raises(ValueError, match=r"model: head\(s\) \[0, 1, 2, 3\] score every key"):
+        score_offset_share(flat, range(15, 100))
+    with pytest.raises(ValueError, match="window must be an int >= 2, got 1"):
+        score_offset_share(flat, range(15, 100), window=1)
+
+
 @pytest.mark.claim("6.8")
 def test_x_plus_p_far_start_accuracy_is_highest_with_starts_drawn_from_0_to_1000():
     """Row 6.8's second half, the whole model far away (X + P, base 10000, d = 32, 200 steps,

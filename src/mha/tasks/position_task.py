@@ -233,11 +233,16 @@ def score_offset_share(
     then the share is ``1 - (spread of s around its mean over queries at the same offset i - j)
     / (spread of s)``, sums of squares over all queries and offsets: the part of the score's
     variance that the offset explains. Computed in float64; only ``"sinusoidal"`` models.
+
+    Raises ``ValueError`` naming the argument for a model of another kind or encoding, a
+    ``window`` under 2, empty ``queries`` or one below ``window - 1``, and for a head whose
+    centred scores are all 0 (it scores every key of a query alike: no share to speak of);
+    :class:`mha.MemoryBudgetError` when the rows would exceed the memory budget.
     """
     if not isinstance(model, PositionToyModel) or model.encoding != "sinusoidal":
         raise ValueError(f"model must be a PositionToyModel with the 'sinusoidal' encoding, got "
                          f"{getattr(model, 'encoding', type(model).__name__)!r}")
-    window = require_int("window", window)
+    window = require_int("window", window, minimum=2)  # one key: nothing to compare
     queries = [require_int("queries", i, minimum=window - 1)
                for i in require_nonempty("queries", queries)]
     check_allocation("score_offset_share's rows", (len(queries), window, model.embed.embedding_dim),
@@ -256,7 +261,12 @@ def score_offset_share(
     scores = (q * k).sum(dim=-1) / d_h**0.5  # (queries, heads, window)
     scores = scores - scores.mean(dim=-1, keepdim=True)  # softmax ignores a constant per query
     within = ((scores - scores.mean(dim=0)) ** 2).sum(dim=(0, 2))  # around each offset's mean
-    return 1 - within / (scores**2).sum(dim=(0, 2))
+    total = (scores**2).sum(dim=(0, 2))
+    flat = (total == 0).nonzero().flatten().tolist()
+    if flat:
+        raise ValueError(f"model: head(s) {flat} score every key of a query alike (no position "
+                         "term in their scores): the share is undefined for them")
+    return 1 - within / total
 
 
 def order_blind_accuracy(position: int, vocab_size: int) -> float:
