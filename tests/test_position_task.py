@@ -1,6 +1,7 @@
 """Chapter 6: the previous-token task, and what each position encoding makes of it."""
 
 import functools
+import itertools
 
 import numpy as np
 import pytest
@@ -260,9 +261,9 @@ def test_x_plus_p_share_far_away_rises_gradually_with_the_range_the_windows_cove
     widest = share_range(far_shares["starts 0..1000, length 16"])
     assert widest == pytest.approx((0.59, 0.85, 0.72), abs=0.02)
     means = [mean for *_, mean in spreads]
-    assert all(a < b for a, b in zip(means, means[1:])), means           # rises ...
+    assert all(a < b for a, b in itertools.pairwise(means)), means           # rises ...
     assert means[4] - means[3] < 0.1 and max(high for _, high, _ in spreads) < 0.9  # ... levels off
-    assert all(high > next_low for (_, high, _), (next_low, _, _) in zip(spreads, spreads[1:]))
+    assert all(high > next_low for (_, high, _), (next_low, _, _) in itertools.pairwise(spreads))
 
 
 @pytest.mark.claim("6.8")
