@@ -158,6 +158,27 @@ def with_the_mode_popped(scores, temperature):
         _push_mode(mode)
 
 
+class Hidden(torch.Tensor):  # its own dispatch: its Python runs while torch suspends the mode
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        (x,) = [a for a in args if isinstance(a, Hidden)]
+        with torch._C._DisableTorchDispatch():
+            plain = x.as_subclass(torch.Tensor)
+        return torch.softmax(plain, -1)
+
+
+def by_a_subclass(scores, temperature):
+    return torch.exp((scores / temperature).as_subclass(Hidden))
+
+
+def all_called_from_c(scores, temperature):  # no Python event while the key is excluded
+    guard = torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
+    kind = type(guard)
+    return list(map(lambda *steps: steps[1], map(kind.__enter__, [guard]),
+                    map(torch.softmax, [scores / temperature], [-1]),
+                    map(kind.__exit__, [guard], [None], [None], [None])))[0]
+
+
 def in_a_thread_by_an_alias(scores, temperature):  # _thread.start_new, not start_new_thread
     import _thread
     import queue
@@ -343,7 +364,7 @@ def test_a_worker_started_before_the_call_is_reported_and_forbidden_ops_count_it
 
 
 @pytest.mark.parametrize("name", ["with_torch_dispatch_disabled", "with_the_python_key_excluded",
-                                  "with_the_mode_popped"])
+                                  "with_the_mode_popped", "by_a_subclass"])
 def test_switching_the_ops_watch_off_is_reported_and_counts_wrong(child, name, capsys):
     """Outside attacks: torch.softmax with torch's Python dispatch key excluded, or the mode
     popped, never reached the mode: full marks, no flag."""
@@ -352,6 +373,14 @@ def test_switching_the_ops_watch_off_is_reported_and_counts_wrong(child, name, c
                    child.grade(ch01.stable_softmax, name)):
         assert result.points == 0 and result.status == "wrong", result
         assert SWITCHED_OFF in result.entered, result
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (module docstring): an answer that switches "
+                   "the watch off and on from builtins called by builtins (map) makes no "
+                   "event of the profile hook while it is off")
+def test_switching_the_ops_watch_off_from_c_alone_is_reported(capsys):
+    result = graded_here(ch01.stable_softmax, namespace()["all_called_from_c"])
+    assert result.points == 0 and SWITCHED_OFF in result.entered, result
 
 
 def test_a_reference_is_known_by_its_code_not_its_line_numbers():

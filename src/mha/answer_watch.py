@@ -30,7 +30,7 @@ grading and in the course's test servers; a Jupyter kernel's own) are the baseli
 An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
 forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
 seen when the call returns; and, while ops are watched, on every event of the profile hook,
-the dispatch mode popped or another pushed (``_pop_mode``), or torch's Python dispatch key
+the dispatch mode popped or another pushed (``_pop_mode``), or torch's Python dispatch keys
 excluded (``torch._C._DisableTorchDispatch``, ``_ExcludeDispatchKeyGuard``: outside attacks
 that hid ``torch.softmax`` from the mode), or a tensor subclass with its own
 ``__torch_dispatch__``, whose Python code runs where the mode is suspended.
@@ -39,7 +39,9 @@ What it cannot prove: the answer runs in the same process and may undo all this 
 module or ``mha.exercises.serve``); it may re-implement a reference by editing its bytecode (the
 "rebuild" limit: any change to the code, a constant or a global name makes it another function),
 register a Python kernel for an op (``torch.library``), whose code runs where the mode is
-suspended, or run work in a C thread that holds no Python frame. So an observation is evidence
+suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
+over a guard's ``__enter__``, ``torch.softmax`` and ``__exit__``: no event reaches the profile
+hook meanwhile), or run work in a C thread that holds no Python frame. So an observation is evidence
 that a reference ran; its absence is no proof that the answer is the student's own.
 """
 
@@ -205,13 +207,17 @@ class _Ops(TorchDispatchMode):
     def __init__(self, words: tuple[str, ...], found: set[str]):
         super().__init__()
         self.words, self.found = words, found
+        self.forbidden: dict[str, bool] = {}  # by op name: the profile hook sees fewer calls
         self.dispatching = False  # torch suspends the mode while it runs: see observe's hook
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         self.dispatching = True
         try:
             name = func.overloadpacket.__name__
-            if op_matches(name, self.words):
+            forbidden = self.forbidden.get(name)
+            if forbidden is None:
+                forbidden = self.forbidden[name] = op_matches(name, self.words)
+            if forbidden:
                 self.found.add(f"torch op {name}")
             if any(getattr(t, "__torch_dispatch__", None) is not _PLAIN_DISPATCH for t in types_):
                 self.found.add(SWITCHED_OFF)
@@ -254,22 +260,26 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
 
+    def switched_off() -> bool:
+        """Whether the ops' watch is off: our mode not on top of the stack, or torch's Python
+        dispatch keys excluded."""
+        return stack_depth() != depth + 1 or excluded(python_key) or excluded(snapshot_key)
+
     def hook(frame, event, arg):
+        if event != "call" and event != "c_call":  # an op starts with a call (or none: below)
+            return
         code = frame.f_code
-        # the ops' watch still on: our mode on top of the stack, torch's Python keys included;
-        # torch itself suspends the mode while it dispatches an op to it, running only its
-        # own Python code and the mode's
-        if mode is not None and (stack_depth() != depth + 1 or excluded(python_key)
-                                 or excluded(snapshot_key)) and not (
-                mode.dispatching or code is _DISPATCH_CODE
-                or code.co_filename.startswith(_TORCH_FILES)):
+        # torch itself suspends the mode while it dispatches an op to it, running only its own
+        # Python code and the mode's
+        if mode is not None and not mode.dispatching and switched_off() \
+                and code is not _DISPATCH_CODE and not code.co_filename.startswith(_TORCH_FILES):
             found.add(SWITCHED_OFF)
         if event == "call":
             twins = codes.get(code.co_code)
             if twins is not None:
                 key = content(code)
                 found.update(name for known, name in twins if known == key)
-        elif event == "c_call" and (id(arg) in escapes or threads_started() > _BASELINE_COUNT):
+        elif id(arg) in escapes or threads_started() > _BASELINE_COUNT:
             found.add(ESCAPED)
 
     if _strangers():
@@ -290,8 +300,8 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
             found.add(SWITCHED_OFF)
         sys.setprofile(previous)
         if mode is not None:
-            if torch._C._len_torch_dispatch_stack() != depth + 1:
+            if switched_off():
                 found.add(SWITCHED_OFF)
-            else:
+            if stack_depth() == depth + 1:
                 mode.__exit__(None, None, None)
     return outcome, found
