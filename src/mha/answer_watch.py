@@ -24,8 +24,9 @@ observed, so a call that starts one (``threading``, ``_thread`` under any of its
 ``os.fork``, ``subprocess``, ``torch.jit.fork``), or runs while a Python thread is alive that
 was not alive when the watch was set up (a worker started before the check, fed through a
 queue: an outside attack), is reported (``ESCAPED``), and a check that forbids ops counts it
-wrong. The threads alive when this module is first imported (before any student code, under
-grading and in the course's test servers; a Jupyter kernel's own) are the baseline.
+wrong. The threads alive before any student code are the baseline: when this module is first
+imported (``mha.exercises`` imports it; in a notebook, a Jupyter kernel's own threads), and
+again when the grader's runner has started its shell (:func:`allow_threads_alive_now`).
 
 An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
 forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
@@ -47,6 +48,7 @@ that a reference ran; its absence is no proof that the answer is the student's o
 
 from __future__ import annotations
 
+import _thread
 import functools
 import importlib
 import inspect
@@ -66,9 +68,6 @@ ESCAPED = "it started a thread or a process, whose work is not observed"
 def _escapes() -> set[int]:
     """The builtins that start work in another thread or process (by identity: a ``c_call``
     event of the profile hook names the builtin it calls)."""
-    import _thread
-    import os
-
     try:
         import _posixsubprocess  # what subprocess forks and execs with (POSIX)
     except ImportError:
@@ -89,18 +88,18 @@ def _python_threads() -> set[int]:
     return set(sys._current_frames())
 
 
-# the threads alive before any student code (see the module's docstring): not the answer's
-_BASELINE_THREADS = frozenset(_python_threads())
+def allow_threads_alive_now() -> None:
+    """Take the threads alive now as the course's own, not the answer's: call it before any
+    student code runs (this module's import does, and the grader's runner again once its shell
+    has started its own threads)."""
+    global _BASELINE_THREADS, _BASELINE_COUNT
+    _BASELINE_THREADS = frozenset(_python_threads())
+    _BASELINE_COUNT = _thread._count()  # started by _thread, whatever name called it
 
 
-def _threads_started() -> int:
-    """The threads started by ``_thread`` (whatever name called it) that are alive now."""
-    import _thread
-
-    return _thread._count()
-
-
-_BASELINE_COUNT = _threads_started()
+_BASELINE_THREADS: frozenset[int] = frozenset()
+_BASELINE_COUNT = 0
+allow_threads_alive_now()
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
 
 
@@ -250,7 +249,7 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     exception it raised; the set of what it entered: reference names, ``"torch op NAME"``)."""
     found: set[str] = set()
     codes = watched_codes(tuple(references))
-    escapes, threads_started = _ESCAPES, _threads_started
+    escapes, threads_started = _ESCAPES, _thread._count
     previous = sys.getprofile()
     mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
     if mode is not None:
