@@ -375,6 +375,25 @@ def test_switching_the_ops_watch_off_is_reported_and_counts_wrong(child, name, c
         assert SWITCHED_OFF in result.entered, result
 
 
+def test_threads_alive_before_any_student_code_are_not_the_answers():
+    """The grader's runner takes its shell's threads (IPython's history) as the course's."""
+    import threading
+
+    import mha.answer_watch as watch
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, daemon=True)
+    worker.start()
+    try:
+        assert ESCAPED in watch.observe(lambda: None, (), ())[1]
+        watch.allow_threads_alive_now()
+        assert ESCAPED not in watch.observe(lambda: None, (), ())[1]
+    finally:
+        stop.set()
+        worker.join()
+        watch.allow_threads_alive_now()
+
+
 @pytest.mark.xfail(strict=True, reason="known limit (module docstring): an answer that switches "
                    "the watch off and on from builtins called by builtins (map) makes no "
                    "event of the profile hook while it is off")
