@@ -137,6 +137,81 @@ def reference_in_a_thread(x, positions):
     return box[0]
 
 
+def with_torch_dispatch_disabled(scores, temperature):  # the mode never sees the op (#35)
+    with torch._C._DisableTorchDispatch():
+        return torch.softmax(scores / temperature, -1)
+
+
+def with_the_python_key_excluded(scores, temperature):
+    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+    with torch._C._ExcludeDispatchKeyGuard(keys):
+        return torch.softmax(scores / temperature, -1)
+
+
+def with_the_mode_popped(scores, temperature):
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    mode = _pop_mode()
+    try:
+        return torch.softmax(scores / temperature, -1)
+    finally:
+        _push_mode(mode)
+
+
+class Hidden(torch.Tensor):  # its own dispatch: its Python runs while torch suspends the mode
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        (x,) = [a for a in args if isinstance(a, Hidden)]
+        with torch._C._DisableTorchDispatch():
+            plain = x.as_subclass(torch.Tensor)
+        return torch.softmax(plain, -1)
+
+
+def by_a_subclass(scores, temperature):
+    return torch.exp((scores / temperature).as_subclass(Hidden))
+
+
+def all_called_from_c(scores, temperature):  # no Python event while the key is excluded
+    guard = torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
+    kind = type(guard)
+    return list(map(lambda *steps: steps[1], map(kind.__enter__, [guard]),
+                    map(torch.softmax, [scores / temperature], [-1]),
+                    map(kind.__exit__, [guard], [None], [None], [None])))[0]
+
+
+def in_a_thread_by_an_alias(scores, temperature):  # _thread.start_new, not start_new_thread
+    import _thread
+    import queue
+    box = queue.Queue()
+    _thread.start_new(lambda: box.put(torch.softmax(scores / temperature, -1)), ())
+    return box.get()
+
+
+def _moved(module):
+    """Every function of ``module`` re-created with its code's line numbers moved, calling each
+    other: the reference's code runs, none of its code objects (an outside attack)."""
+    copies = dict(vars(module))
+
+    def moved(code):
+        consts = tuple(moved(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        return code.replace(co_firstlineno=code.co_firstlineno + 10000, co_consts=consts)
+
+    for key, value in list(copies.items()):
+        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+            copy = types.FunctionType(moved(value.__code__), copies, value.__name__,
+                                      value.__defaults__, value.__closure__)
+            copy.__kwdefaults__ = value.__kwdefaults__
+            copies[key] = copy
+    return types.SimpleNamespace(**copies)
+
+
+_rotary = _moved(sys.modules["mha.layers.rotary"])
+
+
+def by_a_moved_copy(x, positions):
+    return _rotary.apply_rotary(x, positions)
+
+
 def through_sdpa(scores, temperature):  # softmax(s I^T) I, with scale 1
     s = scores / temperature
     eye = torch.eye(s.shape[-1], dtype=s.dtype)
@@ -187,12 +262,36 @@ def child():
     channel.close()
 
 
+# a worker started before the check (as a cell before the check cell would), fed by a queue
+PRESTARTED = ROUTES + '''
+import queue
+import threading
+
+jobs, done = queue.Queue(), queue.Queue()
+
+
+def worker():
+    while True:
+        scores, temperature = jobs.get()
+        done.put(torch.softmax(scores / temperature, -1))
+
+
+threading.Thread(target=worker, daemon=True).start()
+
+
+def by_a_prestarted_worker(scores, temperature):
+    jobs.put((scores, temperature))
+    return done.get()
+'''
+
+
 REFERENCE_ROUTES = [(ch06.rope_complex, "by_alias", "mha.apply_rotary"),
                     (ch06.rope_complex, "by_getattr", "mha.apply_rotary"),
                     (ch06.rope_complex, "by_itself", "mha.apply_rotary"),
                     (ch06.rope_complex, "by_private_helper",
                      "mha.checks.ch06._rotate_reference"),
                     (ch06.rope_complex, "by_a_copy", "mha.apply_rotary"),
+                    (ch06.rope_complex, "by_a_moved_copy", "mha.apply_rotary"),
                     (ch07.confidence_order, "pruning_order_alias", "mha.pruning_order"),
                     (ch08.mean_pool, "mean_pool_alias", "mha.pretrained.mean_pool"),
                     (ch09.gqa_attention, "gqa_alias", "mha.repeat_kv")]
@@ -234,7 +333,8 @@ SOFTMAXES = ["torch_softmax", "functional_softmax", "method_softmax", "module_so
              "log_softmax_exp", "through_sdpa"]
 
 
-@pytest.mark.parametrize("name", ["in_a_thread", "in_a_forked_process"])
+@pytest.mark.parametrize("name", ["in_a_thread", "in_a_forked_process",
+                                  "in_a_thread_by_an_alias"])
 def test_work_in_another_thread_or_process_is_reported_and_forbidden_ops_count_it_wrong(
         child, name, capsys):
     """An outside attack ran the forbidden softmax (and the reference) in a thread, which the
@@ -246,6 +346,77 @@ def test_work_in_another_thread_or_process_is_reported_and_forbidden_ops_count_i
         assert ESCAPED in result.entered
     result = child.grade(ch06.rope_complex, "reference_in_a_thread")
     assert ESCAPED in result.entered, result  # a flag for the instructor; the points stay
+
+
+def test_a_worker_started_before_the_call_is_reported_and_forbidden_ops_count_it_wrong():
+    """An outside attack: a worker thread started by an earlier cell did the softmax while the
+    answer waited on a queue; no thread was started during the call."""
+    channel = ChildChannel(PRESTARTED)
+    try:
+        result = channel.grade(ch01.stable_softmax, "by_a_prestarted_worker")
+        assert result.points == 0 and result.status == "wrong", result
+        assert ESCAPED in result.entered, result
+        # the worker is there during every call: an honest answer is reported too (a flag)
+        result = channel.grade(ch06.rope_complex, "honest_rotary")
+        assert result.points == result.max_points and ESCAPED in result.entered, result
+    finally:
+        channel.close()
+
+
+@pytest.mark.parametrize("name", ["with_torch_dispatch_disabled", "with_the_python_key_excluded",
+                                  "with_the_mode_popped", "by_a_subclass"])
+def test_switching_the_ops_watch_off_is_reported_and_counts_wrong(child, name, capsys):
+    """Outside attacks: torch.softmax with torch's Python dispatch key excluded, or the mode
+    popped, never reached the mode: full marks, no flag."""
+    for result in (ch01.stable_softmax(namespace()[name]),
+                   graded_here(ch01.stable_softmax, namespace()[name]),
+                   child.grade(ch01.stable_softmax, name)):
+        assert result.points == 0 and result.status == "wrong", result
+        assert SWITCHED_OFF in result.entered, result
+
+
+def test_threads_alive_before_any_student_code_are_not_the_answers():
+    """The grader's runner takes its shell's threads (IPython's history) as the course's."""
+    import threading
+
+    import mha.answer_watch as watch
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, daemon=True)
+    worker.start()
+    try:
+        assert ESCAPED in watch.observe(lambda: None, (), ())[1]
+        watch.allow_threads_alive_now()
+        assert ESCAPED not in watch.observe(lambda: None, (), ())[1]
+    finally:
+        stop.set()
+        worker.join()
+        watch.allow_threads_alive_now()
+
+
+@pytest.mark.xfail(strict=True, reason="known limit (module docstring): an answer that switches "
+                   "the watch off and on from builtins called by builtins (map) makes no "
+                   "event of the profile hook while it is off")
+def test_switching_the_ops_watch_off_from_c_alone_is_reported(capsys):
+    result = graded_here(ch01.stable_softmax, namespace()["all_called_from_c"])
+    assert result.points == 0 and SWITCHED_OFF in result.entered, result
+
+
+def test_a_reference_is_known_by_its_code_not_its_line_numbers():
+    from mha.answer_watch import content
+
+    def moved(code):
+        return code.replace(co_firstlineno=code.co_firstlineno + 10000, co_name="mine")
+
+    code = mha.apply_rotary.__code__
+    assert moved(code) != code  # so a look-up by the code object misses the copy
+    assert content(moved(code)) == content(code)
+    other = mha.attention.__code__
+    assert content(other) != content(code)
+    # a changed constant is another function (the "rebuild" limit the docstring names)
+    changed = code.replace(co_consts=tuple(c + 1 if type(c) is int else c
+                                           for c in code.co_consts))
+    assert changed.co_consts != code.co_consts and content(changed) != content(code)
 
 
 @pytest.mark.parametrize("name", SOFTMAXES)

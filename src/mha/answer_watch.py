@@ -15,25 +15,47 @@ answer runs under :func:`observe`, which records
   ``TorchDispatchMode``: ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``nn.Softmax``,
   ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there).
 
-Both hooks see the calling thread only: work handed to another thread or process (a
-``threading.Thread``, ``os.fork``, ``subprocess``, ``torch.jit.fork``) is not observed, so a
-call that starts one is reported (``ESCAPED``: an outside attack ran the forbidden softmax in a
-thread), and a check that forbids ops counts it wrong.
+A reference is recognised by the content of its code (bytecode, constants, global names),
+not by identity or line numbers: a copy of a function, or of a whole module whose code objects
+were re-created with moved line numbers (an outside attack), is still the reference.
 
-What it cannot prove: the answer runs in the same process and may switch the observation off
-(``sys.setprofile(None)``, popping the dispatch mode) or rebuild a reference from its source
-text; a switched-off hook is reported when the call returns (``SWITCHED_OFF``) unless the answer
-also restores it. So an observation is evidence that a reference ran; its absence is no proof
-that the answer is the student's own.
+Both hooks see the calling thread only: work handed to another thread or process is not
+observed, so a call that starts one (``threading``, ``_thread`` under any of its names,
+``os.fork``, ``subprocess``, ``torch.jit.fork``), or runs while a Python thread is alive that
+was not alive when the watch was set up (a worker started before the check, fed through a
+queue: an outside attack), is reported (``ESCAPED``), and a check that forbids ops counts it
+wrong. The threads alive before any student code are the baseline: when this module is first
+imported (``mha.exercises`` imports it; in a notebook, a Jupyter kernel's own threads), and
+again when the grader's runner has started its shell (:func:`allow_threads_alive_now`).
+
+An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
+forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
+seen when the call returns; and, while ops are watched, on every event of the profile hook,
+the dispatch mode popped or another pushed (``_pop_mode``), or torch's Python dispatch keys
+excluded (``torch._C._DisableTorchDispatch``, ``_ExcludeDispatchKeyGuard``: outside attacks
+that hid ``torch.softmax`` from the mode), or a tensor subclass with its own
+``__torch_dispatch__``, whose Python code runs where the mode is suspended.
+
+What it cannot prove: the answer runs in the same process and may undo all this (patch this
+module or ``mha.exercises.serve``); it may re-implement a reference by editing its bytecode (the
+"rebuild" limit: any change to the code, a constant or a global name makes it another function),
+register a Python kernel for an op (``torch.library``), whose code runs where the mode is
+suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
+over a guard's ``__enter__``, ``torch.softmax`` and ``__exit__``: no event reaches the profile
+hook meanwhile), or run work in a C thread that holds no Python frame. So an observation is evidence
+that a reference ran; its absence is no proof that the answer is the student's own.
 """
 
 from __future__ import annotations
 
+import _thread
 import functools
 import importlib
 import inspect
+import os
 import re
 import sys
+import threading
 import types
 
 import torch
@@ -46,14 +68,12 @@ ESCAPED = "it started a thread or a process, whose work is not observed"
 def _escapes() -> set[int]:
     """The builtins that start work in another thread or process (by identity: a ``c_call``
     event of the profile hook names the builtin it calls)."""
-    import _thread
-    import os
-
     try:
         import _posixsubprocess  # what subprocess forks and execs with (POSIX)
     except ImportError:
         _posixsubprocess = None
-    names = [(_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+    names = [(_thread, "start_new_thread"), (_thread, "start_new"),
+             (_thread, "start_joinable_thread"),
              (os, "fork"), (os, "forkpty"), (os, "posix_spawn"), (os, "posix_spawnp"),
              (os, "system"), (_posixsubprocess, "fork_exec"), (torch._C, "fork"),
              (torch._C, "_awaitable")]
@@ -61,6 +81,25 @@ def _escapes() -> set[int]:
 
 
 _ESCAPES = _escapes()
+
+
+def _python_threads() -> set[int]:
+    """The threads running Python code now (each holds a frame), however they were started."""
+    return set(sys._current_frames())
+
+
+def allow_threads_alive_now() -> None:
+    """Take the threads alive now as the course's own, not the answer's: call it before any
+    student code runs (this module's import does, and the grader's runner again once its shell
+    has started its own threads)."""
+    global _BASELINE_THREADS, _BASELINE_COUNT
+    _BASELINE_THREADS = frozenset(_python_threads())
+    _BASELINE_COUNT = _thread._count()  # started by _thread, whatever name called it
+
+
+_BASELINE_THREADS: frozenset[int] = frozenset()
+_BASELINE_COUNT = 0
+allow_threads_alive_now()
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
 
 
@@ -117,16 +156,25 @@ def _codes_of(thing: object, seen: set[int]) -> list[types.CodeType]:
     return codes
 
 
+def content(code: types.CodeType) -> tuple:
+    """What ``code`` computes, without its names and line numbers: the bytecode, the constants
+    (nested code by its content) and the global and attribute names it reads."""
+    return (code.co_code, code.co_names,
+            tuple(content(c) if isinstance(c, types.CodeType) else (type(c), c)
+                  for c in code.co_consts))
+
+
 def _nested(code: types.CodeType) -> list[types.CodeType]:
     return [code, *(inner for const in code.co_consts if isinstance(const, types.CodeType)
                     for inner in _nested(const))]
 
 
 @functools.lru_cache(maxsize=64)
-def watched_codes(names: tuple[str, ...]) -> dict[types.CodeType, str]:
-    """Each code object that ``names`` run, with the name it belongs to (a name that does not
-    resolve is skipped: the answer's side may hold another version of mha)."""
-    codes: dict[types.CodeType, str] = {}
+def watched_codes(names: tuple[str, ...]) -> dict[bytes, list[tuple[tuple, str]]]:
+    """The code that ``names`` run, by its bytecode (a bytes object caches its hash, so the
+    profile hook's look-up is cheap): each code's :func:`content` and the name it belongs to. A
+    name that does not resolve is skipped: the answer's side may hold another version of mha."""
+    codes: dict[bytes, list[tuple[tuple, str]]] = {}
     for name in names[:MAX_NAMES]:
         try:
             target = resolve(name)
@@ -134,7 +182,10 @@ def watched_codes(names: tuple[str, ...]) -> dict[types.CodeType, str]:
             continue
         module = isinstance(target, types.ModuleType)
         for code in _codes_of(target, set()):  # a module's: named by function
-            codes.setdefault(code, f"{name}.{code.co_name}" if module else name)
+            twins = codes.setdefault(code.co_code, [])
+            key = content(code)
+            if all(key != known for known, _ in twins):
+                twins.append((key, f"{name}.{code.co_name}" if module else name))
     return codes
 
 
@@ -145,18 +196,52 @@ def op_matches(name: str, words: tuple[str, ...] | list[str]) -> bool:
     return any(re.search(rf"(?:^|_){re.escape(word)}(?:$|_)", name) for word in words)
 
 
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__  # torch's "no dispatch of its own"
+
+
 class _Ops(TorchDispatchMode):
-    """Records the torch operations whose name contains a forbidden word."""
+    """Records the torch operations whose name contains a forbidden word, and a tensor subclass
+    with its own ``__torch_dispatch__`` (its Python code runs while this mode is suspended)."""
 
     def __init__(self, words: tuple[str, ...], found: set[str]):
         super().__init__()
         self.words, self.found = words, found
+        self.forbidden: dict[str, bool] = {}  # by op name: the profile hook sees fewer calls
+        self.dispatching = False  # torch suspends the mode while it runs: see observe's hook
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        if op_matches(name, self.words):
-            self.found.add(f"torch op {name}")
-        return func(*args, **(kwargs or {}))
+        self.dispatching = True
+        try:
+            name = func.overloadpacket.__name__
+            forbidden = self.forbidden.get(name)
+            if forbidden is None:
+                forbidden = self.forbidden[name] = op_matches(name, self.words)
+            if forbidden:
+                self.found.add(f"torch op {name}")
+            if any(getattr(t, "__torch_dispatch__", None) is not _PLAIN_DISPATCH for t in types_):
+                self.found.add(SWITCHED_OFF)
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.dispatching = False
+
+
+_DISPATCH_CODE = inspect.unwrap(_Ops.__torch_dispatch__).__code__  # torch wraps it
+_TORCH_FILES = os.path.dirname(torch.__file__) + os.sep
+_PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+@functools.cache
+def _warm_up_dispatch() -> None:
+    """Dispatch one op through a mode: its first dispatch in a process imports modules (it takes
+    seconds), which no answer's call should pay, nor the hook see as foreign code."""
+    with _Ops((), set()):
+        torch.zeros(1).add(1)
+
+
+def _strangers() -> bool:
+    """Whether a Python thread runs beside the caller that was not there before any student
+    code (see the module's docstring)."""
+    return bool(_python_threads() - _BASELINE_THREADS - {threading.get_ident()})
 
 
 def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
@@ -164,19 +249,40 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     exception it raised; the set of what it entered: reference names, ``"torch op NAME"``)."""
     found: set[str] = set()
     codes = watched_codes(tuple(references))
-    escapes = _ESCAPES
+    escapes, threads_started = _ESCAPES, _thread._count
     previous = sys.getprofile()
+    mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
+    if mode is not None:
+        _warm_up_dispatch()
+    depth = torch._C._len_torch_dispatch_stack()
+    stack_depth = torch._C._len_torch_dispatch_stack
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+    python_key, snapshot_key = _PYTHON_KEYS
+
+    def switched_off() -> bool:
+        """Whether the ops' watch is off: our mode not on top of the stack, or torch's Python
+        dispatch keys excluded."""
+        return stack_depth() != depth + 1 or excluded(python_key) or excluded(snapshot_key)
 
     def hook(frame, event, arg):
+        if event != "call" and event != "c_call":  # an op starts with a call (or none: below)
+            return
+        code = frame.f_code
+        # torch itself suspends the mode while it dispatches an op to it, running only its own
+        # Python code and the mode's
+        if mode is not None and not mode.dispatching and switched_off() \
+                and code is not _DISPATCH_CODE and not code.co_filename.startswith(_TORCH_FILES):
+            found.add(SWITCHED_OFF)
         if event == "call":
-            name = codes.get(frame.f_code)
-            if name is not None:
-                found.add(name)
-        elif event == "c_call" and id(arg) in escapes:
+            twins = codes.get(code.co_code)
+            if twins is not None:
+                key = content(code)
+                found.update(name for known, name in twins if known == key)
+        elif id(arg) in escapes or threads_started() > _BASELINE_COUNT:
             found.add(ESCAPED)
 
-    mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
-    depth = torch._C._len_torch_dispatch_stack()
+    if _strangers():
+        found.add(ESCAPED)  # a worker started before the call may do its work
     outcome: object = None
     try:
         if mode is not None:
@@ -187,12 +293,14 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
         except Exception as error:  # the answer's own error: reported, with what it entered
             outcome = error
     finally:
+        if _strangers():
+            found.add(ESCAPED)
         if sys.getprofile() is not hook:
             found.add(SWITCHED_OFF)
         sys.setprofile(previous)
         if mode is not None:
-            if torch._C._len_torch_dispatch_stack() != depth + 1:
+            if switched_off():
                 found.add(SWITCHED_OFF)
-            else:
+            if stack_depth() == depth + 1:
                 mode.__exit__(None, None, None)
     return outcome, found
