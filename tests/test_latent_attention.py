@@ -66,42 +66,56 @@ def test_absorbing_w_uk_into_the_queries_changes_nothing(with_cache):
     torch.testing.assert_close(torch.cat(outs[False], 1), att(x)[0], rtol=0, atol=1e-12)
 
 
-class ShapeWatch(TorchDispatchMode):
-    """Records the shape of every tensor an aten op returns (inside SDPA too)."""
+class ProvenanceWatch(TorchDispatchMode):
+    """Follows, op by op (inside SDPA too), which of the layer's sources each tensor was computed
+    from: "query" (W_Q and its rotary part), "latent" (W_DKV and the cached latents) and
+    "up" (W_UK, W_UV). A tensor made from the latents and an up-projection but not from the
+    query is a decompressed key or value (some of one, in any layout); ``decompressed`` holds
+    the shapes of those, ``shapes`` every op's output shape."""
 
-    def __init__(self):
+    def __init__(self, sources: dict[str, list[torch.Tensor]]):
         super().__init__()
-        self.shapes = []
+        self.kept = []  # the tensors seen, alive while watched: an id is never reused
+        self.origin = {}  # id(tensor) -> the sources it was computed from
+        for name, tensors in sources.items():
+            for t in tensors:
+                self.mark(t, {name})
+        self.shapes, self.decompressed = [], []
+
+    def mark(self, t, origin):
+        self.kept.append(t)
+        self.origin[id(t)] = self.origin.get(id(t), frozenset()) | origin
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        outs = out if isinstance(out, tuple | list) else (out,)
-        self.shapes += [tuple(t.shape) for t in outs if isinstance(t, torch.Tensor)]
+        origin = frozenset().union(*(self.origin.get(id(t), frozenset())
+                                     for t in tensors_in((args, kwargs))))
+        for t in tensors_in(out):
+            self.mark(t, origin)
+            self.shapes.append(tuple(t.shape))
+            if {"latent", "up"} <= origin and "query" not in origin:
+                self.decompressed.append(tuple(t.shape))
         return out
 
 
-def per_head_keys_or_values(shapes, batch, n_k, d_r):
-    """Shapes that hold n_k decompressed keys or values, in any layout: a dimension of n_k
-    (every cached token; batch n_k once flattened) and one of d_h (one head's), h d_h (all heads
-    side by side) or d_h + d_R (a key with its rotary part)."""
-    tokens, widths = {n_k, batch * n_k}, {D_H, H * D_H, D_H + d_r}
-    return [s for s in shapes if tokens & set(s) and widths & set(s)]
-
-
-ROPE = 6  # d_R of the watched step: d_h + d_R is then no other size there
+def tensors_in(value):
+    """The tensors in a nest of tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [t for item in value for t in tensors_in(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in tensors_in(item)]
+    return []
 
 
 def decoding_step(absorb, sdpa=None):
-    """One decoding step (batch 3) over a cache of 8 latents, watched: its output, the shapes
-    of what every aten op returned, and the outputs of W_UK and W_UV. ``sdpa`` stands in for
-    the layer's scaled_dot_product_attention. Sizes: batch 3, h = 4, batch h = 12, n_k = 9,
-    batch n_k = 27, d_h = 8, h d_h = 32, d_R = 6, d_h + d_R = 14, d_c = 10, d_c + d_R = 16: no
-    two alike, so a shape names what it holds."""
+    """One decoding step (batch 3, one new token) over a cache of 8 latents, watched: its
+    output, the watch and the outputs of W_UK and W_UV called as modules. ``sdpa(att, real)``
+    gives what stands in for the layer's scaled_dot_product_attention."""
     from mha.layers import latent_attention
 
-    torch.manual_seed(0)
-    att = mha.MultiHeadLatentAttention(WIDTH, H, latent_dim=10, rope_dim=ROPE,
-                                       head_dim=D_H).double()
+    att = layer()
     x = torch.randn(3, 9, WIDTH, dtype=torch.float64)
     applied = []
     for module in (att.k_up, att.v_up):
@@ -109,47 +123,74 @@ def decoding_step(absorb, sdpa=None):
     cache = att.new_cache()
     att(x[:, :8], cache=cache, absorb=absorb)  # prefill: 8 latents cached
     applied.clear()
+    sources = {"query": [att.q_proj.weight, att.q_rope.weight],
+               "latent": [att.kv_down.weight, cache.latents],
+               "up": [att.k_up.weight, att.v_up.weight]}
     real = latent_attention.F.scaled_dot_product_attention
-    latent_attention.F.scaled_dot_product_attention = sdpa or real
+    latent_attention.F.scaled_dot_product_attention = sdpa(att, real) if sdpa else real
     try:
-        with ShapeWatch() as watch, torch.no_grad():
-            out = att(x[:, 8:], cache=cache, absorb=absorb)[0]  # one new token: n_k = 9
+        with ProvenanceWatch(sources) as watch, torch.no_grad():
+            out = att(x[:, 8:], cache=cache, absorb=absorb)[0]  # n_k = 9
     finally:
         latent_attention.F.scaled_dot_product_attention = real
-    return out, watch.shapes, applied, att
+    return out, watch, applied
 
 
 @pytest.mark.claim("9.5")
 def test_the_absorbed_decoding_step_never_forms_per_head_keys():
-    """The absorbed path makes no tensor of the 9 cached tokens' keys or values per head, in any
-    layout (no aten op returns one, and W_UK, W_UV are never applied to a latent), while the
-    watch sees inside the attention (its scores, one query against 9 keys in each head); the
-    decompressing path does form them, so the watch can fail."""
-    out, shapes, applied, _ = decoding_step(absorb=True)
-    assert per_head_keys_or_values(shapes, 3, 9, ROPE) == [] and applied == []
-    assert (3, H, 1, 9) in shapes  # the scores: SDPA ran as operations the watch sees
-    out_decompressed, shapes, applied, _ = decoding_step(absorb=False)
-    formed = per_head_keys_or_values(shapes, 3, 9, ROPE)
-    assert (3, 9, H * D_H) in formed and (3, H, 9, D_H) in formed
+    """The absorbed path computes nothing from the cached latents and W_UK or W_UV without the
+    query (no decompressed key or value, nor any part of one, in any layout), and never calls
+    W_UK or W_UV as modules, while the watch sees inside the attention (its scores, one query
+    against 9 keys in each head); the decompressing path does form them, so the watch can fail."""
+    out, watch, applied = decoding_step(absorb=True)
+    assert watch.decompressed == [] and applied == []
+    assert (3, H, 1, 9) in watch.shapes  # the scores: SDPA ran as operations the watch sees
+    out_decompressed, watch, applied = decoding_step(absorb=False)
+    assert (3, 9, H * D_H) in watch.decompressed  # keys and values, all heads side by side
     assert applied == [(3, 9, H * D_H), (3, 9, H * D_H)]
     torch.testing.assert_close(out, out_decompressed, rtol=0, atol=1e-12)
 
 
-@pytest.mark.claim("9.5")
-def test_the_watch_finds_keys_formed_in_another_layout():
-    """An outside review's mutant: the absorbed step also forms every head's keys transposed,
-    (B, h, d_h, n_k), from W_UK's weight without calling the module, and leaves the output as it
-    was. The watch of the test above must see them."""
-    def sdpa(q, k, v, attn_mask=None, scale=None, **kwargs):
-        w_uk = att.k_up.weight.view(H, D_H, -1)
-        keys = torch.einsum("hdc,bhnc->bhdn", w_uk, k[..., :w_uk.shape[-1]])
-        return real(q, k, v, attn_mask=attn_mask, scale=scale, **kwargs) + 0 * keys.sum()
+def keys_transposed(att, c):
+    """Every head's keys, (B, h, d_h, n_k), from W_UK's weight without calling the module."""
+    return torch.einsum("hdc,bhnc->bhdn", att.k_up.weight.view(H, D_H, -1), c)
 
-    from mha.layers.latent_attention import F
-    real = F.scaled_dot_product_attention
-    _, _, _, att = decoding_step(absorb=True)  # the layer whose weight the mutant reads
-    out, shapes, _, att = decoding_step(absorb=True, sdpa=sdpa)
-    assert (3, H, D_H, 9) in per_head_keys_or_values(shapes, 3, 9, ROPE)
+
+def keys_of_two_heads(att, c):
+    """Two heads' keys side by side, (B, n_k, 2 d_h): one linear map of the latents."""
+    return torch.nn.functional.linear(c[:, 0], att.k_up.weight[:2 * D_H])
+
+
+def keys_flattened(att, c):
+    """All keys in one flat row per sequence, (B, n_k h d_h)."""
+    return (c[:, 0] @ att.k_up.weight.T).flatten(1)
+
+
+def keys_token_by_token(att, c):
+    """One cached token's keys at a time, summed as they are made."""
+    total = 0
+    for t in range(c.shape[2]):
+        total = total + (c[:, 0, t] @ att.k_up.weight.T).sum()
+    return total
+
+
+@pytest.mark.claim("9.5")
+@pytest.mark.parametrize("formed", [keys_transposed, keys_of_two_heads, keys_flattened,
+                                    keys_token_by_token])
+def test_the_watch_finds_keys_formed_in_any_layout(formed):
+    """Outside reviews' mutants: the absorbed step also forms keys, in a layout of its own, from
+    W_UK's weight without calling the module, and leaves the output as it was. The watch of the
+    test above sees each of them."""
+    def mutant(att, real):
+        def sdpa(q, k, v, attn_mask=None, scale=None, **kwargs):
+            latents = k[..., :att.latent_dim]  # (B, h, n_k, d_c)
+            return real(q, k, v, attn_mask=attn_mask, scale=scale, **kwargs) + \
+                0 * formed(att, latents).sum()
+        return sdpa
+
+    out, watch, _ = decoding_step(absorb=True, sdpa=mutant)
+    torch.testing.assert_close(out, decoding_step(absorb=True)[0], rtol=0, atol=0)
+    assert watch.decompressed != []
 
 
 def test_absorbed_scores_are_queries_times_w_uk_transposed_against_latents():

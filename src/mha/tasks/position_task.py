@@ -218,9 +218,10 @@ def score_offset_share(
     score that also follows the positions themselves gives less, how much less depending on its
     form: :math:`W = \operatorname{diag}(1, 0, \dots)` scores :math:`\sin i \sin j =
     (\cos(i - j) - \cos(i + j))/2`, half by offset, about 1/2; a score by the key's position
-    alone, near 0. Over queries close together, such as those inside a short trained range, the
-    slow columns of the encoding hardly move and the share is near 1 for almost any score: to
-    tell what a model learned, measure it over queries spread far beyond its trained positions.
+    alone, near 0. On the positions a model was trained on, the task makes a head treat each
+    trained offset alike, so a score fitted to those positions agrees there with one by offset
+    and the share is near 1 whichever the head learned: to tell what a model learned, measure
+    it over queries spread far beyond its trained positions.
 
     For each query position ``i`` in ``queries``, the score of head ``h`` between the mean token
     embedding :math:`\bar e` placed at ``i`` and at each key ``j = i - window + 1 .. i``,
