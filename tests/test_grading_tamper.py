@@ -152,6 +152,15 @@ def read(*cells):
     ("import importlib\nvars(importlib.import_module('o''s'))['fo''rk']()", "obfuscation"),
     ("getattr(m, 'spearman_difference_bootstrap')(x)", "obfuscation"),
     ("from importlib import import_module as im\nim('mha.che''cks.ch08')", "obfuscation"),
+    # outside attack, round 5: a name held in a variable, a kernel of one's own, the garbage
+    # collector, a process spawned in an earlier cell
+    ("import mha\nname = 'answer' + '_watch'\ngetattr(mha, name).observe = print", "obfuscation"),
+    ("import mha\nsetattr(mha, n, None)", "obfuscation"),
+    ("import torch\n@torch.library.custom_op('me::sm', mutates_args=())\ndef sm(x): ...",
+     "low-level"),
+    ("from torch.library import Library\nlib = Library('me', 'DEF')", "low-level"),
+    ("import gc\nmodes = [o for o in gc.get_objects() if hasattr(o, 'forbidden')]", "low-level"),
+    ("import os\nos.posix_spawn('/bin/true', ['true'], {})", "processes"),
 ])
 def test_review_flags_see_more_import_forms(code, flag):
     assignment = assignments.load_assignment(EXAMPLE)

@@ -21,14 +21,18 @@ if TYPE_CHECKING:
 SUSPICIOUS = {
     "reads /proc or secrets": re.compile(r"/proc\b|\benviron\b|\.ssh\b|getenv"),
     "processes": re.compile(r"\bsubprocess\b|\bfork\w*|\bos\.system\b|\bpty\b|start_new_"
-                            r"session|\bsetsid\b|\bexec[lv]p?e?\b|\bspawn\w*|\bpopen\b|"
+                            r"session|\bsetsid\b|\bexec[lv]p?e?\b|\w*spawn\w*|\bpopen\b|"
                             r"\bsystem\s*\(|\bkill(pg)?\b|\bmultiprocessing\b|\bdaemon\b"),
     # work in another thread escapes the run-time watch on the answer (mha.answer_watch)
     "threads": re.compile(r"\bthreading\b|\b_thread\b|\bconcurrent\.futures\b|"
                           r"\bThreadPool\w*|\bjit\.fork\b|\bjit\._fork\b"),
     "shell escapes": re.compile(r"(?m)^[ \t]*!|%%?(bash|sh|script|system|sx)\b|get_ipython\b"),
     "network": re.compile(r"\bsocket\b|\burllib\b|\brequests\.|\bhttp\.client\b"),
-    "low-level": re.compile(r"\bctypes\b|\bcffi\b|\bptrace\b|\bsys\.settrace\b"),
+    # ops of one's own (torch.library) run unseen inside them; the garbage collector hands out
+    # any object, the watch on the answer included (outside attack, round 5)
+    "low-level": re.compile(r"\bctypes\b|\bcffi\b|\bptrace\b|\bsys\.settrace\b|"
+                            r"\btorch\.library\b|\bcustom_op\b|\bLibrary\(|"
+                            r"\bget_objects\b|\bget_referrers\b|\bget_referents\b"),
     "patches the grading": re.compile(r"\bmha\.(exercises|checks)\b|"
                                       r"from\s+mha\s+import[^\n]{0,200}\b(exercises|checks)\b|"
                                       r"__torch_function__|\bsys\.modules\b|"
@@ -41,7 +45,10 @@ SUSPICIOUS = {
     "fake verdict": re.compile(r"Exercise \d+\.\d+ \[|✓"),
     "touches the grader's files": re.compile(r"/autograder\b|\bgrades\.csv|\bgrading_log\b|"
                                              r"\bresults\.json|\.csv\.part\b"),
-    "obfuscation": re.compile(r"\bgetattr\([^)\n]{0,200}(\+|['\"])|\bexec\(|\beval\(|__import__|"
+    # getattr or setattr with a name written out, built, or held in a variable
+    "obfuscation": re.compile(r"\bgetattr\([^)\n]{0,200}(\+|['\"])|"
+                              r"\b[gs]etattr\(\s*[^,()\n]{1,200},\s*\w|"
+                              r"\bexec\(|\beval\(|__import__|"
                               r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
                               r"\b__dict__\b|\bimport_module\b|"
                               # a function's insides (a check's wrapper), a module by its name
