@@ -113,6 +113,9 @@ def submissions():
     nb = solved()
     nb["cells"].insert(0, code("name = input('your name? ')"))
     made["asks_input"] = (nb, {"0.2": 1, "0.3": 2})
+    # a progress bar before the answers: its monitor thread must not count as the answer's
+    made["progress_bar"] = (insert_before(solved(), "scaled_scores", code(
+        "from tqdm import tqdm\nfor _ in tqdm(range(3)):\n    pass")), {"0.2": 1, "0.3": 2})
     # a SyntaxError in the student's own answer cell (instructor's term, M2)
     made["syntax_error"] = (answer(solved(), "scaled_scores", SOLVED_02.replace(":", "", 1)),
                             {"0.2": 0, "0.3": 2})
@@ -190,6 +193,14 @@ def test_the_log_says_which_cell_raised_first_and_what(graded):
                     "EOFError: EOF when reading a line"}
     rows = {r["first_error"] for r in graded["log"] if r["notebook"] == f"full/{NAME}"}
     assert rows == {""}
+
+
+def test_an_honest_answer_after_a_progress_bar_raises_no_flag(graded):
+    """Outside attack, round 5: tqdm's monitor thread outlives its bar, and the watch on the
+    answer took it for work done beside the answer (ESCAPED: flagged, and wrong where a check
+    forbids ops). Under grading tqdm runs without that thread."""
+    rows = [r for r in graded["log"] if r["notebook"] == f"progress_bar/{NAME}"]
+    assert rows and all(r["flags"] == "" for r in rows), rows
 
 
 def test_an_answer_cell_that_does_not_compile_is_named_in_the_checks_message(graded):

@@ -137,6 +137,14 @@ def main() -> None:
     from mha.answer_watch import allow_threads_alive_now
 
     allow_threads_alive_now()
+    # a progress bar starts a monitor thread that outlives it: an honest answer after one would
+    # run beside a thread not in the baseline (outside attack, round 5); tqdm runs without it
+    try:
+        import tqdm
+
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
     send({"started": True})
     for index, step in enumerate(plan["cells"]):
         send({"step": index})  # the grader's own clock for this step starts now
