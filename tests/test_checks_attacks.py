@@ -283,7 +283,9 @@ CASES = [
 
 SERVER = textwrap.dedent('''
     import json, sys
+    from mha.answer_watch import allow_threads_alive_now
     from mha.exercises import dumps, loads, serve, type_names
+    allow_threads_alive_now()  # as the grader's runner does, before any student code
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     namespace = {}
     exec(json.loads(requests.readline())["source"], namespace)

@@ -21,12 +21,13 @@ were re-created with moved line numbers (an outside attack), is still the refere
 
 Both hooks see the calling thread only: work handed to another thread or process is not
 observed, so a call that starts one (``threading``, ``_thread`` under any of its names,
-``os.fork``, ``subprocess``, ``torch.jit.fork``), or runs while a Python thread is alive that
-was not alive when the watch was set up (a worker started before the check, fed through a
-queue: an outside attack), is reported (``ESCAPED``), and a check that forbids ops counts it
-wrong. The threads alive before any student code are the baseline: when this module is first
-imported (``mha.exercises`` imports it; in a notebook, a Jupyter kernel's own threads), and
-again when the grader's runner has started its shell (:func:`allow_threads_alive_now`).
+``os.fork``, ``subprocess``, ``torch.jit.fork``), is reported (``ESCAPED``), and a check that
+forbids ops counts it wrong. Under grading, so is a call that runs while a Python thread is
+alive that was not alive before the student's first cell (a worker started before the check,
+fed through a queue: an outside attack): the grader's runner takes the threads alive then as
+the course's (:func:`allow_threads_alive_now`). In a student's own notebook it does not: the
+kernel, a progress bar or torch start threads of their own there, and an honest answer beside
+them must not read as wrong.
 
 An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
 forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
@@ -89,17 +90,17 @@ def _python_threads() -> set[int]:
 
 
 def allow_threads_alive_now() -> None:
-    """Take the threads alive now as the course's own, not the answer's: call it before any
-    student code runs (this module's import does, and the grader's runner again once its shell
-    has started its own threads)."""
+    """Report every Python thread alive beside an answer from now on, except those alive now,
+    which are the course's own: the grader's runner calls it once its shell has started, before
+    any student code runs."""
     global _BASELINE_THREADS, _BASELINE_COUNT
     _BASELINE_THREADS = frozenset(_python_threads())
     _BASELINE_COUNT = _thread._count()  # started by _thread, whatever name called it
 
 
-_BASELINE_THREADS: frozenset[int] = frozenset()
-_BASELINE_COUNT = 0
-allow_threads_alive_now()
+# None until the grader's runner sets them: threads beside an answer are not watched
+_BASELINE_THREADS: frozenset[int] | None = None
+_BASELINE_COUNT: int | None = None
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
 
 
@@ -241,6 +242,8 @@ def _warm_up_dispatch() -> None:
 def _strangers() -> bool:
     """Whether a Python thread runs beside the caller that was not there before any student
     code (see the module's docstring)."""
+    if _BASELINE_THREADS is None:
+        return False
     return bool(_python_threads() - _BASELINE_THREADS - {threading.get_ident()})
 
 
@@ -250,6 +253,7 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     found: set[str] = set()
     codes = watched_codes(tuple(references))
     escapes, threads_started = _ESCAPES, _thread._count
+    started_before = _BASELINE_COUNT if _BASELINE_COUNT is not None else float("inf")
     previous = sys.getprofile()
     mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
     if mode is not None:
@@ -278,7 +282,7 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
             if twins is not None:
                 key = content(code)
                 found.update(name for known, name in twins if known == key)
-        elif id(arg) in escapes or threads_started() > _BASELINE_COUNT:
+        elif id(arg) in escapes or threads_started() > started_before:
             found.add(ESCAPED)
 
     if _strangers():

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 
 import torch
 
-from mha import answer_watch  # noqa: F401 (its thread baseline: taken before any answer runs)
-
 
 class Wrong(Exception):
     """Raised by a check when the answer is wrong; the message says what was expected."""
