@@ -232,3 +232,15 @@ def test_a_temperature_too_small_for_the_logits_dtype_says_so():
         mha.generate(model, prompt, 2, temperature=1e-46)
     assert mha.generate(model, prompt, 2, temperature=1e-3,  # small but fine: near greedy
                         generator=torch.Generator().manual_seed(0)).shape == (1, 4)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_one_cache_object_given_for_two_layers_is_refused(kind):
+    """caches=[c, c] let both layers append to c: layer 1 attended over layer 0's keys too and
+    the logits were off by 0.235 with no error."""
+    model = small_decoder(kind)
+    tokens = torch.randint(256, (1, 6), generator=torch.Generator().manual_seed(7))
+    cache = model.new_caches()[0]
+    with pytest.raises(ValueError, match=r"caches holds one cache object.*model\.new_caches\(\)"):
+        model(tokens, caches=[cache, cache])
+    assert len(cache) == 0

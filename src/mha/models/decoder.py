@@ -200,10 +200,10 @@ class TinyDecoder(nn.Module):
 
         Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
-        cached ones, ``caches`` not made by :meth:`new_caches` (or of unequal lengths), a bad
-        ``head_mask`` (every row is checked before any cache grows, so a call that raises
-        leaves the caches as they were); :class:`mha.MemoryBudgetError` before an
-        over-budget allocation.
+        cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, or one
+        cache object given for two layers), a bad ``head_mask`` (every row is checked before
+        any cache grows, so a call that raises leaves the caches as they were);
+        :class:`mha.MemoryBudgetError` before an over-budget allocation.
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
@@ -215,10 +215,16 @@ class TinyDecoder(nn.Module):
                                  f"({len(self.blocks)}), as model.new_caches() makes, got "
                                  f"{type(caches).__name__} of length "
                                  f"{len(caches) if hasattr(caches, '__len__') else '?'}")
-            for cache in caches:
+            for layer, cache in enumerate(caches):
                 if not isinstance(cache, KVCache | LatentCache):
                     raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
                                      f"model.new_caches()), got {type(cache).__name__}")
+                # one object for two layers: each layer would append to it and attend over
+                # the other's keys too, wrong logits with no error
+                if any(cache is other for other in caches[:layer]):
+                    raise ValueError(f"caches holds one cache object for more than one layer "
+                                     f"(layer {layer} repeats an earlier one): each layer "
+                                     f"needs its own; use model.new_caches()")
             lengths = [len(cache) for cache in caches]
             # compared, not put in a set: hashing a traced length would fix it to one value
             if any(length != lengths[0] for length in lengths[1:]):
