@@ -182,9 +182,12 @@ class MultiHeadAttention(nn.Module):
           into float gates.
         - ``need_weights=False`` skips the weights and uses PyTorch's fused
           ``scaled_dot_product_attention``.
-        - ``cache``: an :class:`mha.KVCache`. This call's keys and values (of the new tokens)
-          are appended to it, and the queries attend over everything it holds: incremental
-          decoding, one token (or a few) at a time, gives what recomputing the prefix gives.
+        - ``cache``: an :class:`mha.KVCache`, for self-attention only. This call's keys and
+          values (of the new tokens) are appended to it, and the queries attend over
+          everything it holds: incremental decoding, one token (or a few) at a time, gives
+          what recomputing the prefix gives. A call with a cache and a ``key`` or ``value``
+          that is not ``query`` itself (cross-attention to an encoder's memory, whose keys
+          do not grow) is refused: pass no cache there.
 
         NaN and inf in the inputs reach the outputs they touch (the rule of
         :func:`mha.attention`: nothing non-finite is hidden; see :func:`mha.set_debug`).
@@ -195,7 +198,8 @@ class MultiHeadAttention(nn.Module):
         Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
         the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
         cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
-        ``cache`` of another batch or head size; :class:`mha.MemoryBudgetError` (before
+        ``cache`` of another batch or head size or with a ``key``/``value`` other than
+        ``query``; :class:`mha.MemoryBudgetError` (before
         allocating) when the weights or projections would exceed the memory budget. A call
         that raises leaves ``cache`` as it was.
         """
@@ -209,6 +213,13 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and not isinstance(cache, KVCache):
             raise ValueError(f"cache must be an mha.KVCache (or None), got "
                              f"{type(cache).__name__}")
+        if cache is not None and (key is not query or value is not query):
+            # cross-attention's keys (encoder memory) are the same at every step: appending
+            # them again each call would double the cache and the weights' n_k
+            raise ValueError("cache is for self-attention only (key and value omitted, or the "
+                             "query itself): each call appends the keys of its own new tokens. "
+                             "This call's key or value is another tensor (cross-attention?): "
+                             "pass no cache; the memory's keys are the same at every step")
         if cache is not None and cache.keys is not None and cache.keys.shape[0] != key.shape[0]:
             raise ValueError(f"cache holds a batch of {cache.keys.shape[0]} sequences, key has "
                              f"{key.shape[0]}: use one cache per batch (a new KVCache, or "
