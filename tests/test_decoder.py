@@ -186,6 +186,16 @@ def test_generate_returns_a_new_tensor_that_does_not_share_the_prompts_memory(st
     assert torch.equal(prompt, kept)
 
 
+@pytest.mark.parametrize("steps", [0, 2])
+def test_generate_returns_int64_for_an_int32_prompt_whatever_the_steps(steps):
+    model = small_decoder("mha", torch.float32)
+    prompt = torch.randint(256, (2, 3), generator=torch.Generator().manual_seed(8),
+                           dtype=torch.int32)
+    out = mha.generate(model, prompt, steps)
+    assert out.dtype == torch.int64
+    assert torch.equal(out[:, :3], prompt.long())
+
+
 def test_bits_per_byte_that_raises_leaves_the_model_in_training_mode():
     model = small_decoder("mha", torch.float32).train()
     data = torch.randint(256, (400,), generator=torch.Generator().manual_seed(4))

@@ -276,7 +276,7 @@ def generate(
 ) -> torch.Tensor:
     r"""Extend ``prompt`` ``(B, n)`` by ``steps`` tokens, one at a time; returns ``(B, n + steps)``.
 
-    ``prompt``: integer token ids (int64 or int32); the result is int64.
+    ``prompt``: integer token ids (int64 or int32); the result is int64 (``steps=0`` too).
 
     ``temperature=0`` picks the most likely token (greedy); otherwise tokens are sampled from
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
@@ -312,7 +312,7 @@ def generate(
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
                          f"{tuple(prompt.shape)}")
     check_output_allocation("generate's tokens", "prompt", prompt,
-                            (prompt.shape[0], prompt.shape[1] + steps), prompt.dtype,
+                            (prompt.shape[0], prompt.shape[1] + steps), torch.int64,
                             "use a smaller batch of prompts")
     require_token_ids("prompt", prompt, model.vocab_size)
     if prompt.shape[1] + steps > model.max_len:
@@ -329,7 +329,9 @@ def generate(
 def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
               temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     """:func:`generate`'s loop, on checked arguments and a model in eval mode."""
-    tokens = prompt.clone()  # a new tensor even for steps=0: writing to it leaves prompt alone
+    # a new int64 tensor even for steps=0 (an int32 prompt too): writing to it leaves prompt
+    # alone, and every steps gives one dtype, as argmax and multinomial return int64
+    tokens = prompt.to(torch.int64, copy=True)
     caches = model.new_caches() if use_cache else None
     new_input = prompt
     for _ in range(steps):
