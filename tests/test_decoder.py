@@ -107,6 +107,28 @@ def test_training_lowers_the_loss():
     assert after < before - 2.0  # from about 8 bits (uniform) to the byte frequencies
 
 
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("fails", [False, True])
+def test_train_decoder_gives_the_callers_mode_back_when_it_returns_or_raises(training, fails):
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1).train(training)
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(9))
+    modes = []
+
+    def watch(module, args):  # the steps run in training mode; the second one fails
+        modes.append(module.training)
+        if fails and len(modes) == 2:
+            raise RuntimeError("a bad batch")
+
+    model.register_forward_pre_hook(watch)
+    if fails:
+        with pytest.raises(RuntimeError, match="a bad batch"):
+            mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    else:
+        mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    assert all(modes) and len(modes) == (2 if fails else 3)
+    assert all(module.training == training for module in model.modules())
+
+
 def test_bad_input_raises_value_error():
     model = small_decoder("mha", torch.float32)
     with pytest.raises(ValueError, match="max_len"):

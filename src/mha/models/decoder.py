@@ -371,6 +371,10 @@ def train_decoder(
     drawn with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
     ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
 
+    The steps run in training mode; when the call returns or raises, ``model`` is back in the
+    mode it had (a new module is in training mode: call ``model.eval()`` before evaluating it
+    with dropout off; :func:`mha.generate` and :func:`mha.bits_per_byte` do so themselves).
+
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
     ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
     ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
@@ -386,8 +390,12 @@ def train_decoder(
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
-    return train(model, lambda step: windows(data, batch_size, length, generator), steps,
-                 lr=lr, forward=model, stop_after=stop_after)
+    was_training = model.training
+    try:  # train() switches to training mode and ends in eval: give the caller's mode back
+        return train(model, lambda step: windows(data, batch_size, length, generator), steps,
+                     lr=lr, forward=model, stop_after=stop_after)
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()
