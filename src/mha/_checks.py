@@ -501,6 +501,9 @@ def set_debug(flag: bool) -> bool:
     kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
     kernel never reads a future key, so a NaN there does not reach earlier queries).
 
+    The switch is process-wide, not per thread (unlike :func:`mha.memory_budget`): a thread
+    that turns it off turns it off for every thread, until one turns it back on.
+
     Raises ``ValueError`` naming ``flag`` when it is not a bool.
     """
     global _debug
