@@ -51,6 +51,14 @@ def test_greedy_generation_is_identical_with_and_without_cache(kind):
     assert torch.equal(with_cache[:, :6], prompt)
 
 
+def test_generate_claims_equal_tokens_with_and_without_cache_only_where_they_are():
+    """In bfloat16 the cached and uncached paths round differently (the shipped decoder, prompt
+    seed 6 of a second tester's run: one row of 8 differs); the test above checks float32."""
+    doc = " ".join(mha.generate.__doc__.split())
+    assert "In float32 and float64 both give the same tokens; in bfloat16" in doc
+    assert "Both give the same tokens" not in doc
+
+
 def test_sampling_is_reproducible_with_a_seeded_generator():
     model = small_decoder("gqa", torch.float32)
     prompt = torch.zeros(1, 1, dtype=torch.int64)

@@ -282,8 +282,9 @@ def generate(
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
-    sequence. Both give the same tokens, in a new tensor (``steps=0`` too: a copy of
-    ``prompt``, never ``prompt`` itself). There is no padding: every row is continued after its
+    sequence. In float32 and float64 both give the same tokens; in bfloat16 or float16 the two
+    paths round differently and may pick another token at a near tie. The result is a new
+    tensor (``steps=0`` too: a copy of ``prompt``, never ``prompt`` itself). There is no padding: every row is continued after its
     last token, so a row padded at the end would continue from the pad; batch prompts of one
     length (generate the others separately).
 
