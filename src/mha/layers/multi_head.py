@@ -65,10 +65,13 @@ class MultiHeadAttention(nn.Module):
     Compiling, exporting, vmapping. ``torch.compile(fullgraph=True)`` traces every path in one
     graph (weights or fused, causal, masks, grouped-query heads, a :class:`mha.KVCache`), and
     ``dynamic=True`` makes that one graph for every sequence length. A decode loop compiles
-    once and never recompiles when the prompt goes through the eager layer and only the
-    one-token steps through the compiled one: the cache marks its length dynamic as eager
-    code fills it (``torch._dynamo.maybe_mark_dynamic``), and no check turns a size into a
-    constant (transformers' ``generate`` also runs the prompt eagerly). A prompt through the
+    once and never recompiles as the cache grows when the prompt goes through the eager layer
+    and only the one-token steps through the compiled one: the cache marks its length dynamic
+    as eager code fills it (``torch._dynamo.maybe_mark_dynamic``), and no check turns a size
+    into a constant (transformers' ``generate`` also runs the prompt eagerly). The first new
+    batch size adds one graph (Dynamo then traces the batch as a symbol), and a
+    ``key_padding_mask`` growing with the cache one more, at the second step (nothing marks
+    the mask's length dynamic, so the first step takes it as a constant). A prompt through the
     compiled step too makes three graphs: the prompt's, then the step's twice, as PyTorch
     marks a length only outside compiled code, so the cache the prompt's call fills has a
     constant length until it grows; the first new prompt length adds one graph more, the

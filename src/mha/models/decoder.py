@@ -114,7 +114,10 @@ class TinyDecoder(nn.Module):
 
     ``torch.compile(model, fullgraph=True)`` traces a forward pass in one graph, with or
     without ``caches``; a decode loop feeding one token at a time with the caches compiles
-    once (``benchmarks/compiled_decoding.py``). The check that token ids lie in the
+    once when the prompt goes through the eager model, as for
+    :class:`mha.MultiHeadAttention` (``benchmarks/compiled_decoding.py``); the first new
+    batch size adds one graph, and a prompt through the compiled model makes three graphs
+    (a new prompt length one more). The check that token ids lie in the
     vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
 
