@@ -287,9 +287,9 @@ def generate(
     earlier keys and values from the caches; without it every step recomputes the whole
     sequence. In float32 and float64 both give the same tokens; in bfloat16 or float16 the two
     paths round differently and may pick another token at a near tie. The result is a new
-    tensor (``steps=0`` too: a copy of ``prompt``, never ``prompt`` itself). There is no padding: every row is continued after its
-    last token, so a row padded at the end would continue from the pad; batch prompts of one
-    length (generate the others separately).
+    tensor (``steps=0`` too: a copy of ``prompt``, never ``prompt`` itself). There is no
+    padding: every row is continued after its last token, so a row padded at the end would
+    continue from the pad; batch prompts of one length (generate the others separately).
 
     The model runs in eval mode (no dropout) and gets its training mode back when the call
     returns or raises. Not for ``torch.compile``: a Python loop that reads every token; compile
