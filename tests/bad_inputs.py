@@ -621,6 +621,10 @@ PRUNING = [
         words=("loss_fn", "'f'")),
     Bad("importance-zero-layers", lambda: mha.head_importance(lambda b, g: g.sum(), [0], 0, 2),
         words=("num_layers", "0")),
+    Bad("importance-float64-model-default-dtype",  # the model refused the float32 gates
+        lambda: mha.head_importance(
+            lambda b, g: module().double()(x8().double(), head_mask=g[0])[0].sum(), [0], 1, 2),
+        words=("head_mask", "dtype=", "torch.float64")),
     Bad("importance-normalize-str",
         lambda: mha.head_importance(lambda b, g: g.sum(), [0], 1, 2, normalize_layers="no"),
         words=("normalize_layers",)),
