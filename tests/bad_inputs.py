@@ -273,6 +273,11 @@ class MyTorchMHA(nn.MultiheadAttention):
     pass
 
 
+def arrow_between_two_boxes(**options):
+    diagram = mha.Diagram()
+    return diagram.arrow(diagram.box("a", (0, 0)), diagram.box("b", (3, 0)), **options)
+
+
 def cache_with(keys, values):
     cache = mha.KVCache()
     cache.append(keys, values)
@@ -423,6 +428,8 @@ SMALL_MODULES = [
     Bad("lookup-task-bool", lambda: mha.lookup_task(True, 4, 2), words=("batch", "True")),
     Bad("lookup-task-generator", lambda: mha.lookup_task(2, 4, 2, generator=0),
         words=("generator", "torch.Generator")),
+    Bad("lookup-batch-generator-none", lambda: mha.lookup_batch(2, 4, 2, None),
+        words=("generator", "None", "torch.Generator().manual_seed")),
     Bad("lookup-task-zero", lambda: mha.lookup_task(2, 0, 2), words=("n_tokens", "0")),
     Bad("lookup-task-memory", big(lambda: mha.lookup_task(10**5, 1000, 10)),
         error=memory_error(), words=("lookup_task", "GiB")),
@@ -678,7 +685,7 @@ PRUNING = [
         words=("seq_len", "3")),
     Bad("lookup-batch-generator", lambda: mha.lookup_batch(2, 5, 4, "g"),
         words=("generator", "'g'")),
-    Bad("lookup-batch-memory", big(lambda: mha.lookup_batch(10**4, 10**4, 4, None)),
+    Bad("lookup-batch-memory", big(lambda: mha.lookup_batch(10**4, 10**4, 4, torch.Generator())),
         error=memory_error(), words=("lookup_batch", "GiB")),
     Bad("token-accuracy-all-ignored",
         lambda: mha.token_accuracy(r(2, 5, 4), torch.full((2, 5), -100)),
@@ -855,6 +862,9 @@ PICTURES = [
     Bad("diagram-box-at-str", lambda: mha.Diagram().box("x", "00"), words=("at", "'00'")),
     Bad("diagram-box-stack-bool", lambda: mha.Diagram().box("x", (0, 0), stack=True),
         words=("stack", "True")),
+    Bad("diagram-arrow-shape-int", lambda: arrow_between_two_boxes(shape=5),
+        words=("shape", "5")),
+    Bad("diagram-arrow-name-int", lambda: arrow_between_two_boxes(name=5), words=("name", "5")),
 ]
 
 
