@@ -820,7 +820,7 @@ MISC = [
         words=("same length", "3", "2")),
     Bad("bootstrap-unequal-groups",
         lambda: mha.spearman_difference_bootstrap([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 1, 1]),
-        words=("group", "same number")),
+        words=("groups must", "same number")),
     Bad("bootstrap-nan",
         lambda: mha.spearman_difference_bootstrap([1, NAN], [1, 2], [1, 2], [0, 1]),
         words=("x", "finite")),
@@ -882,6 +882,26 @@ def latent(**kwargs) -> mha.MultiHeadLatentAttention:
     return mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4, **kwargs)
 
 
+def latent_cache_filled_under_autocast_then_read():
+    layer, cache = latent(), mha.MultiHeadLatentAttention.new_cache()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(r(1, 3, 16), cache=cache)
+    return layer(r(1, 1, 16), cache=cache)
+
+
+def decoder_caches_of_batch_2_then(batch: int):
+    model = decoder()
+    caches = model.new_caches()
+    model(torch.zeros(2, 3, dtype=torch.long), caches=caches)
+    return model(torch.zeros(batch, 1, dtype=torch.long), caches=caches)
+
+
+def cached_then_mask_of_new_tokens():
+    layer, cache = module(), mha.KVCache()
+    layer(x8(3, 1), cache=cache, is_causal=True)
+    return layer(x8(2, 1), cache=cache, mask=torch.ones(2, 2, dtype=torch.bool))
+
+
 prompt = torch.tensor([[1, 2, 3]])
 text = mha.tasks.text_corpus.encode("hello, attention")
 
@@ -936,6 +956,14 @@ DECODERS = [
     Bad("latent-cache-dict", lambda: latent()(r(1, 3, 16), cache={}), words=("cache", "dict")),
     Bad("latent-absorb-str", lambda: latent()(r(1, 3, 16), absorb="yes"),
         words=("absorb", "'yes'")),
+    Bad("latent-mask", lambda: latent()(r(1, 3, 16), mask=torch.ones(3, 3, dtype=torch.bool)),
+        words=("takes no mask", "head_mask", "is_causal")),
+    Bad("latent-cache-autocast-then-not", lambda: latent_cache_filled_under_autocast_then_read(),
+        words=("cache", "autocast", "projections of this call's inputs")),
+    Bad("decoder-caches-of-another-batch", lambda: decoder_caches_of_batch_2_then(3),
+        words=("caches", "batch of 2", "tokens has 3", "new_caches")),
+    Bad("mha-mask-over-new-tokens-only-with-cache", lambda: cached_then_mask_of_new_tokens(),
+        words=("mask", "n_k = 5", "3 cached keys")),
     Bad("text-encode-bytes", lambda: mha.tasks.text_corpus.encode(b"abc"), words=("text", "bytes")),
     Bad("text-decode-floats", lambda: mha.tasks.text_corpus.decode(torch.ones(3)),
         words=("tokens", "integer")),

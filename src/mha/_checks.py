@@ -139,7 +139,7 @@ def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch
                f"cache.{second}.to({new.dtype})")
         raise ValueError(
             f"cache holds {first} of dtype {held.dtype} but this step's new {first} are "
-            f"{new.dtype}: they are computed from this call's inputs (query and key), which "
+            f"{new.dtype}: they are projections of this call's inputs, which "
             f"torch.autocast casts to its own dtype, so a cache filled under autocast must be "
             f"read under the same autocast; run every step inside one `with torch.autocast(...)` "
             f"block (or none), or convert the cache once: `{fix}`")

@@ -235,7 +235,7 @@ class MultiHeadAttention(nn.Module):
                                     lambda: f"pass need_weights=False (fused kernel), or "
                                     f"use fewer than n_q = {n_q} queries and n_k = {n_k} keys")
         if mask is not None:
-            self._check_mask(mask, batch, n_q, n_k)
+            self._check_mask(mask, batch, n_q, n_k, n_k - key.shape[1])
         if key_padding_mask is not None:
             mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
         # every check before the cache grows: a call that raises leaves the cache as it was
@@ -282,11 +282,16 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
-    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
+    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int,
+                    cached: int = 0) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
         try:
             require_broadcastable_mask(mask, target)
         except ValueError as error:
+            if cached:  # a mask over the new tokens only is the likely mistake
+                raise ValueError(f"{error}: with a cache, n_k = {n_k} counts the {cached} "
+                                 f"cached keys too, so the mask's last dimension is "
+                                 f"{cached} + {n_k - cached} new ones") from None
             if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[0] == batch:
                 raise ValueError(f"{error}; a 2-D mask is (n_q, n_k): for a padding mask of "
                                  f"shape (B, n_k) pass key_padding_mask=~mask (torch's "

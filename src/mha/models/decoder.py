@@ -203,9 +203,10 @@ class TinyDecoder(nn.Module):
 
         Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
-        cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, or one
-        cache object given for two layers), a bad ``head_mask`` (every row is checked before
-        any cache grows, so a call that raises leaves the caches as they were);
+        cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, of another
+        batch size, or one cache object given for two layers), a bad ``head_mask`` (every
+        row is checked before any cache grows, so a call that raises leaves the caches as
+        they were);
         :class:`mha.MemoryBudgetError` before an over-budget allocation.
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
@@ -237,6 +238,12 @@ class TinyDecoder(nn.Module):
         if tokens.dim() != 2 or tokens.shape[1] < 1 or past + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= {past} + n <= "
                              f"max_len = {self.max_len}, got {tuple(tokens.shape)}")
+        held = None if caches is None else (
+            caches[0].keys if isinstance(caches[0], KVCache) else caches[0].latents)
+        if held is not None and held.shape[0] != tokens.shape[0]:
+            raise ValueError(f"caches hold a batch of {held.shape[0]} sequences, tokens has "
+                             f"{tokens.shape[0]}: use one set of caches per batch "
+                             f"(model.new_caches())")
         if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
                                       or head_mask.dim() != 2
                                       or head_mask.shape[0] != len(self.blocks)):
