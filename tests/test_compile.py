@@ -377,6 +377,32 @@ def test_export_with_a_dynamic_length_equals_eager_at_other_lengths(name):
         torch.testing.assert_close(exported.module()(x), module(x))
 
 
+class GatedAttention(torch.nn.Module):
+    """A layer called with per-sequence gates ``(B, h)``, as ``torch.export`` takes it."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, head_mask=gates, need_weights=False)[0]
+
+
+def test_export_with_a_dynamic_batch_and_per_sequence_gates_takes_a_batch_equal_to_heads():
+    """The head_mask check compared (B, h) with (h,), so B with h: export guarded B != h and
+    refused a batch range holding h = 4."""
+    torch.manual_seed(0)
+    module = GatedAttention(mha.MultiHeadAttention(16, 4).eval())
+    batch = torch.export.Dim("batch", min=1, max=8)
+    exported = torch.export.export(
+        module, (torch.randn(2, 7, 16), torch.rand(2, 4)),
+        dynamic_shapes={"x": {0: batch}, "gates": {0: batch}})
+    for b in (4, 6):
+        x = torch.randn(b, 7, 16, generator=torch.Generator().manual_seed(b))
+        gates = torch.rand(b, 4, generator=torch.Generator().manual_seed(10 + b))
+        torch.testing.assert_close(exported.module()(x, gates), module(x, gates))
+
+
 def test_value_checks_skipped_when_compiled_still_refuse_bad_input_in_eager():
     """What compiled code leaves out (it cannot branch on values) eager code still says."""
     x = torch.randn(1, 1, 3, 4)

@@ -278,7 +278,9 @@ def require_head_mask(head_mask: object, heads: int, batch: int,
     if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
         raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
                          f"{head_mask.dtype}")
-    if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
+    # by number of dimensions first: comparing (B, h) with (h,) compares B with h, and under
+    # torch.export that guards a dynamic batch to differ from h
+    if tuple(head_mask.shape) != ((heads,) if head_mask.dim() == 1 else (batch, heads)):
         raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
                          f"{heads} heads, got {tuple(head_mask.shape)}")
     if head_mask.is_floating_point():  # a NaN or inf gate turns every output NaN, not one head's
