@@ -273,6 +273,11 @@ class MyTorchMHA(nn.MultiheadAttention):
     pass
 
 
+def arrow_between_two_boxes(**options):
+    diagram = mha.Diagram()
+    return diagram.arrow(diagram.box("a", (0, 0)), diagram.box("b", (3, 0)), **options)
+
+
 def cache_with(keys, values):
     cache = mha.KVCache()
     cache.append(keys, values)
@@ -423,6 +428,8 @@ SMALL_MODULES = [
     Bad("lookup-task-bool", lambda: mha.lookup_task(True, 4, 2), words=("batch", "True")),
     Bad("lookup-task-generator", lambda: mha.lookup_task(2, 4, 2, generator=0),
         words=("generator", "torch.Generator")),
+    Bad("lookup-batch-generator-none", lambda: mha.lookup_batch(2, 4, 2, None),
+        words=("generator", "None", "torch.Generator().manual_seed")),
     Bad("lookup-task-zero", lambda: mha.lookup_task(2, 0, 2), words=("n_tokens", "0")),
     Bad("lookup-task-memory", big(lambda: mha.lookup_task(10**5, 1000, 10)),
         error=memory_error(), words=("lookup_task", "GiB")),
@@ -621,6 +628,10 @@ PRUNING = [
         words=("loss_fn", "'f'")),
     Bad("importance-zero-layers", lambda: mha.head_importance(lambda b, g: g.sum(), [0], 0, 2),
         words=("num_layers", "0")),
+    Bad("importance-float64-model-default-dtype",  # the model refused the float32 gates
+        lambda: mha.head_importance(
+            lambda b, g: module().double()(x8().double(), head_mask=g[0])[0].sum(), [0], 1, 2),
+        words=("head_mask", "dtype=", "torch.float64")),
     Bad("importance-normalize-str",
         lambda: mha.head_importance(lambda b, g: g.sum(), [0], 1, 2, normalize_layers="no"),
         words=("normalize_layers",)),
@@ -674,7 +685,7 @@ PRUNING = [
         words=("seq_len", "3")),
     Bad("lookup-batch-generator", lambda: mha.lookup_batch(2, 5, 4, "g"),
         words=("generator", "'g'")),
-    Bad("lookup-batch-memory", big(lambda: mha.lookup_batch(10**4, 10**4, 4, None)),
+    Bad("lookup-batch-memory", big(lambda: mha.lookup_batch(10**4, 10**4, 4, torch.Generator())),
         error=memory_error(), words=("lookup_batch", "GiB")),
     Bad("token-accuracy-all-ignored",
         lambda: mha.token_accuracy(r(2, 5, 4), torch.full((2, 5), -100)),
@@ -809,7 +820,7 @@ MISC = [
         words=("same length", "3", "2")),
     Bad("bootstrap-unequal-groups",
         lambda: mha.spearman_difference_bootstrap([1, 2, 3], [3, 2, 1], [1, 2, 3], [0, 1, 1]),
-        words=("group", "same number")),
+        words=("groups must", "same number")),
     Bad("bootstrap-nan",
         lambda: mha.spearman_difference_bootstrap([1, NAN], [1, 2], [1, 2], [0, 1]),
         words=("x", "finite")),
@@ -851,6 +862,9 @@ PICTURES = [
     Bad("diagram-box-at-str", lambda: mha.Diagram().box("x", "00"), words=("at", "'00'")),
     Bad("diagram-box-stack-bool", lambda: mha.Diagram().box("x", (0, 0), stack=True),
         words=("stack", "True")),
+    Bad("diagram-arrow-shape-int", lambda: arrow_between_two_boxes(shape=5),
+        words=("shape", "5")),
+    Bad("diagram-arrow-name-int", lambda: arrow_between_two_boxes(name=5), words=("name", "5")),
 ]
 
 
@@ -866,6 +880,26 @@ def decoder(**kwargs) -> mha.TinyDecoder:
 def latent(**kwargs) -> mha.MultiHeadLatentAttention:
     torch.manual_seed(0)
     return mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4, **kwargs)
+
+
+def latent_cache_filled_under_autocast_then_read():
+    layer, cache = latent(), mha.MultiHeadLatentAttention.new_cache()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(r(1, 3, 16), cache=cache)
+    return layer(r(1, 1, 16), cache=cache)
+
+
+def decoder_caches_of_batch_2_then(batch: int):
+    model = decoder()
+    caches = model.new_caches()
+    model(torch.zeros(2, 3, dtype=torch.long), caches=caches)
+    return model(torch.zeros(batch, 1, dtype=torch.long), caches=caches)
+
+
+def cached_then_mask_of_new_tokens():
+    layer, cache = module(), mha.KVCache()
+    layer(x8(3, 1), cache=cache, is_causal=True)
+    return layer(x8(2, 1), cache=cache, mask=torch.ones(2, 2, dtype=torch.bool))
 
 
 prompt = torch.tensor([[1, 2, 3]])
@@ -922,6 +956,14 @@ DECODERS = [
     Bad("latent-cache-dict", lambda: latent()(r(1, 3, 16), cache={}), words=("cache", "dict")),
     Bad("latent-absorb-str", lambda: latent()(r(1, 3, 16), absorb="yes"),
         words=("absorb", "'yes'")),
+    Bad("latent-mask", lambda: latent()(r(1, 3, 16), mask=torch.ones(3, 3, dtype=torch.bool)),
+        words=("takes no mask", "head_mask", "is_causal")),
+    Bad("latent-cache-autocast-then-not", lambda: latent_cache_filled_under_autocast_then_read(),
+        words=("cache", "autocast", "projections of this call's inputs")),
+    Bad("decoder-caches-of-another-batch", lambda: decoder_caches_of_batch_2_then(3),
+        words=("caches", "batch of 2", "tokens has 3", "new_caches")),
+    Bad("mha-mask-over-new-tokens-only-with-cache", lambda: cached_then_mask_of_new_tokens(),
+        words=("mask", "n_k = 5", "3 cached keys")),
     Bad("text-encode-bytes", lambda: mha.tasks.text_corpus.encode(b"abc"), words=("text", "bytes")),
     Bad("text-decode-floats", lambda: mha.tasks.text_corpus.decode(torch.ones(3)),
         words=("tokens", "integer")),

@@ -89,6 +89,22 @@ def test_budget_is_overridable_and_restored():
         mha.set_memory_budget(-1)
 
 
+def test_set_debug_is_process_wide_as_its_docstring_says():
+    """Unlike the memory budget, the debug switch is one setting for every thread; its
+    docstring said nothing about threads."""
+    import threading
+
+    assert "process-wide" in mha.set_debug.__doc__
+    before = mha.get_debug()
+    thread = threading.Thread(target=mha.set_debug, args=(not before,))
+    thread.start()
+    thread.join()
+    try:
+        assert mha.get_debug() is (not before)  # the other thread's setting holds here
+    finally:
+        mha.set_debug(before)
+
+
 @pytest.mark.parametrize("setting", ["block", "setter"])
 def test_a_memory_budget_is_the_calling_threads_only(setting):
     """``with mha.memory_budget(...)`` or ``set_memory_budget`` in one thread must not make

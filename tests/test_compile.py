@@ -195,6 +195,60 @@ def test_compiled_kv_cache_decode_of_64_steps_compiles_once():
     torch.testing.assert_close(torch.cat(outs, dim=1), full[:, 5:])
 
 
+@pytest.mark.parametrize("padding", [False, True])
+def test_compiled_decode_with_an_eager_prompt_adds_a_graph_per_new_batch_and_growing_mask(
+        padding):
+    """What the docstrings of MultiHeadAttention and TinyDecoder say of an eager prompt: one
+    graph, one more at the first new batch size, none at the next; a key_padding_mask
+    growing with the cache costs one more graph, at the second step."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
+    step, counter = counted_compile(
+        lambda x, cache, **mask: layer(x, cache=cache, is_causal=True, need_weights=False,
+                                       **mask)[0])
+    graphs = []
+    for batch in (2, 3, 5):
+        seq = torch.randn(batch, 9, 16, generator=torch.Generator().manual_seed(batch))
+        pads = torch.zeros(batch, 9, dtype=torch.bool)
+
+        def mask(n, pads=pads):
+            return {"key_padding_mask": pads[:, :n].clone()} if padding else {}
+        cache = mha.KVCache()
+        layer(seq[:, :5], cache=cache, is_causal=True, need_weights=False, **mask(5))
+        outs = []
+        for i in range(5, 9):
+            outs.append(step(seq[:, i:i + 1].contiguous(), cache, **mask(i + 1)))
+            if batch == 2 and i == 5:
+                graphs.append(counter.frame_count)  # after the first step
+        graphs.append(counter.frame_count)
+        full, _ = layer(seq, is_causal=True, need_weights=False)
+        torch.testing.assert_close(torch.cat(outs, dim=1), full[:, 5:])
+    assert graphs == ([1, 2, 3, 3] if padding else [1, 1, 2, 2])
+    doc = " ".join(mha.MultiHeadAttention.__doc__.split())
+    assert "The first new batch size adds one graph" in doc
+    assert "growing with the cache one more, at the second step" in doc
+
+
+def test_compiled_tiny_decoder_with_an_eager_prompt_adds_one_graph_for_a_new_batch_size():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_kv_heads=2,
+                            num_layers=2).eval()
+    step, counter = counted_compile(lambda tokens, caches: model(tokens, caches=caches))
+    graphs = []
+    with torch.no_grad():
+        for batch in (2, 3, 5):
+            tokens = torch.randint(256, (batch, 9), generator=torch.Generator().manual_seed(batch))
+            caches = model.new_caches()
+            model(tokens[:, :5], caches=caches)
+            outs = [step(tokens[:, i:i + 1].contiguous(), caches) for i in range(5, 9)]
+            torch.testing.assert_close(torch.cat(outs, dim=1), model(tokens)[:, 5:])
+            graphs.append(counter.frame_count)
+    assert graphs == [1, 2, 2]
+    doc = " ".join(mha.TinyDecoder.__doc__.split())
+    assert "compiles once when the prompt goes through the eager model" in doc
+    assert "the first new batch size adds one graph" in doc
+
+
 def decode_through(step, layer, batch, prompt_length, steps, seed):
     """The prompt and then ``steps`` single tokens through ``step``, one new cache; checks
     the outputs against recomputing the whole sequence with ``layer``."""
@@ -321,6 +375,32 @@ def test_export_with_a_dynamic_length_equals_eager_at_other_lengths(name):
     for n in (3, 17):
         x = torch.randn(2, n, 16, generator=torch.Generator().manual_seed(n))
         torch.testing.assert_close(exported.module()(x), module(x))
+
+
+class GatedAttention(torch.nn.Module):
+    """A layer called with per-sequence gates ``(B, h)``, as ``torch.export`` takes it."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, head_mask=gates, need_weights=False)[0]
+
+
+def test_export_with_a_dynamic_batch_and_per_sequence_gates_takes_a_batch_equal_to_heads():
+    """The head_mask check compared (B, h) with (h,), so B with h: export guarded B != h and
+    refused a batch range holding h = 4."""
+    torch.manual_seed(0)
+    module = GatedAttention(mha.MultiHeadAttention(16, 4).eval())
+    batch = torch.export.Dim("batch", min=1, max=8)
+    exported = torch.export.export(
+        module, (torch.randn(2, 7, 16), torch.rand(2, 4)),
+        dynamic_shapes={"x": {0: batch}, "gates": {0: batch}})
+    for b in (4, 6):
+        x = torch.randn(b, 7, 16, generator=torch.Generator().manual_seed(b))
+        gates = torch.rand(b, 4, generator=torch.Generator().manual_seed(10 + b))
+        torch.testing.assert_close(exported.module()(x, gates), module(x, gates))
 
 
 def test_value_checks_skipped_when_compiled_still_refuse_bad_input_in_eager():

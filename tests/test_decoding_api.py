@@ -159,6 +159,31 @@ def test_cache_refuses_keys_of_another_shape():
         cache.append(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
 
 
+@pytest.mark.parametrize("given", ["key", "value"])
+def test_a_cache_on_a_cross_attention_call_is_refused_and_left_empty(given):
+    """The encoder's memory as key appended itself again at every step: weights over 10 keys
+    at the second step instead of 5, with no error."""
+    module = layer(4, 2)
+    memory = torch.randn(1, 5, 16, dtype=torch.float64)
+    tgt = torch.randn(1, 1, 16, dtype=torch.float64)
+    args = (memory,) if given == "key" else (tgt, torch.randn_like(tgt))  # a value of its own
+    cache = mha.KVCache()
+    with pytest.raises(ValueError, match=r"cache is for self-attention only.*pass no cache"):
+        module(tgt, *args, cache=cache)
+    assert len(cache) == 0
+
+
+def test_a_cache_with_the_query_passed_as_key_and_value_still_decodes():
+    module = layer(4, 2)
+    x = torch.randn(2, 4, 16, dtype=torch.float64)
+    cache = mha.KVCache()
+    prompt, step = x[:, :2], x[:, 2:]
+    pieces = [module(prompt, prompt, cache=cache, is_causal=True)[0],
+              module(step, step, step, cache=cache, is_causal=True)[0]]
+    torch.testing.assert_close(torch.cat(pieces, 1), module(x, is_causal=True)[0],
+                               rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_a_fully_masked_query_gets_zeros_with_grouped_heads(need_weights):
     module = layer(4, 2)

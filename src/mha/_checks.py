@@ -139,7 +139,7 @@ def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch
                f"cache.{second}.to({new.dtype})")
         raise ValueError(
             f"cache holds {first} of dtype {held.dtype} but this step's new {first} are "
-            f"{new.dtype}: they are computed from this call's inputs (query and key), which "
+            f"{new.dtype}: they are projections of this call's inputs, which "
             f"torch.autocast casts to its own dtype, so a cache filled under autocast must be "
             f"read under the same autocast; run every step inside one `with torch.autocast(...)` "
             f"block (or none), or convert the cache once: `{fix}`")
@@ -278,7 +278,9 @@ def require_head_mask(head_mask: object, heads: int, batch: int,
     if head_mask.is_complex() or (head_mask.is_floating_point() and head_mask.dtype != dtype):
         raise ValueError(f"head_mask must be bool or have the module's dtype {dtype}, got "
                          f"{head_mask.dtype}")
-    if tuple(head_mask.shape) not in [(heads,), (batch, heads)]:
+    # by number of dimensions first: comparing (B, h) with (h,) compares B with h, and under
+    # torch.export that guards a dynamic batch to differ from h
+    if tuple(head_mask.shape) != ((heads,) if head_mask.dim() == 1 else (batch, heads)):
         raise ValueError(f"head_mask must have shape ({heads},) or ({batch}, {heads}) for "
                          f"{heads} heads, got {tuple(head_mask.shape)}")
     if head_mask.is_floating_point():  # a NaN or inf gate turns every output NaN, not one head's
@@ -500,6 +502,9 @@ def set_debug(flag: bool) -> bool:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
     kernel gives (it may turn a query whose scores are all NaN into zeros, and its causal
     kernel never reads a future key, so a NaN there does not reach earlier queries).
+
+    The switch is process-wide, not per thread (unlike :func:`mha.memory_budget`): a thread
+    that turns it off turns it off for every thread, until one turns it back on.
 
     Raises ``ValueError`` naming ``flag`` when it is not a bool.
     """

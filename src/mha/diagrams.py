@@ -97,7 +97,8 @@ def shape_label(shape: str | Sequence[str]) -> str:
     """``("B", "h", "n", "d_k")`` -> ``"(B, h, n, d_k)"``; a string is kept as it is."""
     if isinstance(shape, str):
         return shape
-    if not shape or not all(isinstance(s, str) and s for s in shape):
+    if (not isinstance(shape, Sequence) or not shape
+            or not all(isinstance(s, str) and s for s in shape)):
         raise ValueError(f"shape must be a string or a non-empty sequence of non-empty strings, "
                          f"got {shape!r}")
     return "(" + ", ".join(shape) + ")"
@@ -210,7 +211,8 @@ class Diagram:
         ``"on"``), or at ``label_at``.
 
         Raises ``ValueError`` naming ``start``, ``end`` (not a box of this diagram), ``via``,
-        ``label_at`` or ``label_side``.
+        ``label_at``, ``label_side``, ``name`` (not a str) or ``shape`` (neither a str nor a
+        sequence of non-empty strs).
         """
         for which, b in (("start", start), ("end", end)):
             if b not in self.boxes:
@@ -221,6 +223,7 @@ class Diagram:
             raise ValueError(f"via must be a list of (x, y) points, got {via!r}")
         via = tuple(require_point(f"via[{i}]", point) for i, point in enumerate(via))
         label_at = None if label_at is None else require_point("label_at", label_at)
+        name = None if name is None else require_str("name", name)
         parts = [p for p in (name, None if shape is None else shape_label(shape)) if p]
         arrow = Arrow(start, end, "  ".join(parts), via, label_at, label_side)
         self.arrows.append(arrow)

@@ -115,7 +115,7 @@ def spearman_difference_bootstrap(
     if len(labels) < 2:
         raise ValueError(f"groups must hold at least 2 groups, got {len(labels)}")
     if (counts != counts[0]).any():
-        raise ValueError(f"every group must hold the same number of pairs, got sizes from "
+        raise ValueError(f"groups must give every group the same number of pairs, got sizes from "
                          f"{counts.min()} to {counts.max()}")
     size = len(labels)
     check_allocation("spearman_difference_bootstrap", (draws, n), torch.float64,

@@ -115,9 +115,9 @@ def head_importance(
 
     ``gates`` and the result are ``(layers, heads)`` of ``dtype``. Raises ``ValueError``
     naming the argument for a bad ``loss_fn``, ``batches`` (none, or not iterable), size, flag
-    or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, or a non-finite
-    loss or gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the memory
-    budget.
+    or ``dtype``, a loss that is not a scalar tensor depending on ``gates``, a model that
+    refuses the gates' dtype (the message names ``dtype=``), or a non-finite loss or
+    gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the memory budget.
     """
     require_callable("loss_fn", loss_fn)
     num_layers = require_int("num_layers", num_layers)
@@ -132,7 +132,15 @@ def head_importance(
     total = torch.zeros(num_layers, num_heads, dtype=dtype)
     count = 0
     for batch in batches:
-        loss = loss_fn(batch, gates)
+        try:
+            loss = loss_fn(batch, gates)
+        except ValueError as error:
+            if "head_mask" not in str(error) or "dtype" not in str(error):
+                raise
+            # the model refused the gates' dtype deep inside loss_fn: point to the argument
+            raise ValueError(f"{error}. head_importance's gates are {dtype}: pass the model's "
+                             f"dtype as dtype= (e.g. head_importance(..., "
+                             f"dtype=torch.float64))") from error
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
             raise ValueError(f"loss_fn must return a scalar tensor that depends on gates, got "
                              f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")

@@ -221,6 +221,7 @@ class MultiHeadLatentAttention(nn.Module):
         head_mask: torch.Tensor | None = None,
         is_causal: bool = True,
         need_weights: bool = False,
+        mask: None = None,
     ) -> tuple[torch.Tensor, None]:
         r"""Causal self-attention on ``x`` ``(B, n, embed_dim)``; returns ``(output, None)``.
 
@@ -232,13 +233,20 @@ class MultiHeadLatentAttention(nn.Module):
         and ``W_UV,i`` is applied after the weighted sum. ``head_mask`` gates heads as in
         :class:`mha.MultiHeadAttention`. ``is_causal`` must be True and ``need_weights``
         False (the arguments exist so a decoder block can call any of the course's layers
-        alike). NaN and inf in ``x`` reach the outputs (the rule of :func:`mha.attention`).
+        alike). There is no ``mask`` (the argument exists only to say so): every sequence
+        attends causally over all its tokens. NaN and inf in ``x`` reach the outputs (the
+        rule of :func:`mha.attention`).
 
         Raises ``ValueError`` naming the argument for ``x`` of another shape, dtype or device,
-        a ``cache`` of another batch or sizes, a bad ``head_mask``, ``is_causal=False`` or
-        ``need_weights=True``; :class:`mha.MemoryBudgetError` before an over-budget
+        a ``cache`` of another batch or sizes, a bad ``head_mask``, ``is_causal=False``,
+        ``need_weights=True`` or a ``mask``; :class:`mha.MemoryBudgetError` before an over-budget
         allocation. A call that raises leaves ``cache`` as it was.
         """
+        if mask is not None:  # a plain TypeError would not say what the layer takes
+            raise ValueError("MultiHeadLatentAttention takes no mask: it is causal "
+                             "self-attention over all of x's tokens (and the cache's); it "
+                             "takes x, cache, absorb, head_mask, is_causal=True and "
+                             "need_weights=False")
         require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must have shape (batch, tokens, {self.embed_dim}), "

@@ -65,10 +65,13 @@ class MultiHeadAttention(nn.Module):
     Compiling, exporting, vmapping. ``torch.compile(fullgraph=True)`` traces every path in one
     graph (weights or fused, causal, masks, grouped-query heads, a :class:`mha.KVCache`), and
     ``dynamic=True`` makes that one graph for every sequence length. A decode loop compiles
-    once and never recompiles when the prompt goes through the eager layer and only the
-    one-token steps through the compiled one: the cache marks its length dynamic as eager
-    code fills it (``torch._dynamo.maybe_mark_dynamic``), and no check turns a size into a
-    constant (transformers' ``generate`` also runs the prompt eagerly). A prompt through the
+    once and never recompiles as the cache grows when the prompt goes through the eager layer
+    and only the one-token steps through the compiled one: the cache marks its length dynamic
+    as eager code fills it (``torch._dynamo.maybe_mark_dynamic``), and no check turns a size
+    into a constant (transformers' ``generate`` also runs the prompt eagerly). The first new
+    batch size adds one graph (Dynamo then traces the batch as a symbol), and a
+    ``key_padding_mask`` growing with the cache one more, at the second step (nothing marks
+    the mask's length dynamic, so the first step takes it as a constant). A prompt through the
     compiled step too makes three graphs: the prompt's, then the step's twice, as PyTorch
     marks a length only outside compiled code, so the cache the prompt's call fills has a
     constant length until it grows; the first new prompt length adds one graph more, the
@@ -182,9 +185,12 @@ class MultiHeadAttention(nn.Module):
           into float gates.
         - ``need_weights=False`` skips the weights and uses PyTorch's fused
           ``scaled_dot_product_attention``.
-        - ``cache``: an :class:`mha.KVCache`. This call's keys and values (of the new tokens)
-          are appended to it, and the queries attend over everything it holds: incremental
-          decoding, one token (or a few) at a time, gives what recomputing the prefix gives.
+        - ``cache``: an :class:`mha.KVCache`, for self-attention only. This call's keys and
+          values (of the new tokens) are appended to it, and the queries attend over
+          everything it holds: incremental decoding, one token (or a few) at a time, gives
+          what recomputing the prefix gives. A call with a cache and a ``key`` or ``value``
+          that is not ``query`` itself (cross-attention to an encoder's memory, whose keys
+          do not grow) is refused: pass no cache there.
 
         NaN and inf in the inputs reach the outputs they touch (the rule of
         :func:`mha.attention`: nothing non-finite is hidden; see :func:`mha.set_debug`).
@@ -195,7 +201,8 @@ class MultiHeadAttention(nn.Module):
         Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
         the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
         cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
-        ``cache`` of another batch or head size; :class:`mha.MemoryBudgetError` (before
+        ``cache`` of another batch or head size or with a ``key``/``value`` other than
+        ``query``; :class:`mha.MemoryBudgetError` (before
         allocating) when the weights or projections would exceed the memory budget. A call
         that raises leaves ``cache`` as it was.
         """
@@ -209,6 +216,13 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and not isinstance(cache, KVCache):
             raise ValueError(f"cache must be an mha.KVCache (or None), got "
                              f"{type(cache).__name__}")
+        if cache is not None and (key is not query or value is not query):
+            # cross-attention's keys (encoder memory) are the same at every step: appending
+            # them again each call would double the cache and the weights' n_k
+            raise ValueError("cache is for self-attention only (key and value omitted, or the "
+                             "query itself): each call appends the keys of its own new tokens. "
+                             "This call's key or value is another tensor (cross-attention?): "
+                             "pass no cache; the memory's keys are the same at every step")
         if cache is not None and cache.keys is not None and cache.keys.shape[0] != key.shape[0]:
             raise ValueError(f"cache holds a batch of {cache.keys.shape[0]} sequences, key has "
                              f"{key.shape[0]}: use one cache per batch (a new KVCache, or "
@@ -221,7 +235,7 @@ class MultiHeadAttention(nn.Module):
                                     lambda: f"pass need_weights=False (fused kernel), or "
                                     f"use fewer than n_q = {n_q} queries and n_k = {n_k} keys")
         if mask is not None:
-            self._check_mask(mask, batch, n_q, n_k)
+            self._check_mask(mask, batch, n_q, n_k, n_k - key.shape[1])
         if key_padding_mask is not None:
             mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
         # every check before the cache grows: a call that raises leaves the cache as it was
@@ -268,11 +282,16 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, heads or self.num_heads, self.head_dim).transpose(1, 2)
 
-    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int) -> None:
+    def _check_mask(self, mask: torch.Tensor, batch: int, n_q: int, n_k: int,
+                    cached: int = 0) -> None:
         target = torch.Size((batch, self.num_heads, n_q, n_k))
         try:
             require_broadcastable_mask(mask, target)
         except ValueError as error:
+            if cached:  # a mask over the new tokens only is the likely mistake
+                raise ValueError(f"{error}: with a cache, n_k = {n_k} counts the {cached} "
+                                 f"cached keys too, so the mask's last dimension is "
+                                 f"{cached} + {n_k - cached} new ones") from None
             if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[0] == batch:
                 raise ValueError(f"{error}; a 2-D mask is (n_q, n_k): for a padding mask of "
                                  f"shape (B, n_k) pass key_padding_mask=~mask (torch's "

@@ -114,7 +114,10 @@ class TinyDecoder(nn.Module):
 
     ``torch.compile(model, fullgraph=True)`` traces a forward pass in one graph, with or
     without ``caches``; a decode loop feeding one token at a time with the caches compiles
-    once (``benchmarks/compiled_decoding.py``). The check that token ids lie in the
+    once when the prompt goes through the eager model, as for
+    :class:`mha.MultiHeadAttention` (``benchmarks/compiled_decoding.py``); the first new
+    batch size adds one graph, and a prompt through the compiled model makes three graphs
+    (a new prompt length one more). The check that token ids lie in the
     vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
 
@@ -200,10 +203,11 @@ class TinyDecoder(nn.Module):
 
         Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
-        cached ones, ``caches`` not made by :meth:`new_caches` (or of unequal lengths), a bad
-        ``head_mask`` (every row is checked before any cache grows, so a call that raises
-        leaves the caches as they were); :class:`mha.MemoryBudgetError` before an
-        over-budget allocation.
+        cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, of another
+        batch size, or one cache object given for two layers), a bad ``head_mask`` (every
+        row is checked before any cache grows, so a call that raises leaves the caches as
+        they were);
+        :class:`mha.MemoryBudgetError` before an over-budget allocation.
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
@@ -215,10 +219,16 @@ class TinyDecoder(nn.Module):
                                  f"({len(self.blocks)}), as model.new_caches() makes, got "
                                  f"{type(caches).__name__} of length "
                                  f"{len(caches) if hasattr(caches, '__len__') else '?'}")
-            for cache in caches:
+            for layer, cache in enumerate(caches):
                 if not isinstance(cache, KVCache | LatentCache):
                     raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
                                      f"model.new_caches()), got {type(cache).__name__}")
+                # one object for two layers: each layer would append to it and attend over
+                # the other's keys too, wrong logits with no error
+                if any(cache is other for other in caches[:layer]):
+                    raise ValueError(f"caches holds one cache object for more than one layer "
+                                     f"(layer {layer} repeats an earlier one): each layer "
+                                     f"needs its own; use model.new_caches()")
             lengths = [len(cache) for cache in caches]
             # compared, not put in a set: hashing a traced length would fix it to one value
             if any(length != lengths[0] for length in lengths[1:]):
@@ -228,6 +238,12 @@ class TinyDecoder(nn.Module):
         if tokens.dim() != 2 or tokens.shape[1] < 1 or past + tokens.shape[1] > self.max_len:
             raise ValueError(f"tokens must have shape (batch, n) with 1 <= {past} + n <= "
                              f"max_len = {self.max_len}, got {tuple(tokens.shape)}")
+        held = None if caches is None else (
+            caches[0].keys if isinstance(caches[0], KVCache) else caches[0].latents)
+        if held is not None and held.shape[0] != tokens.shape[0]:
+            raise ValueError(f"caches hold a batch of {held.shape[0]} sequences, tokens has "
+                             f"{tokens.shape[0]}: use one set of caches per batch "
+                             f"(model.new_caches())")
         if head_mask is not None and (not isinstance(head_mask, torch.Tensor)
                                       or head_mask.dim() != 2
                                       or head_mask.shape[0] != len(self.blocks)):
@@ -270,16 +286,17 @@ def generate(
 ) -> torch.Tensor:
     r"""Extend ``prompt`` ``(B, n)`` by ``steps`` tokens, one at a time; returns ``(B, n + steps)``.
 
-    ``prompt``: integer token ids (int64 or int32); the result is int64.
+    ``prompt``: integer token ids (int64 or int32); the result is int64 (``steps=0`` too).
 
     ``temperature=0`` picks the most likely token (greedy); otherwise tokens are sampled from
     ``softmax(logits / temperature)`` with ``generator``. With ``use_cache`` the prompt goes
     through the model once and every later step feeds only the newest token, reading the
     earlier keys and values from the caches; without it every step recomputes the whole
-    sequence. Both give the same tokens, in a new tensor (``steps=0`` too: a copy of
-    ``prompt``, never ``prompt`` itself). There is no padding: every row is continued after its
-    last token, so a row padded at the end would continue from the pad; batch prompts of one
-    length (generate the others separately).
+    sequence. In float32 and float64 both give the same tokens; in bfloat16 or float16 the two
+    paths round differently and may pick another token at a near tie. The result is a new
+    tensor (``steps=0`` too: a copy of ``prompt``, never ``prompt`` itself). There is no
+    padding: every row is continued after its last token, so a row padded at the end would
+    continue from the pad; batch prompts of one length (generate the others separately).
 
     The model runs in eval mode (no dropout) and gets its training mode back when the call
     returns or raises. Not for ``torch.compile``: a Python loop that reads every token; compile
@@ -306,7 +323,7 @@ def generate(
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
                          f"{tuple(prompt.shape)}")
     check_output_allocation("generate's tokens", "prompt", prompt,
-                            (prompt.shape[0], prompt.shape[1] + steps), prompt.dtype,
+                            (prompt.shape[0], prompt.shape[1] + steps), torch.int64,
                             "use a smaller batch of prompts")
     require_token_ids("prompt", prompt, model.vocab_size)
     if prompt.shape[1] + steps > model.max_len:
@@ -323,7 +340,9 @@ def generate(
 def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
               temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     """:func:`generate`'s loop, on checked arguments and a model in eval mode."""
-    tokens = prompt.clone()  # a new tensor even for steps=0: writing to it leaves prompt alone
+    # a new int64 tensor even for steps=0 (an int32 prompt too): writing to it leaves prompt
+    # alone, and every steps gives one dtype, as argmax and multinomial return int64
+    tokens = prompt.to(torch.int64, copy=True)
     caches = model.new_caches() if use_cache else None
     new_input = prompt
     for _ in range(steps):
@@ -363,6 +382,10 @@ def train_decoder(
     drawn with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
     ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
 
+    The steps run in training mode; when the call returns or raises, ``model`` is back in the
+    mode it had (a new module is in training mode: call ``model.eval()`` before evaluating it
+    with dropout off; :func:`mha.generate` and :func:`mha.bits_per_byte` do so themselves).
+
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
     ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
     ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
@@ -378,8 +401,12 @@ def train_decoder(
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
-    return train(model, lambda step: windows(data, batch_size, length, generator), steps,
-                 lr=lr, forward=model, stop_after=stop_after)
+    was_training = model.training
+    try:  # train() switches to training mode and ends in eval: give the caller's mode back
+        return train(model, lambda step: windows(data, batch_size, length, generator), steps,
+                     lr=lr, forward=model, stop_after=stop_after)
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()

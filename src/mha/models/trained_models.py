@@ -117,8 +117,8 @@ def build_translator() -> TinyTranslator:
 
 def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[TinyDecoder, dict]:
     """Initialise and train decoder ``name`` by ``DECODER_RECIPE`` on ``mha.text_splits()``'s
-    training bytes (``stop_after``: only the first steps of that run). Returns the model and
-    ``train``'s log."""
+    training bytes (``stop_after``: only the first steps of that run). Returns the model (in
+    eval mode) and ``train``'s log."""
     from mha.models.decoder import train_decoder
     from mha.tasks.text_corpus import text_splits
 
@@ -128,7 +128,7 @@ def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[Tin
     model = build_decoder(name)
     log = train_decoder(model, text, r["steps"], lr=r["lr"], batch_size=r["batch_size"],
                         length=r["length"], seed=r["data_seed"], stop_after=stop_after)
-    return model, log
+    return model.eval(), log
 
 
 def translator_data_seed(init_seed: int) -> int:

@@ -71,12 +71,15 @@ def lookup_batch(
     classes and ``1 + n`` positions.
 
     Both int64. Raises ``ValueError`` naming ``batch_size``, ``seq_len`` (at least 3),
-    ``vocab_size`` (at least 2) or ``generator``; :class:`mha.MemoryBudgetError` when the batch
-    would exceed the memory budget.
+    ``vocab_size`` (at least 2) or ``generator`` (not a ``torch.Generator``, ``None`` too);
+    :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget.
     """
     batch_size = require_int("batch_size", batch_size)
     seq_len = require_int("seq_len", seq_len, minimum=3)
     vocab_size = require_int("vocab_size", vocab_size, minimum=2)
+    if generator is None:  # the global generator would make the batches irreproducible
+        raise ValueError("generator must be a torch.Generator, got None; make one with "
+                         "torch.Generator().manual_seed(0)")
     require_generator("generator", generator)
     # lookup_targets compares every pair of tokens: (B, n, n)
     check_allocation("lookup_batch", (batch_size, seq_len, seq_len), torch.bool,
