@@ -170,11 +170,12 @@ RECIPES: dict[str, Recipe] = {
                                     x=lambda: r(2, 3, 8)),
     "MultiHeadAttention": call(mha.MultiHeadAttention, embed_dim=8, num_heads=2, kdim=6,
                                vdim=5, bias=True, head_dim=4, num_kv_heads=1, dropout=0.1),
+    # cross-attention (a key of its own) takes no cache: DecoderBlock.forward's recipe has one
     "MultiHeadAttention.forward": method(
         lambda: small_layer(num_kv_heads=1), "forward", query=lambda: r(2, 3, 8),
         key=lambda: r(2, 4, 8, seed=1), value=lambda: r(2, 4, 8, seed=2),
         mask=lambda: torch.ones(3, 4, dtype=torch.bool), is_causal=True,
-        head_mask=lambda: torch.ones(2), need_weights=True, cache=mha.KVCache,
+        head_mask=lambda: torch.ones(2), need_weights=True,
         key_padding_mask=lambda: torch.zeros(2, 4, dtype=torch.bool)),
     "MultiHeadAttention.from_torch": call(
         mha.MultiHeadAttention.from_torch, module=lambda: torch.nn.MultiheadAttention(8, 2)),
