@@ -12,7 +12,6 @@ finds the exercise in a submission.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -50,11 +49,6 @@ def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) 
     return jupyter_edition.convert_notebook(edition, book, docname, fold_solutions=False)
 
 
-def write(nb: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
@@ -66,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         nb = load(path)
         docname = f"notebooks/{path.stem}"
-        write(student_jupyter_edition(nb, book, docname), args.out / path.name)
+        jupyter_edition.write(student_jupyter_edition(nb, book, docname), args.out / path.name)
         count = len(parse(nb))
         print(f"{path.name}: {count} exercise{'s' if count != 1 else ''}")
     print(f"student edition of {len(paths)} notebook(s) written to {args.out}")
