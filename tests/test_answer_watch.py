@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_checks_attacks import ChildChannel, all_checks, resolve
+from test_checks_attacks import ChildChannel, all_checks
 from test_checks_variants import VARIANTS, check_of
 
 import mha
@@ -18,7 +18,7 @@ import mha.checks.ch06 as ch06
 import mha.checks.ch07 as ch07
 import mha.checks.ch08 as ch08
 import mha.checks.ch09 as ch09
-from mha.answer_watch import ESCAPED, SWITCHED_OFF
+from mha.answer_watch import ESCAPED, SWITCHED_OFF, resolve
 from mha.exercises import LocalChannel, evaluate, set_grading_seed
 from mha_grade import assignments
 from mha_grade.compare import Outcome, score
