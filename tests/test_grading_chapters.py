@@ -102,7 +102,7 @@ def test_the_instructors_chapter_3_without_any_tag_gets_full_marks(graded):
     not_one = {e: p for e, p in shown.items() if p != "1"}
     assert shown and not not_one, (
         f"{not_one}: every checked exercise of chapter 3 is worth 1 point, its hidden parts "
-        "included (CONTRIBUTING.md, 'What a new check needs')")
+        "included (CONTRIBUTING.md, 'Adding an exercise')")
     grades, _, _ = graded
     assert {r["exercise"]: r["points"] for r in grades
             if r["notebook"] == CHAPTER_3.name and r["points"] != ""} == shown
