@@ -42,7 +42,7 @@ import os
 import sys
 from pathlib import Path
 
-from mha_grade import by_hand, copies, feedback, gradebook
+from mha_grade import by_hand, copies, feedback, gradebook, pdf
 from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the roster's student a submission is (KEY as the report names "
                              "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
                              "the roster: settles what the report stops on as ambiguous")
+    parser.add_argument("--pdf", action="store_true",
+                        help="also print each by-hand page to by_hand/pdf/<N.K>.pdf (a page "
+                             "per student, for Gradescope's manual grading) with headless "
+                             "chromium; without chromium the report says so and goes on")
     parser.add_argument("--source", type=Path, action="append", default=None,
                         help="instructor notebook(s) (default: every chapter in notebooks/)")
     args = parser.parse_args(argv)
@@ -139,6 +143,22 @@ def who(student: gradebook.Student) -> str:
     login = student.login or student.key
     return f"{student.name} ({login})" if student.name and login != student.name else \
         student.name or login
+
+
+def print_pdfs(hand: Path, answers: dict) -> list[str]:
+    """Each by-hand page as by_hand/pdf/<page>.pdf; notes saying what was not printed."""
+    browser = pdf.chromium()
+    if browser is None:
+        return ["--pdf: chromium not found (Debian: apt-get install chromium): no PDF written; "
+                "the HTML pages are"]
+    target = folder(hand / "pdf")
+    notes = []
+    for exercise in answers:
+        name = by_hand.page_file(exercise)
+        problem = pdf.print_pdf(hand / name, target / name.replace(".html", ".pdf"), browser)
+        if problem:
+            notes.append(f"--pdf: {name}: {problem}: no PDF of it")
+    return notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -234,11 +254,9 @@ def run(args: argparse.Namespace) -> int:
                 handle.write(feedback.feedback_page(book, student, args.show_hidden))
     hand = folder(out / "by_hand")
     answers = by_hand.collect(book, files, sources)
-    for exercise, (prompt, found, nothing, base) in answers.items():
-        with create(hand / by_hand.page_file(exercise)) as handle:
-            handle.write(by_hand.answers_page(exercise, prompt, found, nothing, base))
-    with create(hand / "index.html") as handle:
-        handle.write(by_hand.index_page(answers))
+    hand_notes = by_hand.write_pages(hand, answers, sources, dict(book.hand_max))
+    if args.pdf:
+        hand_notes += print_pdfs(hand, answers)
     # a row with more fields than the header (an unquoted 1,5) cannot be rewritten as typed
     shifted = any(row.get(None) for row in existing)
     if not shifted:
@@ -269,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     if ungraded_hand:
         lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
                      "run the report again")
-    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
+    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes + hand_notes]
     lines += [f"not taken: {error}" for error in errors]
     if shifted:
         lines.append(f"WARNING: {points} left as it is (no new rows): correct the rows with "
