@@ -25,7 +25,7 @@ import pytest
 import student_jupyter_edition  # tools/
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import by_hand, copies, report
+from mha_grade import by_hand, copies, pdf, report, rubric
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
 from mha_grade.grade import main as grade_main
@@ -1366,3 +1366,47 @@ def test_the_reports_size_limits_are_the_graders():
 
     assert (by_hand.MAX_NOTEBOOK_BYTES, by_hand.MAX_CELLS) == \
         (submissions.MAX_NOTEBOOK_BYTES, submissions.MAX_CELLS)
+
+
+# ---------------------------------------------------------------------------------------------
+# By-hand pages as readable as the book: rendered, with the rubric, printed for Gradescope
+
+def test_a_by_hand_page_renders_prompt_solution_and_answers_with_the_rubric(reported, capsys):
+    hand = reported["out"] / "by_hand"
+    html = (hand / "0.1.html").read_text()
+    assert "<strong>Softmax ignores a shift</strong>" in html and ":label:" not in html
+    assert "The chapter's solution</h2>" in html and "cancels" in html  # from the fixture
+    alice = html.split("Alice Archer</h2>")[1].split("</section>")[0]
+    assert '<span class="math-inline">\\frac{a}{b}</span>' in alice
+    assert (hand / "mathjax" / "tex-svg-full.js").is_file() and "script-src 'self'" in html
+    # the first rubric: one item of the exercise's points; the instructor's edit is kept
+    assert rows_of(hand / "rubric.csv") == [["exercise", "item", "points"],
+                                            ["0.1", rubric.FIRST_ITEM, "1"]]
+    assert alice.count("R1</strong> (1)") == 1
+    (hand / "rubric.csv").write_text("exercise,item,points\n0.1,Adds c to every score,0.5\n"
+                                     "0.1,Cancels e^c,0.5\n")
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 0
+    html = (hand / "0.1.html").read_text()
+    bob = html.split("Bob Baker</h2>")[1].split("</section>")[0]
+    assert "R1</strong> (0.5) Adds c to every score" in bob and "R2</strong> (0.5)" in bob
+    assert (hand / "rubric.csv").read_text().count("\n") == 3
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_pdf_prints_each_by_hand_page_a_page_per_student(reported, capsys):
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE, "--pdf") == 0
+    data = (reported["out"] / "by_hand" / "pdf" / "0.1.pdf").read_bytes()
+    assert data.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", data))
+    assert pages >= len(CLASS) + 1  # the exercise, then each student from a new page
+    assert "--pdf" not in capsys.readouterr().out
+
+
+def test_pdf_without_chromium_says_so_and_writes_the_rest(reported, capsys, monkeypatch):
+    monkeypatch.setattr(pdf, "chromium", lambda: None)
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE, "--pdf") == 0
+    assert "--pdf: chromium not found" in capsys.readouterr().out
+    assert not (reported["out"] / "by_hand" / "pdf").exists()
+    assert (reported["out"] / "gradebook.csv").is_file()
