@@ -1410,3 +1410,36 @@ def test_pdf_without_chromium_says_so_and_writes_the_rest(reported, capsys, monk
     assert "--pdf: chromium not found" in capsys.readouterr().out
     assert not (reported["out"] / "by_hand" / "pdf").exists()
     assert (reported["out"] / "gradebook.csv").is_file()
+
+
+def test_rubric_items_entered_in_points_csv_count_their_sum(reported, capsys):
+    """points.csv's rubric column: the items given; with points blank their sum counts (the
+    rubric's own points, put in here), typed points win, an unknown item is not taken."""
+    hand = reported["out"] / "by_hand"
+    (hand / "rubric.csv").write_text("exercise,item,points\n0.1,Adds c,0.5\n0.1,Cancels,1.25\n"
+                                     "0.1,Says why it matters,0.25\n")
+    path = hand / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    entries = {"alice": ("", "R1 r2"), "bob": ("0.5", "R1 R2 R3"), "carol": ("", "R2,R3"),
+               "dave": ("", "R4"), "zed": ("", "R1 R1")}
+    for row in rows:
+        row["max_points"] = "2"
+        row["points"], row["rubric"] = entries[row["student"]]
+    write_csv(path, by_hand.POINTS_HEADER, rows)
+    args = (reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+            "--source", EXAMPLE)
+    assert run(*args) == 1
+    err = capsys.readouterr().err
+    assert "dave, exercise 0.1: rubric 'R4': no item R4 in rubric.csv (it has R1, R2, R3)" in err
+    assert "zed, exercise 0.1: rubric 'R1 R1': an item twice" in err
+    for row in rows:
+        if row["student"] in ("dave", "zed"):
+            row["rubric"] = ""
+    write_csv(path, by_hand.POINTS_HEADER, rows)
+    assert run(*args) == 0
+    _, book_rows = by_student(reported["out"] / "gradebook.csv")
+    assert {k: book_rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")} == \
+        {"alice": str(0.5 + 1.25), "bob": "0.5", "carol": str(1.25 + 0.25)}
+    kept = {r["student"]: r["rubric"] for r in csv.DictReader(path.open())}
+    assert kept["alice"] == "R1 r2" and kept["bob"] == "R1 R2 R3"
+    capsys.readouterr()

@@ -54,7 +54,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ANSWER_STUB = re.compile(r"^\*\*Your answer to Exercise [\d.]+\.\*\* Replace this line with your "
                          r"answer\.$")
 CODE_STUBS = {"", "# YOUR CODE HERE", "# YOUR CODE HERE\nraise NotImplementedError()"}
-POINTS_HEADER = ["student", "name", "exercise", "max_points", "points", "comment"]
+# rubric: the items given (R1 R3, from rubric.csv); with points left blank, their sum counts
+POINTS_HEADER = ["student", "name", "exercise", "max_points", "points", "comment", "rubric"]
+RUBRIC_ENTRY = re.compile(r"[Rr]\d+(?:[\s,;]+[Rr]\d+)*")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +428,9 @@ def rubric_html(items: list[rubric.Item]) -> str:
                 "<code>rubric.csv</code></p></aside>")
     rows = "".join(f"<li>\u2610 <strong>{esc(i.name)}</strong> ({fmt_points(i.points)}) "
                    f"{esc(i.text)}</li>" for i in items)
-    return f'<aside class="rubric"><strong>Rubric</strong><ul>{rows}</ul></aside>'
+    return (f'<aside class="rubric"><strong>Rubric</strong><ul>{rows}</ul><p class="note">'
+            "In <code>points.csv</code>: the items given in <code>rubric</code> (R1 R3); with "
+            "<code>points</code> blank, their sum counts.</p></aside>")
 
 
 def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: list[str],
@@ -582,7 +586,8 @@ def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
                              "max_points": uncell(old.get("max_points") or "") if old
                              else fmt_points(book.hand_max[exercise]),
                              "points": uncell(old.get("points") or ""),
-                             "comment": uncell(old.get("comment") or "")})
+                             "comment": uncell(old.get("comment") or ""),
+                             "rubric": uncell(old.get("rubric") or "")})
                 made.add((student.key, exercise))
     rows += [{k: uncell(r.get(k) or "") for k in POINTS_HEADER}
              for key, r in kept.items() if key not in made]
@@ -597,9 +602,36 @@ def write_points(path: Path, rows: list[dict]) -> None:
         writer.writerows([{k: cell(v) for k, v in row.items()} for row in rows])
 
 
-def read_points(path: Path, book: Gradebook) -> list[str]:
+def rubric_points(entry: str, items: list[rubric.Item]) -> float:
+    """The sum of the rubric items an entry of points.csv names ("R1 R3"); ``ValueError``
+    naming what is wrong."""
+    if not RUBRIC_ENTRY.fullmatch(entry):
+        raise ValueError(f"rubric {display(entry)!r} is not a list of items such as R1 R3")
+    known = {item.name: item.points for item in items}
+    names = [name.upper() for name in re.findall(r"[Rr]\d+", entry)]
+    unknown = [n for n in names if n not in known]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"rubric {display(entry)!r}: "
+                         + (f"no item {', '.join(unknown)} in rubric.csv (it has "
+                            f"{', '.join(known) or 'none'})" if unknown else "an item twice"))
+    return sum(known[n] for n in names)
+
+
+def read_rubric(folder: Path) -> dict[str, list[rubric.Item]]:
+    """The items of ``folder/rubric.csv``, for reading points.csv (none when it is missing or
+    unreadable; the pages name the rows not taken)."""
+    path = folder / "rubric.csv"
+    try:
+        return rubric.read(path, None)[0] if os.path.lexists(path) else {}
+    except ValueError:
+        return {}
+
+
+def read_points(path: Path, book: Gradebook,
+                items: dict[str, list[rubric.Item]] | None = None) -> list[str]:
     """Puts the points of a filled points.csv into ``book`` (``Student.hand``, and each
-    exercise's maximum into ``book.hand_max``); returns one message per entry not taken."""
+    exercise's maximum into ``book.hand_max``); returns one message per entry not taken.
+    ``items``: the rubric, for entries whose points are left blank and rubric column filled."""
     rows = read_csv(path)
     errors: list[str] = []
     if rows and not {"student", "exercise", "points"} <= set(rows[0]):
@@ -656,6 +688,14 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
             errors.append(f"{where}: points {display(raw)!r} for {display(key)}, exercise "
                           f"{exercise} is not a number")
             continue
+        given = uncell(row.get("rubric") or "").strip()
+        if given:
+            try:
+                from_rubric = rubric_points(given, (items or {}).get(exercise, []))
+            except ValueError as error:
+                errors.append(f"{where}: {display(key)}, exercise {exercise}: {error}")
+                continue
+            points = from_rubric if points is None else points  # typed points win
         if points is not None and not 0 <= points <= most:
             errors.append(f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
                           f"{exercise} is not between 0 and {fmt_points(most)}")

@@ -29,12 +29,15 @@ def chromium() -> str | None:
 
 def print_pdf(page: Path, pdf: Path, browser: str, seconds: float = SECONDS) -> str | None:
     """Prints ``page`` to ``pdf``; None when done, else why not."""
-    with tempfile.TemporaryDirectory(prefix="mha-grade-pdf-") as profile:
+    # beside ``pdf``, so that the rename stays on one file system
+    with tempfile.TemporaryDirectory(prefix=".mha-grade-pdf-", dir=pdf.parent) as work:
+        # printed into a fresh folder, then renamed over ``pdf``: never through a link there
+        printed = Path(work) / "printed.pdf"
         command = [browser, "--headless", "--disable-gpu", "--no-first-run",
-                   f"--user-data-dir={profile}", "--proxy-server=127.0.0.1:9",
+                   f"--user-data-dir={Path(work) / 'profile'}", "--proxy-server=127.0.0.1:9",
                    "--disable-extensions", "--no-pdf-header-footer",
                    f"--virtual-time-budget={VIRTUAL_MS}",
-                   f"--print-to-pdf={pdf.resolve()}", page.resolve().as_uri()]
+                   f"--print-to-pdf={printed}", page.resolve().as_uri()]
         if os.geteuid() == 0:
             command.insert(1, "--no-sandbox")
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -45,7 +48,10 @@ def print_pdf(page: Path, pdf: Path, browser: str, seconds: float = SECONDS) -> 
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
             return f"chromium did not finish in {seconds:g} s"
-    if process.returncode != 0 or not pdf.is_file() or pdf.read_bytes()[:5] != b"%PDF-":
-        last = [line for line in err.splitlines() if line.strip()][-1:] or ["no message"]
-        return f"chromium failed (exit {process.returncode}): {last[0][:200]}"
+        if process.returncode != 0 or not printed.is_file() or \
+                printed.read_bytes()[:5] != b"%PDF-":
+            last = [line for line in err.splitlines() if line.strip()][-1:] or ["no message"]
+            return f"chromium failed (exit {process.returncode}): {last[0][:200]}"
+        printed.chmod(0o600)  # students' answers: as private as the report's other files
+        os.replace(printed, pdf)
     return None

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import functools
 import html
+import os
 import re
-import shutil
+import tempfile
 from pathlib import Path
 
 # markdown-it is quadratic on some inputs (20,000 characters of "![" take 8 s here): beyond
@@ -66,16 +67,28 @@ def mathjax_source() -> Path | None:
     return folder if (folder / MATHJAX_BUNDLE).is_file() else None
 
 
+def replace(path: Path, data: bytes) -> None:
+    """``path`` holding ``data``, written under a fresh name and renamed over it (never written
+    through a symbolic link there), in a folder that is no link."""
+    if path.parent.is_symlink():
+        raise ValueError(f"{path.parent} is a symbolic link: not written through")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
 def write_mathjax(folder: Path) -> bool:
     """Copies what the pages load into ``folder/mathjax``; False when MathJax is missing."""
     source = mathjax_source()
     if source is None:
         return False
     target = folder / "mathjax"
-    (target / "ui").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source / MATHJAX_BUNDLE, target / MATHJAX_BUNDLE)
-    shutil.copyfile(source / "ui" / "safe.js", target / "ui" / "safe.js")
-    (target / "config.js").write_text(MATHJAX_CONFIG, encoding="utf-8")
+    for name in (MATHJAX_BUNDLE, "ui/safe.js"):
+        replace(target / name, (source / name).read_bytes())
+    replace(target / "config.js", MATHJAX_CONFIG.encode())
     return True
 
 
@@ -165,7 +178,8 @@ def myst_markdown(text: str) -> str:
         if directive:
             name, title = directive.group(2), directive.group(3).strip()
             opened.append(name)
-            heading = f"**{ROLE.sub(_role, title)}**" if title else ""
+            # an exercise's title is shown; a solution's argument is its exercise's label
+            heading = f"**{ROLE.sub(_role, title)}**" if title and name != "solution" else ""
             out.append("\n$$" if name == "math" else heading)
             in_options = name != "math"
         elif opened and opened[-1] == "code" and CLOSE.match(line):

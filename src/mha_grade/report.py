@@ -224,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
         # the points entered in the default one, not from nothing
         args.hand_points = entered_before
     read_from = args.hand_points or (points if own else None)
-    errors = by_hand.read_points(read_from, book) if read_from else []
+    errors = by_hand.read_points(read_from, book, by_hand.read_rubric(out / "by_hand")) \
+        if read_from else []
     book.count_written()
     entered = sum(1 for s in book.students for p, _ in s.hand.values() if p is not None)
     existing = gradebook.read_csv(points) if own else []

@@ -36,9 +36,9 @@ def write_first(path: Path, maxima: dict[str, float]) -> None:
                           for exercise, most in maxima.items()])
 
 
-def read(path: Path, exercises: set[str]) -> tuple[dict[str, list[Item]], list[str]]:
-    """Each exercise's items, and one message per row not taken (an unknown exercise, points
-    that are not a number, a row without text)."""
+def read(path: Path, exercises: set[str] | None) -> tuple[dict[str, list[Item]], list[str]]:
+    """Each exercise's items, and one message per row not taken (an exercise not in
+    ``exercises`` unless that is None, points that are not a number, a row without text)."""
     rows = read_csv(path)
     if rows and not set(HEADER) <= set(rows[0]):
         return {}, [f"{path.name}: the columns must be {', '.join(HEADER)}"]
@@ -48,7 +48,7 @@ def read(path: Path, exercises: set[str]) -> tuple[dict[str, list[Item]], list[s
         where = f"{path.name} line {line}"
         exercise = (row.get("exercise") or "").strip()
         text = uncell(row.get("item") or "").strip()
-        if exercise not in exercises:
+        if exercises is not None and exercise not in exercises:
             errors.append(f"{where}: exercise {display(exercise)!r} is not graded by hand")
             continue
         if not text:
