@@ -1402,6 +1402,26 @@ def test_pdf_prints_each_by_hand_page_a_page_per_student(reported, capsys):
     pages = len(re.findall(rb"/Type\s*/Page[^s]", data))
     assert pages >= len(CLASS) + 1  # the exercise, then each student from a new page
     assert "--pdf" not in capsys.readouterr().out
+    # the maths is typeset in it: drawn as paths (MathJax's SVG glyphs), where the same page
+    # printed without MathJax beside it shows TeX as text
+    bare = reported["out"] / "bare"
+    shutil.copytree(reported["out"] / "by_hand", bare, ignore=shutil.ignore_patterns("mathjax"))
+    assert pdf.print_pdf(bare / "0.1.html", bare / "0.1.pdf", pdf.chromium()) is None
+    typeset, as_text = path_operators(data), path_operators((bare / "0.1.pdf").read_bytes())
+    assert typeset > as_text + 1000, (typeset, as_text)
+
+
+def path_operators(data):
+    """How many line and curve segments a PDF's content streams draw."""
+    import zlib
+
+    count = 0
+    for stream in re.findall(rb"stream\r?\n(.*?)endstream", data, re.DOTALL):
+        try:
+            count += len(re.findall(rb"\s[cl]\n", zlib.decompress(stream)))
+        except zlib.error:
+            continue
+    return count
 
 
 def test_pdf_without_chromium_says_so_and_writes_the_rest(reported, capsys, monkeypatch):

@@ -155,7 +155,9 @@ def print_pdfs(hand: Path, answers: dict) -> list[str]:
     notes = []
     for exercise in answers:
         name = by_hand.page_file(exercise)
-        problem = pdf.print_pdf(hand / name, target / name.replace(".html", ".pdf"), browser)
+        # a class's page: seconds per answer on a loaded machine (60 answers: 15 s here)
+        problem = pdf.print_pdf(hand / name, target / name.replace(".html", ".pdf"), browser,
+                                pdf.SECONDS + 2 * len(answers[exercise][1]))
         if problem:
             notes.append(f"--pdf: {name}: {problem}: no PDF of it")
     return notes
