@@ -4,7 +4,7 @@
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
                      [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
                      [--show-hidden] [--copies latest|best] [--match KEY=LOGIN ...]
-                     [--source NOTEBOOK ...]
+                     [--pdf] [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
 or ``--grades``) and the submitted notebooks (read as JSON, never run), and writes into ``--out``
@@ -18,7 +18,11 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
   the notebook), ``by_hand/<N.K>-written.html``: the answers in words that an autograded
   exercise asks for (optional to grade: ``N.K written`` in points.csv), and
   ``by_hand/points.csv`` to fill in: every run reads it (``--hand-points`` reads another file
-  instead, whose entries then go into it) and keeps what it holds;
+  instead, whose entries then go into it) and keeps what it holds; answers and prompts are
+  rendered, maths typeset by the MathJax copied into ``by_hand/mathjax/``, the rubric of
+  ``by_hand/rubric.csv`` beside each answer (mha_grade.by_hand, rendering, rubric);
+- ``by_hand/pdf/<N.K>.pdf`` with ``--pdf``: each page printed by headless chromium, a page per
+  student, for Gradescope's manual grading (mha_grade.pdf); without chromium, a note;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
 A student's copies of one chapter: by the rule the grading used (copies_rule.json; else the
