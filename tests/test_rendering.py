@@ -142,3 +142,22 @@ def test_mathjax_beside_a_page_typesets_its_maths_offline(tmp_path):
     found = Parsed(dom)
     assert not [a for a in found.attributes if a[1] == "class" and "math-error" in a[2]]
     assert not [a for a in found.attributes if (a[2] or "").strip().startswith("javascript")]
+
+
+def test_without_markdown_it_or_mathjax_a_page_shows_answers_as_typed_and_says_so(
+        tmp_path, monkeypatch):
+    """An environment without the book's packages (markdown-it-py, mdit-py-plugins,
+    django-static-mathjax): the pages fall back to the text as typed, escaped, and the
+    summary says why."""
+    monkeypatch.setattr(rendering, "parser", lambda: None)
+    monkeypatch.setattr(rendering, "mathjax_source", lambda: None)
+    out = by_hand.cells_html([by_hand.Cell("markdown", HOSTILE)])
+    assert out == f'<pre class="text">{by_hand.esc(HOSTILE)}</pre>'
+    answer = by_hand.Answer("alice", "Alice", "alice.ipynb", [by_hand.Cell("markdown", "$x$")])
+    notes = by_hand.write_pages(tmp_path, {"0.1": ("Prompt $y$", [answer], [], "")}, {},
+                                {"0.1": 2.0})
+    assert any("MathJax" in n for n in notes) and any("markdown-it-py" in n for n in notes)
+    page = (tmp_path / "0.1.html").read_text()
+    assert "<script" not in page and "script-src" not in page
+    assert '<pre class="text">Prompt $y$</pre>' in page
+    assert (tmp_path / "rubric.csv").read_text().splitlines()[1].endswith(",2")
