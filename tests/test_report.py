@@ -25,7 +25,7 @@ import pytest
 import student_jupyter_edition  # tools/
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import by_hand, copies, report
+from mha_grade import by_hand, copies, pdf, report, rubric
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
 from mha_grade.grade import main as grade_main
@@ -905,7 +905,11 @@ PAYLOADS = ["</pre><script>alert(1)</script>", "<img src=x onerror=alert(1)>",
             "<!-- <script>", "<iframe src=//evil>", "\u202e<b>reversed</b>", "&lt;escaped&gt;",
             "<meta http-equiv=refresh content=0;url=//evil>", "\" onmouseover=\"alert(1)"]
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "pre", "code",
-           "section", "img", "table", "tr", "th", "td", "strong", "ul", "li", "a"}
+           "section", "img", "table", "tr", "th", "td", "strong", "ul", "li", "a",
+           # the markdown renderer's (tests/test_rendering.py), the rubric's, MathJax's files
+           "div", "span", "details", "summary", "aside", "em", "h3", "h4", "h5", "h6", "ol",
+           "blockquote", "hr", "br", "del", "thead", "tbody", "script"}
+SCRIPTS = {"mathjax/config.js", "mathjax/tex-svg-full.js"}
 
 
 class Elements(HTMLParser):
@@ -965,6 +969,10 @@ def test_no_answer_or_output_can_add_markup_to_a_page(tmp_path):
                 assert name == "alt" or value.startswith("data:image/png;base64,")
             if tag == "a":
                 assert re.fullmatch(r"[\d.]+\.html", value)
+            if tag == "script":
+                assert name in ("src", "defer") and (value is None or value in SCRIPTS)
+            assert name in ("class", "id", "alt", "src", "href", "content", "http-equiv",
+                            "charset", "lang", "name", "defer"), (tag, name)
     found = Elements()
     found.feed((out / "by_hand" / "0.1.html").read_text())
     shown = "\n".join(found.pre)
@@ -1358,3 +1366,100 @@ def test_the_reports_size_limits_are_the_graders():
 
     assert (by_hand.MAX_NOTEBOOK_BYTES, by_hand.MAX_CELLS) == \
         (submissions.MAX_NOTEBOOK_BYTES, submissions.MAX_CELLS)
+
+
+# ---------------------------------------------------------------------------------------------
+# By-hand pages as readable as the book: rendered, with the rubric, printed for Gradescope
+
+def test_a_by_hand_page_renders_prompt_solution_and_answers_with_the_rubric(reported, capsys):
+    hand = reported["out"] / "by_hand"
+    html = (hand / "0.1.html").read_text()
+    assert "<strong>Softmax ignores a shift</strong>" in html and ":label:" not in html
+    assert "The chapter's solution</h2>" in html and "cancels" in html  # from the fixture
+    alice = html.split("Alice Archer</h2>")[1].split("</section>")[0]
+    assert '<span class="math-inline">\\frac{a}{b}</span>' in alice
+    assert (hand / "mathjax" / "tex-svg-full.js").is_file() and "script-src 'self'" in html
+    # the first rubric: one item of the exercise's points; the instructor's edit is kept
+    assert rows_of(hand / "rubric.csv") == [["exercise", "item", "points"],
+                                            ["0.1", rubric.FIRST_ITEM, "1"]]
+    assert alice.count("R1</strong> (1)") == 1
+    (hand / "rubric.csv").write_text("exercise,item,points\n0.1,Adds c to every score,0.5\n"
+                                     "0.1,Cancels e^c,0.5\n")
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 0
+    html = (hand / "0.1.html").read_text()
+    bob = html.split("Bob Baker</h2>")[1].split("</section>")[0]
+    assert "R1</strong> (0.5) Adds c to every score" in bob and "R2</strong> (0.5)" in bob
+    assert (hand / "rubric.csv").read_text().count("\n") == 3
+    capsys.readouterr()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_pdf_prints_each_by_hand_page_a_page_per_student(reported, capsys):
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE, "--pdf") == 0
+    data = (reported["out"] / "by_hand" / "pdf" / "0.1.pdf").read_bytes()
+    assert data.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", data))
+    assert pages >= len(CLASS) + 1  # the exercise, then each student from a new page
+    assert "--pdf" not in capsys.readouterr().out
+    # the maths is typeset in it: drawn as paths (MathJax's SVG glyphs), where the same page
+    # printed without MathJax beside it shows TeX as text
+    bare = reported["out"] / "bare"
+    shutil.copytree(reported["out"] / "by_hand", bare, ignore=shutil.ignore_patterns("mathjax"))
+    assert pdf.print_pdf(bare / "0.1.html", bare / "0.1.pdf", pdf.chromium()) is None
+    typeset, as_text = path_operators(data), path_operators((bare / "0.1.pdf").read_bytes())
+    assert typeset > as_text + 1000, (typeset, as_text)
+
+
+def path_operators(data):
+    """How many line and curve segments a PDF's content streams draw."""
+    import zlib
+
+    count = 0
+    for stream in re.findall(rb"stream\r?\n(.*?)endstream", data, re.DOTALL):
+        try:
+            count += len(re.findall(rb"\s[cl]\n", zlib.decompress(stream)))
+        except zlib.error:
+            continue
+    return count
+
+
+def test_pdf_without_chromium_says_so_and_writes_the_rest(reported, capsys, monkeypatch):
+    monkeypatch.setattr(pdf, "chromium", lambda: None)
+    assert run(reported["folder"], "--out", reported["out"], "--source", EXAMPLE, "--pdf") == 0
+    assert "--pdf: chromium not found" in capsys.readouterr().out
+    assert not (reported["out"] / "by_hand" / "pdf").exists()
+    assert (reported["out"] / "gradebook.csv").is_file()
+
+
+def test_rubric_items_entered_in_points_csv_count_their_sum(reported, capsys):
+    """points.csv's rubric column: the items given; with points blank their sum counts (the
+    rubric's own points, put in here), typed points win, an unknown item is not taken."""
+    hand = reported["out"] / "by_hand"
+    (hand / "rubric.csv").write_text("exercise,item,points\n0.1,Adds c,0.5\n0.1,Cancels,1.25\n"
+                                     "0.1,Says why it matters,0.25\n")
+    path = hand / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    entries = {"alice": ("", "R1 r2"), "bob": ("0.5", "R1 R2 R3"), "carol": ("", "R2,R3"),
+               "dave": ("", "R4"), "zed": ("", "R1 R1")}
+    for row in rows:
+        row["max_points"] = "2"
+        row["points"], row["rubric"] = entries[row["student"]]
+    write_csv(path, by_hand.POINTS_HEADER, rows)
+    args = (reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+            "--source", EXAMPLE)
+    assert run(*args) == 1
+    err = capsys.readouterr().err
+    assert "dave, exercise 0.1: rubric 'R4': no item R4 in rubric.csv (it has R1, R2, R3)" in err
+    assert "zed, exercise 0.1: rubric 'R1 R1': an item twice" in err
+    for row in rows:
+        if row["student"] in ("dave", "zed"):
+            row["rubric"] = ""
+    write_csv(path, by_hand.POINTS_HEADER, rows)
+    assert run(*args) == 0
+    _, book_rows = by_student(reported["out"] / "gradebook.csv")
+    assert {k: book_rows[k]["0.1 (by hand)"] for k in ("alice", "bob", "carol")} == \
+        {"alice": str(0.5 + 1.25), "bob": "0.5", "carol": str(1.25 + 0.25)}
+    kept = {r["student"]: r["rubric"] for r in csv.DictReader(path.open())}
+    assert kept["alice"] == "R1 r2" and kept["bob"] == "R1 R2 R3"
+    capsys.readouterr()

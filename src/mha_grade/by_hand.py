@@ -7,9 +7,11 @@ CODE HERE``), and any cell they add. The answer is those cells, up to the next e
 or the next cell of the chapter's own text (found by its cell id, or, in a notebook saved
 without ids, by its words), check cells left out.
 
-Everything in a submission is hostile: the pages show it as escaped text (markdown and maths as
-typed, never rendered; images only as validated PNG data), under a Content-Security-Policy that
-allows no script, no request and no form. The points file is a CSV with every field made safe
+Everything in a submission is hostile: the pages render its markdown and maths with
+``rendering`` (raw HTML off, links and images as text, maths typeset by the MathJax copied next to
+the pages), show each cell as typed too and its code and outputs as escaped text (images only as
+validated PNG data), under a Content-Security-Policy that allows no request, no form and no
+script but MathJax's files beside the page. The points file is a CSV with every field made safe
 for a spreadsheet; reading it back, every entry is checked and every bad one named.
 """
 
@@ -28,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mha_grade import rendering, rubric
 from mha_grade._shared import (
     LABEL,
     cell,
@@ -51,7 +54,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ANSWER_STUB = re.compile(r"^\*\*Your answer to Exercise [\d.]+\.\*\* Replace this line with your "
                          r"answer\.$")
 CODE_STUBS = {"", "# YOUR CODE HERE", "# YOUR CODE HERE\nraise NotImplementedError()"}
-POINTS_HEADER = ["student", "name", "exercise", "max_points", "points", "comment"]
+# rubric: the items given (R1 R3, from rubric.csv); with points left blank, their sum counts
+POINTS_HEADER = ["student", "name", "exercise", "max_points", "points", "comment", "rubric"]
+RUBRIC_ENTRY = re.compile(r"[Rr]\d+(?:[\s,;]+[Rr]\d+)*")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +244,7 @@ class Source:
     # code exercises whose prompt also asks something in words: the student edition gives
     # them an answer cell (student_edition.asks_for_prose)
     written: set[str] = field(default_factory=set)
+    solutions: dict[str, str] = field(default_factory=dict)  # prose exercise -> its solution
 
 
 def written_name(exercise: str) -> str:
@@ -269,7 +275,9 @@ def read_source(path: Path) -> Source:
                   {source(c).strip() for c in student_edition(nb)["cells"]
                    if c["cell_type"] == "code" and "solution" in c["metadata"].get("tags", [])},
                   {e.name for e in exercises
-                   if e.kind == "code" and asks_for_prose(source(nb["cells"][e.prompt]))})
+                   if e.kind == "code" and asks_for_prose(source(nb["cells"][e.prompt]))},
+                  {e.name: source(nb["cells"][e.solution[0]]) for e in exercises
+                   if e.kind == "prose" and e.solution})
 
 
 def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] | None:
@@ -301,12 +309,23 @@ def answer(cells: list[Cell], label: str, chapter: Source | None) -> list[Cell] 
 BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; "
        "base-uri 'none'")
+# with MathJax beside the pages: its own files only ('self' is the page's folder's scheme;
+# no student text becomes an element, so none can name a file)
+CSP_MATHS = CSP + "; script-src 'self'"
 STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;border-left:3px solid #ccc}
 pre.code{border-color:#58a}pre.out{background:#fff;border-color:#ddd}
 section{border-top:1px solid #aaa;margin-top:1.5rem}.blank{color:#a00}.note{color:#555}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
-vertical-align:top}img{max-width:100%}"""
+vertical-align:top}img{max-width:100%}
+.md{border-left:3px solid #ccc;padding:0 .75rem;margin:.5rem 0}.md p{margin:.4rem 0}
+.math-display{display:block;text-align:center;margin:.5rem 0;overflow-x:auto}
+.url{color:#555;font-family:monospace;font-size:90%}details summary{color:#555;font-size:85%}
+.answer{display:grid;grid-template-columns:minmax(0,1fr) 15rem;gap:1rem}
+.rubric{background:#f4f7fb;border:1px solid #c9d6e6;padding:.4rem .6rem;align-self:start;
+font-size:92%}.rubric ul{list-style:none;padding:0;margin:.3rem 0}.rubric li{margin:.3rem 0}
+.solution{background:#f4fbf4;border-left:3px solid #7a7;padding:.1rem .75rem}
+@media print{section.student{break-before:page}details{display:none}}"""
 
 
 def visible(text: str) -> str:
@@ -328,16 +347,26 @@ def esc(text: str) -> str:
     return html.escape(visible(str(text)), quote=True)
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, maths: bool = False) -> str:
+    """A page; ``maths``: MathJax (written beside it by ``rendering.write_mathjax``) typesets it."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n"
+            "<meta http-equiv=\"Content-Security-Policy\" "
+            f"content=\"{CSP_MATHS if maths else CSP}\">\n"
             "<meta name=\"referrer\" content=\"no-referrer\">\n"
+            + (rendering.mathjax_head() if maths else "") +
             f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n"
             f"{body}\n</body></html>\n")
 
 
+def markdown_html(text: str) -> str | None:
+    """Markdown as the book renders it, every invisible character shown (None: no renderer)."""
+    return rendering.markdown_html(visible(text))
+
+
 def cells_html(cells: list[Cell]) -> str:
-    parts, size = [], 0
+    """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters of the
+    answer, and shown as typed below it), code and outputs as text, PNG figures as images."""
+    parts, size, rendered = [], 0, 0
     for shown_cells, item in enumerate(cells):
         size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
         if shown_cells and size > MAX_ANSWER:
@@ -347,7 +376,15 @@ def cells_html(cells: list[Cell]) -> str:
         kind = "code" if item.kind == "code" else "text"
         text = item.source if len(item.source) <= MAX_TEXT else \
             item.source[:MAX_TEXT] + f"\n[... {len(item.source) - MAX_TEXT} more characters]"
-        parts.append(f'<pre class="{kind}">{esc(text)}</pre>')
+        shown_html = None
+        if item.kind == "markdown" and rendered + len(text) <= rendering.MAX_RENDERED:
+            rendered += len(text)
+            shown_html = markdown_html(text)
+        if shown_html is None:
+            parts.append(f'<pre class="{kind}">{esc(text)}</pre>')
+        else:
+            parts.append(f'<div class="md">{shown_html}</div><details><summary>as typed'
+                         f'</summary><pre class="{kind}">{esc(text)}</pre></details>')
         shown = "".join(item.text)
         if shown:
             if len(shown) > MAX_TEXT:
@@ -379,9 +416,29 @@ def is_blank(cells: list[Cell], written: bool) -> bool:
     return all(c.blank for c in cells if not written or c.kind == "markdown")
 
 
+def myst_html(text: str) -> str:
+    """The chapter's MyST (a prompt, a solution) rendered; as typed when no renderer."""
+    shown = markdown_html(rendering.myst_markdown(text))
+    return f'<pre class="text">{esc(text)}</pre>' if shown is None else shown
+
+
+def rubric_html(items: list[rubric.Item]) -> str:
+    if not items:
+        return ('<aside class="rubric"><strong>Rubric</strong><p class="note">none in '
+                "<code>rubric.csv</code></p></aside>")
+    rows = "".join(f"<li>\u2610 <strong>{esc(i.name)}</strong> ({fmt_points(i.points)}) "
+                   f"{esc(i.text)}</li>" for i in items)
+    return (f'<aside class="rubric"><strong>Rubric</strong><ul>{rows}</ul><p class="note">'
+            "In <code>points.csv</code>: the items given in <code>rubric</code> (R1 R3); with "
+            "<code>points</code> blank, their sum counts.</p></aside>")
+
+
 def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: list[str],
-                 written: str = "") -> str:
-    """One exercise's page; ``written``: the autograded exercise whose written answers these are."""
+                 written: str = "", solution: str = "", items: list[rubric.Item] | None = None,
+                 maths: bool = False) -> str:
+    """One exercise's page; ``written``: the autograded exercise whose written answers these
+    are; ``solution``: the chapter's; ``items``: the rubric, shown beside every answer;
+    ``maths``: MathJax is beside the page."""
     blank = sum(1 for a in answers if a.cells is not None and is_blank(a.cells, bool(written)))
     grade = (f"<p>The code of exercise {esc(written)} is autograded; its prompt also asks for "
              "an answer in words, in the answer cell below the code. Grading it is optional: "
@@ -393,11 +450,16 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
             f"{'written answer' if written else 'answer'}</h1>",
             f"<p>{len(answers)} notebook(s), {blank} with the answer left blank. Grade in "
             f"<code>points.csv</code> (next to this page). {SAVED}</p>", grade,
-            f"<h2>The exercise</h2><pre class=\"text\">{esc(prompt)}</pre>" if prompt else ""]
+            f"<h2>The exercise</h2>{myst_html(prompt)}" if prompt else "",
+            f'<h2>The chapter\'s solution</h2><div class="solution">{myst_html(solution)}</div>'
+            if solution else ""]
+    aside = rubric_html(items or []) if items is not None else ""
     for number_, item in enumerate(answers, start=1):
-        body.append(f'<section id="a{number_}"><h2>{esc(item.name)}</h2>'
-                    f'<p class="note">student <code>{esc(item.student)}</code>, notebook '
-                    f'<code>{esc(item.notebook)}</code></p>')
+        body.append(f'<section class="student" id="a{number_}"><h2>{esc(item.name)}</h2>'
+                    f'<p class="note">Exercise {esc(written or exercise)}'
+                    f'{" (written)" if written else ""}; '
+                    f'student <code>{esc(item.student)}</code>, notebook '
+                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div>')
         if item.problem:
             body.append(f'<p class="blank">{esc(item.problem)}</p>')
         elif item.cells is None:
@@ -409,12 +471,12 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                         + ".</p>")
         else:  # what the student wrote; the stubs left as handed out are not repeated
             body.append(cells_html([c for c in item.cells if not c.blank]))
-        body.append("</section>")
+        body.append(f"</div>{aside}</div></section>")
     if nothing:
         body.append("<section><h2>No notebook of this chapter</h2><p>"
                     + ", ".join(esc(n) for n in nothing) + "</p></section>")
     return page(f"Exercise {written or exercise}: "
-                f"{'written answers' if written else 'answers'}", "\n".join(body))
+                f"{'written answers' if written else 'answers'}", "\n".join(body), maths)
 
 
 def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
@@ -456,6 +518,41 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
     return pages
 
 
+def write_pages(folder: Path, pages: dict[str, tuple[str, list[Answer], list[str], str]],
+                sources: dict[str, Source], maxima: dict[str, float]) -> list[str]:
+    """Every exercise's page and the index into ``folder``, with MathJax beside them and the
+    rubric of ``folder/rubric.csv`` (a first one written if there is none; ``maxima``: each
+    exercise's points); returns notes for the summary."""
+    notes = []
+    maths = rendering.write_mathjax(folder)
+    if not maths:
+        notes.append("MathJax (django-static-mathjax) not installed: the by-hand pages show "
+                      "maths as TeX")
+    if rendering.parser() is None:
+        notes.append("markdown-it-py or mdit-py-plugins not installed: the by-hand pages show "
+                     "answers as typed")
+    rubric_file = folder / "rubric.csv"
+    if not os.path.lexists(rubric_file):
+        write_first_rubric = {name: maxima.get(name, 1.0) for name in sorted(
+            (n for n, p in pages.items() if not p[3]), key=exercise_key)}
+        rubric.write_first(rubric_file, write_first_rubric)
+    try:
+        items, errors = rubric.read(rubric_file, set(pages))
+    except ValueError as error:
+        items, errors = {}, [str(error)]
+    notes += [f"rubric not taken: {error}" for error in errors]
+    solutions = {name: text for source in sources.values()
+                 for name, text in source.solutions.items()}
+    for exercise, (prompt, found, nothing, base) in pages.items():
+        with create(folder / page_file(exercise)) as handle:
+            handle.write(answers_page(exercise, prompt, found, nothing, base,
+                                      "" if base else solutions.get(exercise, ""),
+                                      items.get(exercise, []), maths))
+    with create(folder / "index.html") as handle:
+        handle.write(index_page(pages))
+    return notes
+
+
 def index_page(pages: dict[str, tuple[str, list[Answer], list[str], str]]) -> str:
     items = "".join(f'<li><a href="{esc(page_file(name))}">Exercise {esc(base or name)}</a>'
                     f"{' (written answers; the code is autograded)' if base else ''}: "
@@ -489,7 +586,8 @@ def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
                              "max_points": uncell(old.get("max_points") or "") if old
                              else fmt_points(book.hand_max[exercise]),
                              "points": uncell(old.get("points") or ""),
-                             "comment": uncell(old.get("comment") or "")})
+                             "comment": uncell(old.get("comment") or ""),
+                             "rubric": uncell(old.get("rubric") or "")})
                 made.add((student.key, exercise))
     rows += [{k: uncell(r.get(k) or "") for k in POINTS_HEADER}
              for key, r in kept.items() if key not in made]
@@ -504,9 +602,36 @@ def write_points(path: Path, rows: list[dict]) -> None:
         writer.writerows([{k: cell(v) for k, v in row.items()} for row in rows])
 
 
-def read_points(path: Path, book: Gradebook) -> list[str]:
+def rubric_points(entry: str, items: list[rubric.Item]) -> float:
+    """The sum of the rubric items an entry of points.csv names ("R1 R3"); ``ValueError``
+    naming what is wrong."""
+    if not RUBRIC_ENTRY.fullmatch(entry):
+        raise ValueError(f"rubric {display(entry)!r} is not a list of items such as R1 R3")
+    known = {item.name: item.points for item in items}
+    names = [name.upper() for name in re.findall(r"[Rr]\d+", entry)]
+    unknown = [n for n in names if n not in known]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"rubric {display(entry)!r}: "
+                         + (f"no item {', '.join(unknown)} in rubric.csv (it has "
+                            f"{', '.join(known) or 'none'})" if unknown else "an item twice"))
+    return sum(known[n] for n in names)
+
+
+def read_rubric(folder: Path) -> dict[str, list[rubric.Item]]:
+    """The items of ``folder/rubric.csv``, for reading points.csv (none when it is missing or
+    unreadable; the pages name the rows not taken)."""
+    path = folder / "rubric.csv"
+    try:
+        return rubric.read(path, None)[0] if os.path.lexists(path) else {}
+    except ValueError:
+        return {}
+
+
+def read_points(path: Path, book: Gradebook,
+                items: dict[str, list[rubric.Item]] | None = None) -> list[str]:
     """Puts the points of a filled points.csv into ``book`` (``Student.hand``, and each
-    exercise's maximum into ``book.hand_max``); returns one message per entry not taken."""
+    exercise's maximum into ``book.hand_max``); returns one message per entry not taken.
+    ``items``: the rubric, for entries whose points are left blank and rubric column filled."""
     rows = read_csv(path)
     errors: list[str] = []
     if rows and not {"student", "exercise", "points"} <= set(rows[0]):
@@ -563,6 +688,14 @@ def read_points(path: Path, book: Gradebook) -> list[str]:
             errors.append(f"{where}: points {display(raw)!r} for {display(key)}, exercise "
                           f"{exercise} is not a number")
             continue
+        given = uncell(row.get("rubric") or "").strip()
+        if given:
+            try:
+                from_rubric = rubric_points(given, (items or {}).get(exercise, []))
+            except ValueError as error:
+                errors.append(f"{where}: {display(key)}, exercise {exercise}: {error}")
+                continue
+            points = from_rubric if points is None else points  # typed points win
         if points is not None and not 0 <= points <= most:
             errors.append(f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
                           f"{exercise} is not between 0 and {fmt_points(most)}")

@@ -4,7 +4,7 @@
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
                      [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
                      [--show-hidden] [--copies latest|best] [--match KEY=LOGIN ...]
-                     [--source NOTEBOOK ...]
+                     [--pdf] [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
 or ``--grades``) and the submitted notebooks (read as JSON, never run), and writes into ``--out``
@@ -18,7 +18,11 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
   the notebook), ``by_hand/<N.K>-written.html``: the answers in words that an autograded
   exercise asks for (optional to grade: ``N.K written`` in points.csv), and
   ``by_hand/points.csv`` to fill in: every run reads it (``--hand-points`` reads another file
-  instead, whose entries then go into it) and keeps what it holds;
+  instead, whose entries then go into it) and keeps what it holds; answers and prompts are
+  rendered, maths typeset by the MathJax copied into ``by_hand/mathjax/``, the rubric of
+  ``by_hand/rubric.csv`` beside each answer (mha_grade.by_hand, rendering, rubric);
+- ``by_hand/pdf/<N.K>.pdf`` with ``--pdf``: each page printed by headless chromium, a page per
+  student, for Gradescope's manual grading (mha_grade.pdf); without chromium, a note;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
 
 A student's copies of one chapter: by the rule the grading used (copies_rule.json; else the
@@ -42,7 +46,7 @@ import os
 import sys
 from pathlib import Path
 
-from mha_grade import by_hand, copies, feedback, gradebook
+from mha_grade import by_hand, copies, feedback, gradebook, pdf
 from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
@@ -117,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the roster's student a submission is (KEY as the report names "
                              "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
                              "the roster: settles what the report stops on as ambiguous")
+    parser.add_argument("--pdf", action="store_true",
+                        help="also print each by-hand page to by_hand/pdf/<N.K>.pdf (a page "
+                             "per student, for Gradescope's manual grading) with headless "
+                             "chromium; without chromium the report says so and goes on")
     parser.add_argument("--source", type=Path, action="append", default=None,
                         help="instructor notebook(s) (default: every chapter in notebooks/)")
     args = parser.parse_args(argv)
@@ -139,6 +147,24 @@ def who(student: gradebook.Student) -> str:
     login = student.login or student.key
     return f"{student.name} ({login})" if student.name and login != student.name else \
         student.name or login
+
+
+def print_pdfs(hand: Path, answers: dict) -> list[str]:
+    """Each by-hand page as by_hand/pdf/<page>.pdf; notes saying what was not printed."""
+    browser = pdf.chromium()
+    if browser is None:
+        return ["--pdf: chromium not found (Debian: apt-get install chromium): no PDF written; "
+                "the HTML pages are"]
+    target = folder(hand / "pdf")
+    notes = []
+    for exercise in answers:
+        name = by_hand.page_file(exercise)
+        # a class's page: seconds per answer on a loaded machine (60 answers: 15 s here)
+        problem = pdf.print_pdf(hand / name, target / name.replace(".html", ".pdf"), browser,
+                                pdf.SECONDS + 2 * len(answers[exercise][1]))
+        if problem:
+            notes.append(f"--pdf: {name}: {problem}: no PDF of it")
+    return notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,7 +230,8 @@ def run(args: argparse.Namespace) -> int:
         # the points entered in the default one, not from nothing
         args.hand_points = entered_before
     read_from = args.hand_points or (points if own else None)
-    errors = by_hand.read_points(read_from, book) if read_from else []
+    errors = by_hand.read_points(read_from, book, by_hand.read_rubric(out / "by_hand")) \
+        if read_from else []
     book.count_written()
     entered = sum(1 for s in book.students for p, _ in s.hand.values() if p is not None)
     existing = gradebook.read_csv(points) if own else []
@@ -234,11 +261,9 @@ def run(args: argparse.Namespace) -> int:
                 handle.write(feedback.feedback_page(book, student, args.show_hidden))
     hand = folder(out / "by_hand")
     answers = by_hand.collect(book, files, sources)
-    for exercise, (prompt, found, nothing, base) in answers.items():
-        with create(hand / by_hand.page_file(exercise)) as handle:
-            handle.write(by_hand.answers_page(exercise, prompt, found, nothing, base))
-    with create(hand / "index.html") as handle:
-        handle.write(by_hand.index_page(answers))
+    hand_notes = by_hand.write_pages(hand, answers, sources, dict(book.hand_max))
+    if args.pdf:
+        hand_notes += print_pdfs(hand, answers)
     # a row with more fields than the header (an unquoted 1,5) cannot be rewritten as typed
     shifted = any(row.get(None) for row in existing)
     if not shifted:
@@ -269,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     if ungraded_hand:
         lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
                      "run the report again")
-    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes]
+    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes + hand_notes]
     lines += [f"not taken: {error}" for error in errors]
     if shifted:
         lines.append(f"WARNING: {points} left as it is (no new rows): correct the rows with "
