@@ -4,6 +4,7 @@
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
                      [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
                      [--show-hidden] [--copies latest|best] [--match KEY=LOGIN ...]
+                     [--late-penalty none|P%|P%/day] [--due [NN=]TIME] [--handed-in times.csv]
                      [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
@@ -28,6 +29,10 @@ folders that differ in case, two submissions matching one student, one matching 
 the report before it writes anything, naming each; ``--match KEY=LOGIN`` (or ``KEY=``: nobody
 on the roster) settles it.
 
+Late work: the penalty the grading chose (late_rule.json; ``--late-penalty`` to apply another),
+on the lateness the LMS gives (Canvas's ``_late`` names; ``--due`` with ``--handed-in``, the
+LMS's times), as mha_grade.late says.
+
 Exit status: 0, or 1 when entries of the points file were not taken (each is named) or when
 points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead:
 then gradebook.csv, canvas_import.csv and the feedback pages are not written (the by-hand pages,
@@ -42,7 +47,7 @@ import os
 import sys
 from pathlib import Path
 
-from mha_grade import by_hand, copies, feedback, gradebook
+from mha_grade import by_hand, copies, feedback, gradebook, late
 from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
@@ -113,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
                              "(latest), or the one with the most points (best: only among the "
                              "copies graded, so grade with --copies best too). Default: the "
                              "rule the grading used, else latest")
+    parser.add_argument("--late-penalty", default=None, metavar="RULE",
+                        help=late.HELP + ". Default: the rule the grading wrote down, else none")
+    parser.add_argument("--due", action="append", default=[], metavar="[NN=]TIME",
+                        help="the due date (ISO 8601 with its time zone, 2026-03-01T23:59+01:00)"
+                             " of every chapter, or NN=TIME of chapter NN: with --handed-in")
+    parser.add_argument("--handed-in", type=Path, default=None, metavar="CSV",
+                        help="the LMS's times of the notebooks (columns notebook, as the "
+                             "grader names it, and handed_in, ISO 8601 with its time zone): "
+                             "with --due, how late each was")
     parser.add_argument("--match", action="append", default=[], metavar="KEY=LOGIN",
                         help="the roster's student a submission is (KEY as the report names "
                              "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
@@ -139,6 +153,18 @@ def who(student: gradebook.Student) -> str:
     login = student.login or student.key
     return f"{student.name} ({login})" if student.name and login != student.name else \
         student.name or login
+
+
+def late_work(args: argparse.Namespace, grades: Path, book: gradebook.Gradebook) -> list[str]:
+    """The class's late penalty and each counted notebook's lateness (mha_grade.late); notes."""
+    book.penalty, kept = late.chosen_rule(args.late_penalty, grades)
+    notes = [f"--late-penalty {book.penalty} applied, though the grading chose {kept} "
+             f"({late.RULE_FILE})"] if kept is not None and book.penalty != kept else []
+    if bool(args.due) != bool(args.handed_in):
+        raise ValueError("--due and --handed-in go together: the due date, and the LMS's "
+                         "times to compare with it")
+    times = late.read_handed_in(gradebook.read_csv(args.handed_in)) if args.handed_in else {}
+    return notes + late.mark_late(book, late.parse_dues(args.due), times)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                                       for name, path in files.items()},
                            chosen=chosen,
                            exports=gradebook.gradescope_exports(submissions)[0])
-    book.notes[:0] = notes + metadata_notes
+    book.notes[:0] = notes + metadata_notes + late_work(args, grades, book)
     for chapter in book.chapters:  # the answers in words that autograded exercises ask for
         source = sources.get(chapter.number)
         for exercise in chapter.exercises:
