@@ -665,7 +665,7 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
         header.append(f"{chapter.name} total")
         top.append(fmt_points(book.chapter_max(chapter)))
     penalised = book.penalty.active  # a column for the points taken off, when a rule is set
-    header += ["autograded", "by hand"] + ["late penalty"] * penalised + [
+    header += ["autograded", "by hand"] + ["late penalty (points off)"] * penalised + [
         "total", "chapters handed in", "notes", "feedback"]
     auto_max = sum(c.auto_max for c in book.chapters)
     hand_max = sum(book.hand_max[e] for c in book.chapters for e in c.by_hand)
@@ -696,7 +696,7 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
         for _, nb in sorted(student.notebooks.items()):
             if nb.flags:
                 notes.append(f"{nb.name}: review: {nb.flags}")
-        row += [fmt_points(auto), fmt_points(hand)] + [fmt_points(-off)] * penalised + [
+        row += [fmt_points(auto), fmt_points(hand)] + [fmt_points(off)] * penalised + [
                 fmt_points(auto + hand - off), str(len(student.notebooks)), "; ".join(notes),
                 f"feedback/{feedback_file(student.key)}"]
         rows.append(row)
