@@ -62,6 +62,11 @@ def test_nothing_is_taken_off_no_points_or_a_value_that_is_not_a_score(points):
     assert late.Penalty.parse("50%").deduction(points, late.Lateness(3, "test")) == 0
 
 
+def test_the_instructors_page_example_rounds_down():
+    """book/instructors.md: "10% of 3.55 points is 0.355, and 0.35 is taken off"."""
+    assert late.Penalty.parse("10%").deduction(3.55, late.Lateness(1, "test")) == 0.35
+
+
 def test_on_time_or_without_a_rule_nothing_is_taken_off():
     assert late.Penalty.parse("50%").deduction(4.0, None) == 0
     assert late.Penalty.parse("none").deduction(4.0, late.Lateness(3, "test")) == 0
