@@ -717,6 +717,23 @@ def test_a_name_imitating_canvas_in_a_students_folder_gives_no_lateness_unless_t
     assert "--due and --handed-in go together" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("late_points, counted, total", [
+    ((1, 2), f"archeralice_1001_5001_{NAME}", "3"),  # tied: the late copy would lose 0.3
+    ((1, 1), f"archeralice_1001_5001_{NAME}", "3")])
+def test_best_compares_copies_after_the_late_penalty(tmp_path, late_points, counted, total):
+    """--copies best with a late penalty: an on-time copy and a late one with as many points
+    (or fewer) -- the on-time one counts, so handing in again late never costs points."""
+    late_copy = dict(CLASS["alice"], points=late_points)
+    folder = late_class(tmp_path, {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+                                   f"archeralice_late_1001_5002_{STEM}-1.ipynb": late_copy},
+                        "10%/day")
+    copies.keep_rule(folder, "best")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["canvas-1001"]["total"] == total
+    assert f"{counted} counted (the most points" in rows["canvas-1001"]["notes"]
+
+
 def test_grading_again_with_another_late_penalty_is_refused(tmp_path, capsys):
     folder = tmp_path / "class"
     folder.mkdir()

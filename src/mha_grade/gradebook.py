@@ -483,13 +483,19 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
           gradescope: dict[str, list[Owner]] | None = None,
           hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0,
           rule: str = copies.DEFAULT_RULE, handed_in: dict[str, tuple] | None = None,
-          chosen: dict[str, str] | None = None, exports: list[str] = ()) -> Gradebook:
+          chosen: dict[str, str] | None = None, exports: list[str] = (),
+          penalty: late.Penalty | None = None,
+          lateness: dict[str, late.Lateness] | None = None) -> Gradebook:
     """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem;
     ``rule`` says which of a student's copies of a chapter counts (copies.RULES), by
     ``handed_in`` (notebook -> copies.handed_in, for copies on disk); ``chosen`` is the
     instructor's word on a submission the roster cannot place (its key -> a roster login, id
     or SIS id, or "" for none); ``exports`` the Gradescope exports in SUBMISSIONS
-    (``gradescope_exports``). ``Ambiguous`` names every submission to resolve."""
+    (``gradescope_exports``); ``penalty`` the class's rule for late work and ``lateness`` how
+    late each notebook was (mha_grade.late): ``best`` compares copies after the penalty.
+    ``Ambiguous`` names every submission to resolve."""
+    penalty = penalty or late.Penalty()
+    lateness = lateness or {}
     notes: list[str] = []
     chapters: dict[str, Chapter] = {}
     for book in notebooks:
@@ -541,11 +547,12 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     when = handed_in or {}
     for (student_id, chapter), books in handed.items():
         _count(by_id[student_id], chapter, books, rule,
-               lambda b: when.get(b.name) or copies.handed_in(b.name, None))
+               lambda b: when.get(b.name) or copies.handed_in(b.name, None),
+               lambda b: b.points - penalty.deduction(b.points, lateness.get(b.name)))
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
     return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
-                     ignored=ignored)
+                     ignored=ignored, penalty=penalty, handed_in_late=lateness)
 
 
 def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
@@ -619,13 +626,15 @@ def _student(owner: Owner, match: Student | None, students: list[Student],
     return student
 
 
-def _count(student: Student, chapter: str, books: list[Notebook], rule: str, when) -> None:
-    """The copy of ``chapter`` that counts for ``student``, by ``rule`` (copies.counted)."""
+def _count(student: Student, chapter: str, books: list[Notebook], rule: str, when,
+           points) -> None:
+    """The copy of ``chapter`` that counts for ``student``, by ``rule`` (copies.counted), by
+    ``points(copy)`` (after any late penalty) for ``best``."""
     books = list({id(b): b for b in books}.values())  # a group's notebook once per member
     if len(books) == 1:
         student.notebooks[chapter] = books[0]
         return
-    best, why = copies.counted(books, rule, when, lambda b: b.points)
+    best, why = copies.counted(books, rule, when, points)
     student.notebooks[chapter] = best
     others = [b for b in books if b is not best]
     student.others += others

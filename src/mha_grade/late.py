@@ -231,32 +231,35 @@ def read_handed_in(rows: list[dict], name: str = "--handed-in") -> dict[str, dat
     return times
 
 
-def mark_late(book, dues: dict[str, datetime], times: dict[str, datetime]) -> list[str]:
-    """Sets ``book.handed_in_late`` (a gradebook.Gradebook) for every notebook counted: from the
-    instructor's ``times`` and ``dues`` where both name it, else Canvas's mark. Returns notes
-    on what is not known."""
+def lateness_of(notebooks: list, penalty: Penalty, dues: dict[str, datetime],
+                times: dict[str, datetime]) -> tuple[dict[str, Lateness], list[str]]:
+    """How late each of the graded ``notebooks`` (gradebook.Notebook: ``name``, ``chapter``) was
+    handed in, where the LMS says: from the instructor's ``times`` and ``dues`` where both name
+    it, else Canvas's mark. Returns notebook name -> lateness, and notes on what is not known."""
+    found: dict[str, Lateness] = {}
     unknown = []
-    for student in book.students:
-        for chapter, notebook in student.notebooks.items():
-            due = dues.get(chapter) or dues.get("")
-            if notebook.name in times and due is not None:
-                found = lateness_from_times(
-                    times[notebook.name], due,
-                    f"handed in {times[notebook.name].isoformat()}, due {due.isoformat()}")
-            elif "/" in notebook.name or not CANVAS_FILE.match(notebook.name):
-                found = None  # a folder per student, a name prefix: the LMS's word is missing
-                unknown.append(notebook.name)
-            else:
-                found = canvas_lateness(notebook.name)
-            if found is not None:
-                book.handed_in_late[notebook.name] = found
-    if not unknown or not book.penalty.active:
-        return []
-    return [f"--late-penalty {book.penalty}: no lateness is known for {len(unknown)} "
-            "notebook(s) outside a Canvas bulk download (a file's time is the student's to "
-            "set, not the LMS's word), so no penalty for them; give --due and --handed-in "
-            f"(the LMS's times) to apply it: {', '.join(unknown[:5])}"
-            f"{', ...' if len(unknown) > 5 else ''}"]
+    for notebook in notebooks:
+        if not notebook.chapter:
+            continue
+        due = dues.get(notebook.chapter) or dues.get("")
+        if notebook.name in times and due is not None:
+            lateness = lateness_from_times(
+                times[notebook.name], due,
+                f"handed in {times[notebook.name].isoformat()}, due {due.isoformat()}")
+        elif "/" in notebook.name or not CANVAS_FILE.match(notebook.name):
+            lateness = None  # a folder per student, a name prefix: the LMS's word is missing
+            unknown.append(notebook.name)
+        else:
+            lateness = canvas_lateness(notebook.name)
+        if lateness is not None:
+            found[notebook.name] = lateness
+    if not unknown or not penalty.active:
+        return found, []
+    return found, [
+        f"--late-penalty {penalty}: no lateness is known for {len(unknown)} notebook(s) outside "
+        "a Canvas bulk download (a file's time is the student's to set, not the LMS's word), "
+        "so no penalty for them; give --due and --handed-in (the LMS's times) to apply it: "
+        f"{', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}"]
 
 
 def rule_for_grading(given: str | None, out: Path, again: bool) -> Penalty:

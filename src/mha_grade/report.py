@@ -155,16 +155,18 @@ def who(student: gradebook.Student) -> str:
         student.name or login
 
 
-def late_work(args: argparse.Namespace, grades: Path, book: gradebook.Gradebook) -> list[str]:
-    """The class's late penalty and each counted notebook's lateness (mha_grade.late); notes."""
-    book.penalty, kept = late.chosen_rule(args.late_penalty, grades)
-    notes = [f"--late-penalty {book.penalty} applied, though the grading chose {kept} "
-             f"({late.RULE_FILE})"] if kept is not None and book.penalty != kept else []
+def late_work(args: argparse.Namespace, grades: Path, notebooks: list[gradebook.Notebook]
+              ) -> tuple[late.Penalty, dict[str, late.Lateness], list[str]]:
+    """The class's late penalty, how late each notebook was (mha_grade.late), and notes."""
+    penalty, kept = late.chosen_rule(args.late_penalty, grades)
+    notes = [f"--late-penalty {penalty} applied, though the grading chose {kept} "
+             f"({late.RULE_FILE})"] if kept is not None and penalty != kept else []
     if bool(args.due) != bool(args.handed_in):
         raise ValueError("--due and --handed-in go together: the due date, and the LMS's "
                          "times to compare with it")
     times = late.read_handed_in(gradebook.read_csv(args.handed_in)) if args.handed_in else {}
-    return notes + late.mark_late(book, late.parse_dues(args.due), times)
+    found, unknown = late.lateness_of(notebooks, penalty, late.parse_dues(args.due), times)
+    return penalty, found, notes + unknown
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,13 +208,15 @@ def run(args: argparse.Namespace) -> int:
         chosen[key] = token
     gradescope, metadata_notes = gradebook.gradescope_names(submissions)
     files = by_hand.submission_files(submissions)
+    penalty, lateness, late_notes = late_work(args, grades, notebooks)
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max, rule=rule,
                            handed_in={name: copies.handed_in(name, path)
                                       for name, path in files.items()},
                            chosen=chosen,
-                           exports=gradebook.gradescope_exports(submissions)[0])
-    book.notes[:0] = notes + metadata_notes + late_work(args, grades, book)
+                           exports=gradebook.gradescope_exports(submissions)[0],
+                           penalty=penalty, lateness=lateness)
+    book.notes[:0] = notes + metadata_notes + late_notes
     for chapter in book.chapters:  # the answers in words that autograded exercises ask for
         source = sources.get(chapter.number)
         for exercise in chapter.exercises:
