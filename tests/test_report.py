@@ -681,7 +681,7 @@ def test_canvas_late_work_loses_the_classs_penalty_in_gradebook_canvas_and_feedb
         assert "applied, though the grading chose 10%/day" in printed
         return
     assert (alice[PENALTY_COLUMN], bob[PENALTY_COLUMN]) == (column, "0")
-    said = f"handed in late (Canvas marked the file late): "
+    said = "handed in late (Canvas marked the file late): "
     assert said in alice["notes"] and f"{off} point(s) of 3 taken off" in alice["notes"]
     assert "Late: " + said in page and "late" not in bob["notes"]
     assert ("applied, though the grading chose" in printed) == (given is not None)

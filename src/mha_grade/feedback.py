@@ -5,8 +5,9 @@ duplicate), the first cell that raised (the grader's ``first_error``: when a set
 every later check says "name 'mha' is not defined", and this says why), then each exercise's
 points and message; by-hand exercises say "graded by hand" with the instructor's points and
 comment once entered. A chapter handed in late (as the LMS says) shows its points after the
-class's late penalty, and a line saying how late and what was taken off (mha_grade.late). Names and messages come from submissions and are escaped; a page's file
-name is made from the student's key (letters, digits and dashes, plus a hash: safe and unique).
+class's late penalty, and a line saying how late and what was taken off (mha_grade.late).
+Names and messages come from submissions and are escaped; a page's file name is made from the
+student's key (letters, digits and dashes, plus a hash: safe and unique).
 The grader's flags are for the instructor and are not shown.
 
 Hidden parts of checks: by default a page shows each hidden part's points, not its message
