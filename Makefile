@@ -161,4 +161,4 @@ grade: $(STAMP)
 # for the whole course).
 gradescope: $(STAMP)
 	@test -n "$(CHAPTER)" || { echo "usage: make gradescope CHAPTER=<03 | 03_attention_with_weights | all>"; exit 2; }
-	$(BIN)/mha-grade gradescope build $(if $(filter all,$(CHAPTER)),--all,--chapter $(CHAPTER)) _build/gradescope-$(CHAPTER).zip
+	$(BIN)/mha-grade gradescope build $(if $(filter all,$(CHAPTER)),--all,--chapter $(CHAPTER)) $(GRADESCOPE_OPTS) _build/gradescope-$(CHAPTER).zip

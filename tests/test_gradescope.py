@@ -11,7 +11,7 @@ import gradescope_root
 import pytest
 from gradescope_root import CHAPTER
 
-from mha_grade import assignments, gradescope
+from mha_grade import assignments, gradescope, late
 from mha_grade.compare import Outcome
 
 from conventions import ROOT
@@ -86,6 +86,89 @@ def test_another_chapters_notebook_is_ignored_and_scores_nothing(bundle, tmp_pat
 def test_a_zip_for_all_chapters_grades_each_one_found(bundle, tmp_path):
     report = autograder(bundle, tmp_path, [CHAPTER], chapter=gradescope.ALL)
     assert report["score"] == 3 and not any("ignored" in t["name"] for t in report["tests"])
+
+
+def gradescope_metadata(created, due, own_due=None):
+    """submission_metadata.json as Gradescope documents it (with a user's own due date, as an
+    extension gives one, when ``own_due``)."""
+    user = {"email": "s@example.com", "id": 1, "name": "S"}
+    if own_due:
+        user["assignment"] = {"due_date": own_due}
+    return {"id": 1, "created_at": created, "users": [user], "previous_submissions": [],
+            "assignment": {"due_date": due, "late_due_date": None, "id": 2,
+                           "title": "Chapter 0", "total_points": "3.0"}}
+
+
+LATE_2_DAYS = gradescope_metadata("2026-03-03T10:00:00.000000+01:00",
+                                  "2026-03-01T23:59:00.000000+01:00")
+
+
+def test_late_work_loses_the_zips_penalty_by_gradescopes_metadata_alone(bundle, tmp_path):
+    """The zip's --late-penalty 10%/day, the instructor's notebook handed in 2 days late by
+    Gradescope's metadata: 3 points less 20%. A file of that name in the submission, claiming
+    on time, is the student's, and not read."""
+    why = gradescope_root.unavailable()
+    if why:
+        pytest.skip(why)
+    root = gradescope_root.unpack(tmp_path, bundle)
+    settings = root / "source" / gradescope.SETTINGS_FILE
+    settings.write_text(json.dumps(json.loads(settings.read_text()) | {
+        "late_penalty": "10%/day"}))
+    (root / gradescope.METADATA).write_text(json.dumps(LATE_2_DAYS))
+    shutil.copy(CHAPTER, root / "submission" / CHAPTER.name)
+    (root / "submission" / gradescope.METADATA).write_text(json.dumps(gradescope_metadata(
+        "2026-03-01T10:00:00+01:00", "2026-03-01T23:59:00+01:00")))
+    run = gradescope_root.run_autograder(root)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((root / "results" / "results.json").read_text())
+    scored = [t for t in report["tests"] if t.get("max_score")]
+    assert sum(t["score"] for t in scored) == 3 and report["score"] == 2.4
+    said = ("handed in 2 days late (Gradescope: submitted 2026-03-03T10:00:00+01:00, due "
+            "2026-03-01T23:59:00+01:00): 20% off (10% per day), 0.6 point(s) of 3 taken off")
+    assert [t["output"] for t in report["tests"] if t["name"] == "late penalty"] == [
+        "H" + said[1:] + "."]
+    assert report["output"].startswith(f"Late: {said}.")
+
+
+@pytest.mark.parametrize("rule, data, score", [
+    ("10%/day", LATE_2_DAYS, 2.4), ("none", LATE_2_DAYS, 3.0), ("100%", LATE_2_DAYS, 0.0),
+    ("10%/day", gradescope_metadata("2026-03-01T10:00:00+01:00", "2026-03-01T23:59+01:00"), 3),
+    # an extension: the user's own due date is after the submission
+    ("10%/day", gradescope_metadata("2026-03-03T10:00:00+01:00", "2026-03-01T23:59+01:00",
+                                    "2026-03-04T23:59+01:00"), 3.0),
+    ("10%/day", None, 3.0),  # no metadata: lateness not known, no penalty
+    ("10%/day", "not json", 3.0)])
+def test_results_json_takes_the_penalty_off_the_score_and_never_below_zero(tmp_path, rule, data,
+                                                                            score):
+    if data is not None:
+        (tmp_path / gradescope.METADATA).write_text(
+            data if isinstance(data, str) else json.dumps(data))
+    lateness, said = gradescope.submitted_late(tmp_path)
+    assert ("lateness not known" in said) == (data in (None, "not json"))
+    result = {"score": 3.0, "tests": [], "output": "notes"}
+    gradescope.with_late_penalty(result, late.Penalty.parse(rule), lateness)
+    assert result["score"] == score and 0 <= result["score"] <= 3
+    assert ([t["name"] for t in result["tests"]] == ["late penalty"]) == (score != 3)
+
+
+def test_the_metadata_is_not_read_through_a_symbolic_link(tmp_path):
+    (tmp_path / "elsewhere.json").write_text(json.dumps(LATE_2_DAYS))
+    (tmp_path / gradescope.METADATA).symlink_to(tmp_path / "elsewhere.json")
+    assert gradescope.submitted_late(tmp_path)[0] is None
+
+
+def test_the_zip_keeps_its_late_penalty_and_refuses_a_bad_one(tmp_path):
+    def build(*args):
+        return subprocess.run([sys.executable, "-m", "mha_grade", "gradescope", "build",
+                               "--chapter", "03", *args, str(tmp_path / "g.zip")],
+                              capture_output=True, text=True)
+
+    refused = build("--late-penalty", "10 percent")
+    assert refused.returncode == 2 and "late_penalty must be 'none'" in refused.stderr
+    for args, kept in [([], "none"), (["--late-penalty", "5%/day"], "5%/day")]:
+        assert build(*args).returncode == 0
+        with zipfile.ZipFile(tmp_path / "g.zip") as z:
+            assert json.loads(z.read(gradescope.SETTINGS_FILE))["late_penalty"] == kept
 
 
 def test_the_zip_names_its_chapter_and_build_needs_one(tmp_path):

@@ -25,7 +25,7 @@ import pytest
 import student_jupyter_edition  # tools/
 from exercise_notebooks import EXAMPLE, WITH_EXERCISES, fmt, student_edition
 
-from mha_grade import by_hand, copies, pdf, report, rubric
+from mha_grade import by_hand, copies, late, pdf, report, rubric
 from mha_grade._shared import cell, display
 from mha_grade.feedback import file_name
 from mha_grade.grade import main as grade_main
@@ -634,6 +634,120 @@ def test_in_a_canvas_download_the_later_submission_counts(tmp_path):
             "submission order") in rows["canvas-1001"]["notes"]
 
 
+PENALTY_COLUMN = "late penalty (points off)"
+
+
+def late_class(tmp_path, graded, penalty=None):
+    """A class folder of ``graded`` notebooks, graded (as far as the report sees) with the
+    late ``penalty`` written beside the grades, as ``mha-grade grade --late-penalty`` does."""
+    folder = tmp_path / "late"
+    for name, spec in graded.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(student_nb(spec["answer"])))
+    grader_files(folder, graded)
+    if penalty is not None:
+        late.keep_rule(folder, late.Penalty.parse(penalty))
+    return folder
+
+
+@pytest.mark.parametrize("given, total, off, column", [
+    (None, "2.7", "0.3", "0.3"),  # the rule the grading wrote down: 10% of 3, one day
+    ("25%", "2.25", "0.75", "0.75"),
+    ("none", "3", None, None)])
+def test_canvas_late_work_loses_the_classs_penalty_in_gradebook_canvas_and_feedback(
+        tmp_path, capsys, given, total, off, column):
+    """Canvas's bulk download marks late work (``_late``) without saying how late: a per-day
+    rule counts it as one day. The penalty comes off the chapter's total in gradebook.csv,
+    canvas_import.csv and the feedback page, which says why; on-time work keeps its points."""
+    folder = late_class(tmp_path, {f"archeralice_late_1001_5002_{NAME}": CLASS["alice"],
+                                   f"bakerbob_1002_5003_{NAME}": CLASS["bob"]}, "10%/day")
+    extra = ["--late-penalty", given] if given else []
+    out = tmp_path / "out"
+    assert run(folder, "--roster", make_class(tmp_path)[1], "--out", out, "--source", EXAMPLE,
+               *extra) == 0
+    printed = capsys.readouterr().out
+    header, rows = by_student(out / "gradebook.csv")
+    alice, bob = rows["alice"], rows["bob"]
+    assert (alice[f"{STEM} total"], alice["total"], bob["total"]) == (total, total, "1")
+    assert alice["autograded"] == "3"  # the exercises' points stay as graded
+    assert (PENALTY_COLUMN in header) == (column is not None)
+    canvas = {r[3]: r[-1] for r in rows_of(out / "canvas_import.csv")[2:]}
+    assert (canvas["alice"], canvas["bob"]) == (total, "1")
+    page = (out / "feedback" / file_name("alice")).read_text()
+    assert f"Total: {total} / 4 points" in page
+    if column is None:
+        assert alice["total"] == "3"
+        assert "no penalty (--late-penalty none)" in alice["notes"]
+        assert "applied, though the grading chose 10%/day" in printed
+        return
+    assert (alice[PENALTY_COLUMN], bob[PENALTY_COLUMN]) == (column, "0")
+    said = "handed in late (Canvas marked the file late): "
+    assert said in alice["notes"] and f"{off} point(s) of 3 taken off" in alice["notes"]
+    assert "Late: " + said in page and "late" not in bob["notes"]
+    assert ("applied, though the grading chose" in printed) == (given is not None)
+
+
+def test_a_name_imitating_canvas_in_a_students_folder_gives_no_lateness_unless_the_lms_does(
+        tmp_path, capsys):
+    """In a folder per student the file names are the students': a name made to look like an
+    on-time Canvas file proves nothing, and file times are theirs to set. No lateness is known
+    (the summary says so) until the instructor gives the due date and the LMS's times."""
+    imitation = f"alice/archeralice_1001_5001_{NAME}"
+    folder = late_class(tmp_path, {imitation: CLASS["alice"],
+                                   f"bob/bakerbob_late_1002_5002_{NAME}": CLASS["bob"]},
+                        "10%/day")
+    out = tmp_path / "out"
+    assert run(folder, "--out", out, "--source", EXAMPLE) == 0
+    printed = capsys.readouterr().out
+    _, rows = by_student(out / "gradebook.csv")
+    assert (rows["alice"]["total"], rows["bob"]["total"]) == ("3", "1")
+    assert "no lateness is known for 2 notebook(s) outside a Canvas bulk download" in printed
+    times = tmp_path / "times.csv"
+    write_csv(times, ["notebook", "handed_in"], [
+        {"notebook": imitation, "handed_in": "2026-03-03T09:00+01:00"},  # 2 days late (Paris)
+        {"notebook": f"bob/bakerbob_late_1002_5002_{NAME}",
+         "handed_in": "2026-03-01T22:00:00Z"}])  # on time: 23:00 in Paris
+    assert run(folder, "--out", out, "--source", EXAMPLE, "--due", "00=2026-03-01T23:59+01:00",
+               "--handed-in", times) == 0
+    _, rows = by_student(out / "gradebook.csv")
+    assert (rows["alice"]["total"], rows["bob"]["total"]) == ("2.4", "1")
+    assert "handed in 2 days late (handed in 2026-03-03T09:00:00+01:00, due " \
+        "2026-03-01T23:59:00+01:00): 20% off" in rows["alice"]["notes"]
+    assert run(folder, "--out", out, "--source", EXAMPLE, "--due", "2026-03-01T23:59") == 2
+    assert "--due and --handed-in go together" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("late_points, counted, total", [
+    ((1, 2), f"archeralice_1001_5001_{NAME}", "3"),  # tied: the late copy would lose 0.3
+    ((1, 1), f"archeralice_1001_5001_{NAME}", "3")])
+def test_best_compares_copies_after_the_late_penalty(tmp_path, late_points, counted, total):
+    """--copies best with a late penalty: an on-time copy and a late one with as many points
+    (or fewer) -- the on-time one counts, so handing in again late never costs points."""
+    late_copy = dict(CLASS["alice"], points=late_points)
+    folder = late_class(tmp_path, {f"archeralice_1001_5001_{NAME}": CLASS["alice"],
+                                   f"archeralice_late_1001_5002_{STEM}-1.ipynb": late_copy},
+                        "10%/day")
+    copies.keep_rule(folder, "best")
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert rows["canvas-1001"]["total"] == total
+    assert f"{counted} counted (the most points" in rows["canvas-1001"]["notes"]
+
+
+def test_grading_again_with_another_late_penalty_is_refused(tmp_path, capsys):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    late.keep_rule(folder, late.Penalty.parse("10%/day"))
+    (folder / "grading_log.csv").write_text("notebook\n")
+    with pytest.raises(SystemExit):
+        grade_main([str(folder), "--regrade", "alice/", "--late-penalty", "20%"])
+    assert "was graded with --late-penalty 10%/day" in capsys.readouterr().err
+    assert str(late.graded_rule(folder)) == "10%/day"  # left as it was
+    with pytest.raises(SystemExit):
+        grade_main([str(folder), "--late-penalty", "ten"])
+    assert "--late-penalty must be 'none'" in capsys.readouterr().err
+
+
 def test_a_copy_the_grader_left_out_is_named_under_its_student(tmp_path, capsys):
     folder = tmp_path / "left"
     (folder / "alice").mkdir(parents=True)
@@ -1226,7 +1340,8 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
         (folder / who).mkdir(parents=True)
         (folder / who / NAME).write_text(json.dumps(nb))
     graded = subprocess.run([sys.executable, "-m", "mha_grade", "grade", str(folder),
-                             "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "120"],
+                             "--source", str(EXAMPLE), "--jobs", "2", "--timeout", "120",
+                             "--late-penalty", "10%/day"],
                             capture_output=True, text=True, timeout=600)
     assert graded.returncode == 0, graded.stdout + graded.stderr
     grades = list(csv.DictReader((folder / "grades.csv").open()))
@@ -1250,6 +1365,10 @@ def test_end_to_end_from_grading_to_feedback(tmp_path, capsys):
     assert reported.returncode == 0, reported.stdout + reported.stderr
     _, rows = by_student(out / "gradebook.csv")
     assert {who: int(rows[who]["autograded"]) for who in expected} == expected
+    # the penalty the grading chose reaches the report; a folder per student: no lateness known
+    assert str(late.graded_rule(folder)) == "10%/day"
+    assert "--late-penalty 10%/day: no lateness is known for 4 notebook(s)" in reported.stdout
+    assert {rows[who][PENALTY_COLUMN] for who in expected} == {"0"}
     html = (out / "by_hand" / "0.1.html").read_text()
     assert "My derivation: &lt;script&gt;" in html and "<script>" not in html
     cid = (out / "feedback" / file_name("cid")).read_text()

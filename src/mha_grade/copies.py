@@ -36,8 +36,8 @@ from mha_grade.files import create, read_regular
 RULES = ("latest", "best")
 DEFAULT_RULE = "latest"
 RULE_FILE = "copies_rule.json"  # the rule a grading used, beside its grades.csv, for the report
-CANVAS_FILE = re.compile(r"^(?P<slug>[^_/]+?)(?:_late)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$",
-                         re.IGNORECASE)
+CANVAS_FILE = re.compile(r"^(?P<slug>[^_/]+?)(?P<late>_late)?_(?P<uid>\d+)_(?P<sid>\d+)_"
+                         r"(?P<file>.+)$", re.IGNORECASE)  # late: Canvas's mark (mha_grade.late)
 GRADESCOPE_FOLDER = re.compile(r"^submission_\d+$")  # Gradescope's name of a submission
 # how the grader's log says a copy was left out: the report reads it back
 IGNORED = "ignored copy: "

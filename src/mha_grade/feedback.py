@@ -4,8 +4,10 @@ Per chapter: the notebook counted, what went wrong with it as a whole (a time li
 duplicate), the first cell that raised (the grader's ``first_error``: when a setup cell fails,
 every later check says "name 'mha' is not defined", and this says why), then each exercise's
 points and message; by-hand exercises say "graded by hand" with the instructor's points and
-comment once entered. Names and messages come from submissions and are escaped; a page's file
-name is made from the student's key (letters, digits and dashes, plus a hash: safe and unique).
+comment once entered. A chapter handed in late (as the LMS says) shows its points after the
+class's late penalty, and a line saying how late and what was taken off (mha_grade.late).
+Names and messages come from submissions and are escaped; a page's file name is made from the
+student's key (letters, digits and dashes, plus a hash: safe and unique).
 The grader's flags are for the instructor and are not shown.
 
 Hidden parts of checks: by default a page shows each hidden part's points, not its message
@@ -53,7 +55,7 @@ file_name = feedback_file  # the name of a student's page in feedback/
 
 
 def feedback_page(book: Gradebook, student: Student, show_hidden: bool = False) -> str:
-    total = sum(book.chapter_points(student, c) for c in book.chapters)
+    total = sum(book.chapter_total(student, c) for c in book.chapters)
     most = sum(book.chapter_max(c) for c in book.chapters)
     body = [f"<h1>Feedback for {esc(student.name)}</h1>",
             f"<p><strong>Total: {fmt_points(total)} / {fmt_points(most)} points</strong>"
@@ -64,12 +66,16 @@ def feedback_page(book: Gradebook, student: Student, show_hidden: bool = False) 
     for chapter in book.chapters:
         nb = student.notebooks.get(chapter.number)
         body.append(f"<h2>Chapter {esc(chapter.name)}: "
-                    f"{fmt_points(book.chapter_points(student, chapter))} / "
+                    f"{fmt_points(book.chapter_total(student, chapter))} / "
                     f"{fmt_points(book.chapter_max(chapter))}</h2>")
         if nb is None:
             body.append("<p>Nothing handed in for this chapter.</p>")
             continue
         body.append(f"<p>Notebook graded: <code>{esc(nb.name)}</code></p>")
+        lateness = book.lateness(student, chapter)
+        if lateness is not None:  # the LMS's word, and the class's rule (mha_grade.late)
+            said = book.penalty.note(book.chapter_points(student, chapter), lateness)
+            body.append(f"<p class=\"blank\">Late: {esc(said)}.</p>")
         for other in student.others:
             if other.chapter == chapter.number:
                 body.append(f"<p class=\"note\">Also handed in, not counted: "

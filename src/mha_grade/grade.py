@@ -2,7 +2,7 @@
 
     mha-grade grade SUBMISSIONS [--jobs 2] [--timeout 300] [--cell-timeout 120]
                           [--out FOLDER] [--seed N] [--no-sandbox] [--copies latest|best]
-                          [--again-alone]
+                          [--again-alone] [--late-penalty none|P%|P%/day]
 
 Every ``*.ipynb`` under SUBMISSIONS (any depth, e.g. one folder per student) is matched to its
 chapter by file name (``.../01_attention_recap.ipynb``, ``alice_01_attention_recap.ipynb``) or,
@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from mha.exercises import set_grading_seed
-from mha_grade import ROOT, copies, sandbox
+from mha_grade import ROOT, copies, late, sandbox
 from mha_grade.assignments import load_assignment
 from mha_grade.compare import Outcome
 from mha_grade.escape import cell, display, terminal
@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                              "most points to count (best: a grading per copy). Default latest, "
                              "or with --resume and --regrade the rule the folder was graded by; "
                              "written beside the grades, where the report reads it")
+    parser.add_argument("--late-penalty", default=None, metavar="RULE",
+                        help=late.HELP + "; written beside the grades, where the report reads "
+                             "it. Default none, or with --resume and --regrade the rule the "
+                             "folder was graded with")
     parser.add_argument("--again-alone", action="store_true",
                         help="grade a notebook that reached its time limit beside others once "
                              "more, alone, at the end (by default its first run is written)")
@@ -133,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--copies {args.copies}: {out} was graded with --copies {graded_by}; "
                      "resume or regrade with the same rule, or grade afresh into another --out")
     args.copies = args.copies or graded_by or copies.DEFAULT_RULE
+    try:
+        args.late_penalty = late.rule_for_grading(args.late_penalty, out,
+                                                  bool(args.resume or args.regrade))
+    except ValueError as error:
+        parser.error(str(error))
     if args.jobs > (os.cpu_count() or 1):
         print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
               "sandbox is bounded to one CPU (as root), but then they share them, and a "
@@ -174,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     writer = Writer(out, resume=args.resume, regrade=regrade)
     copies.keep_rule(out, args.copies)
+    late.keep_rule(out, args.late_penalty)
     for note in writer.notes:
         print(terminal(note), file=sys.stderr)
     if writer.done and args.resume:

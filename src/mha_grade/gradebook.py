@@ -31,7 +31,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_grade import copies
+from mha_grade import copies, late
 from mha_grade._shared import cell, display, read_regular, uncell
 from mha_grade.copies import GRADESCOPE_FOLDER, Owner, owner_of
 
@@ -402,6 +402,8 @@ class Gradebook:
     # hand in points.csv; they count (as by-hand exercises) once points are entered (``written``)
     written: dict[str, str] = field(default_factory=dict)
     ignored: list[Notebook] = field(default_factory=list)  # copies the grader did not grade
+    penalty: late.Penalty = field(default_factory=late.Penalty)  # the class's rule for late work
+    handed_in_late: dict[str, late.Lateness] = field(default_factory=dict)  # notebook -> how late
 
     def add_written(self, exercise: str, chapter: str, points: float) -> None:
         """``exercise``'s written answer ("1.2 written"), worth ``points`` once graded."""
@@ -442,7 +444,28 @@ class Gradebook:
         return book.results[exercise].points or 0.0
 
     def chapter_points(self, student: Student, chapter: Chapter) -> float:
+        """The chapter's points before any late penalty (``chapter_total``: after it)."""
         return sum(self.points(student, chapter, e) or 0 for e in chapter.exercises)
+
+    def lateness(self, student: Student, chapter: Chapter) -> late.Lateness | None:
+        """How late the notebook counted for ``chapter`` was handed in, if the LMS says."""
+        book = student.notebooks.get(chapter.number)
+        return self.handed_in_late.get(book.name) if book is not None else None
+
+    def late_deduction(self, student: Student, chapter: Chapter) -> float:
+        """The points the class's late penalty takes off the chapter (mha_grade.late)."""
+        return self.penalty.deduction(self.chapter_points(student, chapter),
+                                      self.lateness(student, chapter))
+
+    def chapter_total(self, student: Student, chapter: Chapter) -> float:
+        """The chapter's points after the late penalty: what the gradebook and Canvas get."""
+        return self.chapter_points(student, chapter) - self.late_deduction(student, chapter)
+
+    def late_notes(self, student: Student) -> list[str]:
+        """One line per chapter handed in late: how late, by whose word, and the penalty."""
+        return [f"chapter {c.number}: " + self.penalty.note(self.chapter_points(student, c),
+                                                            self.lateness(student, c))
+                for c in self.chapters if self.lateness(student, c) is not None]
 
 
 class Ambiguous(ValueError):
@@ -460,13 +483,19 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
           gradescope: dict[str, list[Owner]] | None = None,
           hand_max: dict[str, float] | None = None, default_hand_max: float = 1.0,
           rule: str = copies.DEFAULT_RULE, handed_in: dict[str, tuple] | None = None,
-          chosen: dict[str, str] | None = None, exports: list[str] = ()) -> Gradebook:
+          chosen: dict[str, str] | None = None, exports: list[str] = (),
+          penalty: late.Penalty | None = None,
+          lateness: dict[str, late.Lateness] | None = None) -> Gradebook:
     """The gradebook of a class: ``chapter_names`` maps "03" to the chapter notebook's stem;
     ``rule`` says which of a student's copies of a chapter counts (copies.RULES), by
     ``handed_in`` (notebook -> copies.handed_in, for copies on disk); ``chosen`` is the
     instructor's word on a submission the roster cannot place (its key -> a roster login, id
     or SIS id, or "" for none); ``exports`` the Gradescope exports in SUBMISSIONS
-    (``gradescope_exports``). ``Ambiguous`` names every submission to resolve."""
+    (``gradescope_exports``); ``penalty`` the class's rule for late work and ``lateness`` how
+    late each notebook was (mha_grade.late): ``best`` compares copies after the penalty.
+    ``Ambiguous`` names every submission to resolve."""
+    penalty = penalty or late.Penalty()
+    lateness = lateness or {}
     notes: list[str] = []
     chapters: dict[str, Chapter] = {}
     for book in notebooks:
@@ -518,11 +547,12 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     when = handed_in or {}
     for (student_id, chapter), books in handed.items():
         _count(by_id[student_id], chapter, books, rule,
-               lambda b: when.get(b.name) or copies.handed_in(b.name, None))
+               lambda b: when.get(b.name) or copies.handed_in(b.name, None),
+               lambda b: b.points - penalty.deduction(b.points, lateness.get(b.name)))
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
     return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
-                     ignored=ignored)
+                     ignored=ignored, penalty=penalty, handed_in_late=lateness)
 
 
 def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
@@ -596,13 +626,15 @@ def _student(owner: Owner, match: Student | None, students: list[Student],
     return student
 
 
-def _count(student: Student, chapter: str, books: list[Notebook], rule: str, when) -> None:
-    """The copy of ``chapter`` that counts for ``student``, by ``rule`` (copies.counted)."""
+def _count(student: Student, chapter: str, books: list[Notebook], rule: str, when,
+           points) -> None:
+    """The copy of ``chapter`` that counts for ``student``, by ``rule`` (copies.counted), by
+    ``points(copy)`` (after any late penalty) for ``best``."""
     books = list({id(b): b for b in books}.values())  # a group's notebook once per member
     if len(books) == 1:
         student.notebooks[chapter] = books[0]
         return
-    best, why = copies.counted(books, rule, when, lambda b: b.points)
+    best, why = copies.counted(books, rule, when, points)
     student.notebooks[chapter] = best
     others = [b for b in books if b is not best]
     student.others += others
@@ -641,11 +673,13 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
             top.append(fmt_points(book.hand_max[exercise] if most is None else most))
         header.append(f"{chapter.name} total")
         top.append(fmt_points(book.chapter_max(chapter)))
-    header += ["autograded", "by hand", "total", "chapters handed in", "notes", "feedback"]
+    penalised = book.penalty.active  # a column for the points taken off, when a rule is set
+    header += ["autograded", "by hand"] + ["late penalty (points off)"] * penalised + [
+        "total", "chapters handed in", "notes", "feedback"]
     auto_max = sum(c.auto_max for c in book.chapters)
     hand_max = sum(book.hand_max[e] for c in book.chapters for e in c.by_hand)
-    top += [fmt_points(auto_max), fmt_points(hand_max), fmt_points(auto_max + hand_max),
-            str(len(book.chapters)), "", ""]
+    top += [fmt_points(auto_max), fmt_points(hand_max)] + [""] * penalised + [
+        fmt_points(auto_max + hand_max), str(len(book.chapters)), "", ""]
     rows = [top]
     for student in book.students:
         row: list[object] = [student.key, student.name, student.id, student.sis_user_id,
@@ -659,8 +693,9 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
                     hand += value or 0
                 else:
                     auto += value or 0
-            row.append(fmt_points(book.chapter_points(student, chapter)))
-        notes = list(student.notes)
+            row.append(fmt_points(book.chapter_total(student, chapter)))
+        off = sum(book.late_deduction(student, c) for c in book.chapters)
+        notes = list(student.notes) + book.late_notes(student)
         missing = [e for c in book.chapters for e in c.by_hand
                    if c.number in student.notebooks and book.points(student, c, e) is None]
         if missing:
@@ -670,8 +705,8 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
         for _, nb in sorted(student.notebooks.items()):
             if nb.flags:
                 notes.append(f"{nb.name}: review: {nb.flags}")
-        row += [fmt_points(auto), fmt_points(hand), fmt_points(auto + hand),
-                str(len(student.notebooks)), "; ".join(notes),
+        row += [fmt_points(auto), fmt_points(hand)] + [fmt_points(off)] * penalised + [
+                fmt_points(auto + hand - off), str(len(student.notebooks)), "; ".join(notes),
                 f"feedback/{feedback_file(student.key)}"]
         rows.append(row)
     return header, rows
@@ -707,7 +742,7 @@ def canvas_rows(book: Gradebook, columns: dict[str, str], blank_missing: bool = 
         rows.append([student.name, student.id, student.sis_user_id, student.login,
                      student.section] + [
             "" if blank_missing and c.number not in student.notebooks
-            else fmt_points(book.chapter_points(student, c)) for c in book.chapters])
+            else fmt_points(book.chapter_total(student, c)) for c in book.chapters])
     notes = [f"canvas_import.csv leaves out {len(left_out)} student(s) with no Canvas id, SIS "
              f"id or login (a roster gives them: Canvas's gradebook export): "
              f"{', '.join(left_out[:10])}{', ...' if len(left_out) > 10 else ''}"

@@ -32,7 +32,11 @@ Gradescope container needs on top (the grader runs as root there):
   a ``copy.ipynb`` whose exercise labels are chapter 9's) counts once, by the rule of local
   grading (mha_grade.copies, ``build --copies``): by default the copy modified last is graded
   and the others get a test saying they were ignored and why; with ``best`` every copy is
-  graded and the one with the most points counts.
+  graded and the one with the most points counts;
+- late work (``build --late-penalty``, mha_grade.late; default none): how late comes from
+  Gradescope's ``submission_metadata.json`` (``created_at`` against the due date), read as
+  root after it is made root's and before any student code runs; the penalty lowers the score
+  and a test worth nothing says how late and what was taken off.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import zipfile
 from pathlib import Path
 
 from mha.exercises import set_grading_seed
-from mha_grade import ROOT, copies, escape, files, outputs, sandbox, submissions, workers
+from mha_grade import ROOT, copies, escape, files, late, outputs, sandbox, submissions, workers
 from mha_grade import assignments as chapters
 from mha_grade.compare import Outcome
 from mha_grade.exercise_format import chapter_notebooks
@@ -87,21 +91,24 @@ def chapter_named(chapter: str, known: list[str]) -> str:
 
 
 def build(out: Path, chapter: str, hidden_visibility: str = DEFAULT_HIDDEN_VISIBILITY,
-          rule: str = copies.DEFAULT_RULE) -> Path:
+          rule: str = copies.DEFAULT_RULE, late_penalty: str = late.NONE) -> Path:
     """The zip for one Gradescope assignment: ``chapter`` is the chapter it grades (its name or
     number; ALL for every chapter); ``hidden_visibility`` (one of VISIBILITIES) is when students
     see the tests of the checks' hidden parts; ``rule`` which copy of a chapter handed in more
-    than once counts (copies.RULES). All are kept in the zip's SETTINGS_FILE."""
+    than once counts (copies.RULES); ``late_penalty`` the rule for late work (late.Penalty).
+    All are kept in the zip's SETTINGS_FILE."""
     if hidden_visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility must be one of {VISIBILITIES}")
     if rule not in copies.RULES:
         raise ValueError(f"rule must be one of {copies.RULES}, not {rule!r}")
+    penalty = late.Penalty.parse(late_penalty, "late_penalty")
     if chapter != ALL:
         chapter = chapter_named(chapter, course_chapters())
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
         bundle.writestr(SETTINGS_FILE, json.dumps({"chapter": chapter, "copies": rule,
-                                                   "hidden_visibility": hidden_visibility}))
+                                                   "hidden_visibility": hidden_visibility,
+                                                   "late_penalty": str(penalty)}))
         for name in ("setup.sh", "run_autograder"):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o100755 << 16  # a regular, executable file, as Gradescope needs
@@ -318,6 +325,36 @@ def student_text(status: str, message: str, problem: str = "") -> str:
     return "\n".join(filter(None, [said, problem]))
 
 
+METADATA = "submission_metadata.json"  # Gradescope's, in the autograder's root
+MAX_METADATA_BYTES = 64 * 2**20  # it holds earlier submissions' results too
+
+
+def submitted_late(root: Path) -> tuple[late.Lateness | None, str]:
+    """How late Gradescope's metadata says this submission is (None: on time, or not known),
+    and a line for the instructor's log saying which."""
+    try:
+        metadata = json.loads(files.read_regular(root / METADATA, MAX_METADATA_BYTES))
+        lateness = late.gradescope_lateness(metadata)
+    except ValueError as error:  # missing, not JSON, or not as Gradescope documents it
+        return None, f"lateness not known, no late penalty: {METADATA}: {error}"
+    return lateness, ("handed in on time (or no due date), by " + METADATA if lateness is None
+                      else f"handed in {lateness.words()}")
+
+
+def with_late_penalty(result: dict, penalty: late.Penalty, lateness: late.Lateness | None
+                      ) -> None:
+    """Takes the zip's late penalty off ``result``'s score (never below 0, never up) and adds
+    a test worth nothing, and a line of output, saying how late and what was taken off."""
+    if lateness is None or not penalty.active:
+        return
+    said = penalty.note(result["score"], lateness)
+    result["score"] = result["score"] - penalty.deduction(result["score"], lateness)
+    result["tests"].append({"name": "late penalty", "score": 0.0, "max_score": 0.0,
+                            "output": said[0].upper() + said[1:] + ".",
+                            "visibility": "visible"})
+    result["output"] = "\n".join(filter(None, [f"Late: {said}.", result["output"]]))
+
+
 def zip_settings(source: Path) -> dict:
     """The instructor's choices written into the zip by ``build`` (defaults if none; a zip
     that names no chapter has ``chapter`` None, and grades nothing)."""
@@ -325,7 +362,8 @@ def zip_settings(source: Path) -> dict:
     chosen = json.loads(path.read_text()) if path.is_file() else {}
     return {"chapter": chosen.get("chapter"),
             "copies": chosen.get("copies", copies.DEFAULT_RULE),
-            "hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY)}
+            "hidden_visibility": chosen.get("hidden_visibility", DEFAULT_HIDDEN_VISIBILITY),
+            "late_penalty": chosen.get("late_penalty", late.NONE)}
 
 
 def run(root: Path, isolation: str = "auto", timeout: float = 300.0,
@@ -368,8 +406,11 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     if chapter is None:
         raise ValueError("the autograder zip names no chapter: build it again with "
                          "'mha-grade gradescope build --chapter NAME' (or --all)")
+    penalty = late.Penalty.parse(settings_of_zip["late_penalty"], SETTINGS_FILE)
     user = prepare()
     lock_down(root)
+    lateness, said = submitted_late(root)  # Gradescope's word, read before any student code
+    print(said, flush=True)
     sandbox.kill_user(user)  # nothing of the user's may be running when grading starts
     why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
     how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
@@ -415,6 +456,7 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     result = report(outcomes, ignored, notes,
                     hidden_visibility or settings_of_zip["hidden_visibility"],
                     cap=sum(map(total_points, assignments)))
+    with_late_penalty(result, penalty, lateness)
     with files.create(root / "results" / "results.json", 0o644) as handle:
         json.dump(result, handle, indent=1)
     print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
@@ -438,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="a chapter handed in more than once: grade the copy modified last "
                            "(latest, the default), or every copy, the one with the most points "
                            "to count (best), as mha-grade grade --copies")
+    make.add_argument("--late-penalty", default=late.NONE, metavar="RULE",
+                      help=late.HELP.replace("Canvas's '_late' in a bulk download's names, ", "")
+                      + " (Gradescope's own late-penalty setting too: use one of the two)")
     make.add_argument("--hidden-visibility", choices=VISIBILITIES,
                       default=DEFAULT_HIDDEN_VISIBILITY,
                       help="when students see the tests of the checks' hidden parts "
@@ -458,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             chapter = ALL if args.all else args.chapter
             out = args.out or ROOT / "_build" / f"gradescope-{chapter}.zip"
-            bundle = build(out, chapter, args.hidden_visibility, args.copies)
+            bundle = build(out, chapter, args.hidden_visibility, args.copies,
+                           args.late_penalty)
         except ValueError as error:
             parser.error(str(error))
         print(f"wrote {bundle}")

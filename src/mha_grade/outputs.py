@@ -15,11 +15,12 @@ from mha_grade.compare import TIMED_OUT, Outcome
 from mha_grade.copies import RULE_FILE
 from mha_grade.escape import cell
 from mha_grade.files import create, read_regular
+from mha_grade.late import RULE_FILE as LATE_RULE_FILE
 
 TIME_LIMITS = "time_limits.json"  # mha_grade.limits keeps the measured limits there
 OUTPUT_NAMES = {f"{stem}{end}" for stem in ("grades", "grading_log", "grades.previous",
                                              "grading_log.previous")
-                for end in (".csv", ".csv.part")} | {TIME_LIMITS, RULE_FILE}
+                for end in (".csv", ".csv.part")} | {TIME_LIMITS, RULE_FILE, LATE_RULE_FILE}
 GRADES_HEADER = ["notebook", "exercise", "points", "max_points"]
 LOG_HEADER = ["notebook", "exercise", "status", "message", "seconds", "errors", "flags",
               "problem", "first_error", "parts"]

@@ -4,6 +4,7 @@
                      [--hand-points points.csv] [--hand-max 1] [--hand-max 3.2=2]
                      [--canvas-column 03="Chapter 3 (12345)"] [--blank-missing]
                      [--show-hidden] [--copies latest|best] [--match KEY=LOGIN ...]
+                     [--late-penalty none|P%|P%/day] [--due [NN=]TIME] [--handed-in times.csv]
                      [--pdf] [--source NOTEBOOK ...]
 
 Reads ``grades.csv`` and ``grading_log.csv`` (written by ``mha-grade grade`` into SUBMISSIONS,
@@ -32,6 +33,10 @@ folders that differ in case, two submissions matching one student, one matching 
 the report before it writes anything, naming each; ``--match KEY=LOGIN`` (or ``KEY=``: nobody
 on the roster) settles it.
 
+Late work: the penalty the grading chose (late_rule.json; ``--late-penalty`` to apply another),
+on the lateness the LMS gives (Canvas's ``_late`` names; ``--due`` with ``--handed-in``, the
+LMS's times), as mha_grade.late says.
+
 Exit status: 0, or 1 when entries of the points file were not taken (each is named) or when
 points entered in ``by_hand/points.csv`` are missing from the ``--hand-points`` file read instead:
 then gradebook.csv, canvas_import.csv and the feedback pages are not written (the by-hand pages,
@@ -46,7 +51,7 @@ import os
 import sys
 from pathlib import Path
 
-from mha_grade import by_hand, copies, feedback, gradebook, pdf
+from mha_grade import by_hand, copies, feedback, gradebook, late, pdf
 from mha_grade._shared import ROOT, chapter_notebooks, create, terminal, uncell
 
 
@@ -117,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
                              "(latest), or the one with the most points (best: only among the "
                              "copies graded, so grade with --copies best too). Default: the "
                              "rule the grading used, else latest")
+    parser.add_argument("--late-penalty", default=None, metavar="RULE",
+                        help=late.HELP + ". Default: the rule the grading wrote down, else none")
+    parser.add_argument("--due", action="append", default=[], metavar="[NN=]TIME",
+                        help="the due date (ISO 8601 with its time zone, 2026-03-01T23:59+01:00)"
+                             " of every chapter, or NN=TIME of chapter NN: with --handed-in")
+    parser.add_argument("--handed-in", type=Path, default=None, metavar="CSV",
+                        help="the LMS's times of the notebooks (columns notebook, as the "
+                             "grader names it, and handed_in, ISO 8601 with its time zone): "
+                             "with --due, how late each was")
     parser.add_argument("--match", action="append", default=[], metavar="KEY=LOGIN",
                         help="the roster's student a submission is (KEY as the report names "
                              "it; LOGIN a roster login, id or SIS id), or KEY= for nobody on "
@@ -167,6 +181,20 @@ def print_pdfs(hand: Path, answers: dict) -> list[str]:
     return notes
 
 
+def late_work(args: argparse.Namespace, grades: Path, notebooks: list[gradebook.Notebook]
+              ) -> tuple[late.Penalty, dict[str, late.Lateness], list[str]]:
+    """The class's late penalty, how late each notebook was (mha_grade.late), and notes."""
+    penalty, kept = late.chosen_rule(args.late_penalty, grades)
+    notes = [f"--late-penalty {penalty} applied, though the grading chose {kept} "
+             f"({late.RULE_FILE})"] if kept is not None and penalty != kept else []
+    if bool(args.due) != bool(args.handed_in):
+        raise ValueError("--due and --handed-in go together: the due date, and the LMS's "
+                         "times to compare with it")
+    times = late.read_handed_in(gradebook.read_csv(args.handed_in)) if args.handed_in else {}
+    found, unknown = late.lateness_of(notebooks, penalty, late.parse_dues(args.due), times)
+    return penalty, found, notes + unknown
+
+
 def run(args: argparse.Namespace) -> int:
     submissions = args.submissions
     if not submissions.is_dir():
@@ -206,13 +234,15 @@ def run(args: argparse.Namespace) -> int:
         chosen[key] = token
     gradescope, metadata_notes = gradebook.gradescope_names(submissions)
     files = by_hand.submission_files(submissions)
+    penalty, lateness, late_notes = late_work(args, grades, notebooks)
     book = gradebook.build(notebooks, names, roster=roster, gradescope=gradescope,
                            hand_max=hand_max, default_hand_max=default_max, rule=rule,
                            handed_in={name: copies.handed_in(name, path)
                                       for name, path in files.items()},
                            chosen=chosen,
-                           exports=gradebook.gradescope_exports(submissions)[0])
-    book.notes[:0] = notes + metadata_notes
+                           exports=gradebook.gradescope_exports(submissions)[0],
+                           penalty=penalty, lateness=lateness)
+    book.notes[:0] = notes + metadata_notes + late_notes
     for chapter in book.chapters:  # the answers in words that autograded exercises ask for
         source = sources.get(chapter.number)
         for exercise in chapter.exercises:
