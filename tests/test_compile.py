@@ -425,3 +425,28 @@ def test_the_memory_budget_still_refuses_in_compiled_code():
                            fullgraph=True)
     with mha.memory_budget(10_000), pytest.raises(Exception, match="memory budget"):
         strict(torch.randn(1, 200, 16))
+
+
+def test_a_fullgraph_compile_over_the_budget_raises_dynamos_unsupported_naming_the_budget():
+    """Dynamo cannot let an exception raised while tracing leave a ``fullgraph=True`` region
+    (its "Observed exception" graph break), so the refusal is ``Unsupported`` whose message
+    holds the MemoryBudgetError and its hint (what memory_budget's docstring says); without
+    fullgraph the call falls back to eager and raises MemoryBudgetError itself. The budget is
+    a constant of the graph: each new budget compiles again."""
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 50, 16)
+    compiled, counter = counted_compile(lambda x: layer(x)[0])
+    compiled(x)
+    with mha.memory_budget(1000), pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        compiled(x)
+    assert not isinstance(refused.value, mha.MemoryBudgetError)
+    for words in ("MemoryBudgetError", "shape (2, 50, 16)", "mha.memory_budget(nbytes)"):
+        assert words in str(refused.value)
+    frames = counter.frame_count
+    for budget in (2**30, 2**31):  # both allow the call: each is a new graph all the same
+        with mha.memory_budget(budget):
+            compiled(x)
+    assert counter.frame_count == frames + 2
+    lenient = torch.compile(lambda x: layer(x)[0], backend="eager")
+    with mha.memory_budget(1000), pytest.raises(mha.MemoryBudgetError, match="query"):
+        lenient(x)

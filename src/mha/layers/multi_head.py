@@ -96,7 +96,10 @@ class MultiHeadAttention(nn.Module):
 
     Raises ``ValueError`` naming the argument for a bad size, flag or ``dropout``, or
     ``num_kv_heads`` not dividing ``num_heads``; :class:`mha.MemoryBudgetError` when the weights
-    would exceed the memory budget.
+    would exceed the memory budget. A call compiled with ``fullgraph=True`` over the budget
+    raises ``torch._dynamo.exc.Unsupported`` quoting that MemoryBudgetError instead (Dynamo
+    lets no exception out of a full graph), and each new budget compiles again: see
+    :func:`mha.memory_budget`.
     """
 
     def __init__(
