@@ -450,3 +450,15 @@ def test_a_fullgraph_compile_over_the_budget_raises_dynamos_unsupported_naming_t
     lenient = torch.compile(lambda x: layer(x)[0], backend="eager")
     with mha.memory_budget(1000), pytest.raises(mha.MemoryBudgetError, match="query"):
         lenient(x)
+
+
+def test_causal_chunked_attention_compiles_in_one_graph_and_equals_eager():
+    """Compiled, it skips no future block (that needs a look at the values): same output."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, n, 4, generator=g, dtype=torch.float64) for n in (7, 9))
+    v = torch.randn(2, 9, 3, generator=g, dtype=torch.float64)
+    compiled, counter = counted_compile(
+        lambda a, b, c: mha.chunked_attention(a, b, c, chunk_size=3, causal=True))
+    torch.testing.assert_close(compiled(q, k, v),
+                               mha.chunked_attention(q, k, v, chunk_size=3, causal=True))
+    assert counter.frame_count == 1

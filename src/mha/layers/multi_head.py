@@ -85,11 +85,11 @@ class MultiHeadAttention(nn.Module):
     :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
     :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
     read values (the fused path's look for NaN and inf, :func:`mha.apply_rotary`'s range of
-    positions, token ids in range) run in eager mode and are skipped when compiled, exported
+    positions, token ids in range, causal :func:`mha.chunked_attention`'s look for NaN that
+    lets it skip future blocks) run in eager mode and are skipped when compiled, exported
     or vmapped (:func:`mha.set_debug` switches the first off in eager mode too). What does
     not compile in one graph: :func:`mha.generate` (a Python loop that reads each token;
-    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does), causal
-    :func:`mha.chunked_attention` (it skips key blocks by their values),
+    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does),
     :func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading
     it). ``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take
     the argument checks' Python; use ``torch.compile`` or ``torch.export`` instead.
