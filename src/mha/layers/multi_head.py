@@ -435,8 +435,11 @@ class MultiHeadAttention(nn.Module):
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
         not attend (pass ``~mask``; or pass torch's padding mask as ``key_padding_mask``,
         which keeps torch's meaning). Its dropout probability and its train/eval mode are
-        copied too. :meth:`to_torch` goes back. Weights are copied as they are, NaN included
-        (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is hidden).
+        copied too, and so is each parameter's ``requires_grad`` (torch's packed
+        ``in_proj_weight`` and ``in_proj_bias`` give theirs to each of Q, K and V), so a frozen
+        weight stays frozen. :meth:`to_torch` goes back. Weights are copied as they are, NaN
+        included (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is
+        hidden).
 
         Raises ``ValueError`` when ``module`` is not a plain ``nn.MultiheadAttention`` or uses
         ``add_bias_kv``/``add_zero_attn``.
@@ -466,6 +469,15 @@ class MultiHeadAttention(nn.Module):
                                    module.in_proj_bias.chunk(3), strict=True):
                     proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(module.out_proj.bias)
+        # a frozen weight stays frozen (the chunks of a packed weight: read the parameter)
+        sources = [module.in_proj_weight] * 3 if module._qkv_same_embed_dim else [w_q, w_k, w_v]
+        for proj, w in zip([ours.q_proj, ours.k_proj, ours.v_proj, ours.out_proj],
+                           [*sources, module.out_proj.weight], strict=True):
+            proj.weight.requires_grad_(w.requires_grad)
+        if bias:
+            for proj in (ours.q_proj, ours.k_proj, ours.v_proj):
+                proj.bias.requires_grad_(module.in_proj_bias.requires_grad)
+            ours.out_proj.bias.requires_grad_(module.out_proj.bias.requires_grad)
         return ours
 
     def to_torch(self) -> nn.MultiheadAttention:
@@ -473,7 +485,11 @@ class MultiHeadAttention(nn.Module):
 
         The inverse of :meth:`from_torch`: same weights (bit for bit), dropout probability,
         train/eval mode, dtype and device, so ``MultiHeadAttention.from_torch(m.to_torch())``
-        equals ``m``. torch's module has no grouped-query heads and ties ``head_dim`` to
+        equals ``m``. Each parameter keeps its ``requires_grad``, save that torch packs the
+        biases of Q, K and V into ``in_proj_bias`` (and their weights into ``in_proj_weight``
+        when ``kdim = vdim = embed_dim``): one parameter, which trains when any of the three
+        does (freeze all three to keep it frozen). torch's module has no grouped-query heads
+        and ties ``head_dim`` to
         ``embed_dim // num_heads``; anything else (or a subclass such as the rotary one) raises
         ``ValueError``. Remember torch's masks mean True = do not attend.
 
@@ -510,4 +526,17 @@ class MultiHeadAttention(nn.Module):
                 theirs.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias,
                                                      self.v_proj.bias]))
                 theirs.out_proj.bias.copy_(self.out_proj.bias)
+        # a frozen weight stays frozen (packed: trainable when any of Q, K, V is)
+        projections = [self.q_proj, self.k_proj, self.v_proj]
+        if theirs._qkv_same_embed_dim:
+            theirs.in_proj_weight.requires_grad_(any(p.weight.requires_grad
+                                                     for p in projections))
+        else:
+            for name, proj in zip(["q_proj_weight", "k_proj_weight", "v_proj_weight"],
+                                  projections, strict=True):
+                getattr(theirs, name).requires_grad_(proj.weight.requires_grad)
+        theirs.out_proj.weight.requires_grad_(self.out_proj.weight.requires_grad)
+        if bias:
+            theirs.in_proj_bias.requires_grad_(any(p.bias.requires_grad for p in projections))
+            theirs.out_proj.bias.requires_grad_(self.out_proj.bias.requires_grad)
         return theirs
