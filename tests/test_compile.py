@@ -462,3 +462,21 @@ def test_causal_chunked_attention_compiles_in_one_graph_and_equals_eager():
     torch.testing.assert_close(compiled(q, k, v),
                                mha.chunked_attention(q, k, v, chunk_size=3, causal=True))
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("mark_static", [False, True])
+def test_dynamic_compile_with_a_head_mask_and_a_first_length_of_num_heads(mark_static):
+    """Dynamo's duck sizing gives a first length equal to num_heads the head_mask's symbol,
+    which the mask's shape check ties to num_heads: one graph more (the class docstring says
+    so), none when the caller marks the gates static."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    compiled, counter = counted_compile(
+        lambda x, gates: layer(x, head_mask=gates, need_weights=False)[0], dynamic=True)
+    for n in (4, 6, 9):
+        x, gates = torch.randn(2, n, 16), torch.rand(4)
+        if mark_static:
+            torch._dynamo.mark_static(gates)
+        torch.testing.assert_close(compiled(x, gates),
+                                   layer(x, head_mask=gates, need_weights=False)[0])
+    assert counter.frame_count == (1 if mark_static else 2)

@@ -78,7 +78,11 @@ class MultiHeadAttention(nn.Module):
     first new batch size two. ``dynamic=True`` makes it two graphs in all, save that Dynamo
     ties a size equal to one of the layer's (a prompt of ``head_dim`` tokens) to that
     constant: a recompile. One graph cannot serve both: an empty cache holds no tensors, and
-    Dynamo specializes a length of 1.
+    Dynamo specializes a length of 1. With ``dynamic=True`` and a ``head_mask``, a first call
+    whose length equals ``num_heads`` compiles one graph more (2 for lengths 4, 6, 9 with 4
+    heads): Dynamo's duck sizing gives the length the gates' symbol, which their shape check
+    ties to ``num_heads``; ``torch._dynamo.mark_static(head_mask)`` before each call keeps it
+    to one graph.
     ``torch.export`` with a dynamic length works, and
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
