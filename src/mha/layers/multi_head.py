@@ -244,7 +244,8 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k, n_k - key.shape[1])
         if key_padding_mask is not None:
-            mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
+            mask = self._with_padding(mask, key_padding_mask, batch, n_k, n_k - key.shape[1],
+                                      query.dtype)
         # every check before the cache grows: a call that raises leaves the cache as it was
         gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
@@ -314,18 +315,23 @@ class MultiHeadAttention(nn.Module):
                 f"({batch}, 1, {n_q}, {n_k}) per sequence"
             )
 
-    def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int,
+    def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int, cached: int,
                       dtype: torch.dtype) -> torch.Tensor:
         """``mask`` combined with torch's ``key_padding_mask`` (True = ignore), ``(B, 1, 1, n_k)``
-        or broadcastable to ``(B, h, n_q, n_k)``."""
+        or broadcastable to ``(B, h, n_q, n_k)``; ``n_k`` counts the ``cached`` keys too."""
         require_tensor("key_padding_mask", key_padding_mask)
         if key_padding_mask.dtype != torch.bool and not key_padding_mask.is_floating_point():
             raise ValueError(f"key_padding_mask must be bool (True = ignore the key, as in "
                              f"nn.MultiheadAttention) or floating (added to the scores), got "
                              f"{key_padding_mask.dtype}")
         if tuple(key_padding_mask.shape) != (batch, n_k):
+            with_cache = "" if not cached else (
+                f", where n_k = {cached} cached + {n_k - cached} new keys: the mask covers "
+                f"every key the queries attend to, the cache's too. Keep one mask for the "
+                f"whole sequence and extend it each step, e.g. "
+                f"torch.cat([mask_so_far, new_tokens_mask], dim=1)")
             raise ValueError(f"key_padding_mask must have shape (B, n_k) = ({batch}, {n_k}), "
-                             f"got {tuple(key_padding_mask.shape)}")
+                             f"got {tuple(key_padding_mask.shape)}{with_cache}")
         require_same_device(("the module", self.q_proj.weight),
                             ("key_padding_mask", key_padding_mask))
         padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, n_k)
