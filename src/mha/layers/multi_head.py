@@ -6,6 +6,7 @@ Compiling and vmapping: see the class docstring of :class:`MultiHeadAttention`.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -498,10 +499,10 @@ class MultiHeadAttention(nn.Module):
         equals ``m``. Each parameter keeps its ``requires_grad``, save that torch packs the
         biases of Q, K and V into ``in_proj_bias`` (and their weights into ``in_proj_weight``
         when ``kdim = vdim = embed_dim``): one parameter, which trains when any of the three
-        does (freeze all three to keep it frozen). torch's module has no grouped-query heads
-        and ties ``head_dim`` to
-        ``embed_dim // num_heads``; anything else (or a subclass such as the rotary one) raises
-        ``ValueError``. Remember torch's masks mean True = do not attend.
+        does, with a warning (freeze all three to keep it frozen). torch's module has no
+        grouped-query heads and ties ``head_dim`` to ``embed_dim // num_heads``; anything
+        else (or a subclass such as the rotary one) raises ``ValueError``. Remember torch's
+        masks mean True = do not attend.
 
         Raises ``ValueError`` for grouped-query heads, a ``head_dim * num_heads`` other than
         ``embed_dim``, or a subclass.
@@ -538,6 +539,13 @@ class MultiHeadAttention(nn.Module):
                 theirs.out_proj.bias.copy_(self.out_proj.bias)
         # a frozen weight stays frozen (packed: trainable when any of Q, K, V is)
         projections = [self.q_proj, self.k_proj, self.v_proj]
+        packed = [[p.weight for p in projections]] if theirs._qkv_same_embed_dim else []
+        packed += [[p.bias for p in projections]] if bias else []
+        if any(len({p.requires_grad for p in three}) > 1 for three in packed):
+            warnings.warn("to_torch: some of Q, K, V's weights or biases are frozen and some "
+                          "not, but nn.MultiheadAttention packs them into one parameter "
+                          "(in_proj_weight, in_proj_bias), which trains as a whole: freeze all "
+                          "three or none", stacklevel=2)
         if theirs._qkv_same_embed_dim:
             theirs.in_proj_weight.requires_grad_(any(p.weight.requires_grad
                                                      for p in projections))
