@@ -425,3 +425,58 @@ def test_the_memory_budget_still_refuses_in_compiled_code():
                            fullgraph=True)
     with mha.memory_budget(10_000), pytest.raises(Exception, match="memory budget"):
         strict(torch.randn(1, 200, 16))
+
+
+def test_a_fullgraph_compile_over_the_budget_raises_dynamos_unsupported_naming_the_budget():
+    """Dynamo cannot let an exception raised while tracing leave a ``fullgraph=True`` region
+    (its "Observed exception" graph break), so the refusal is ``Unsupported`` whose message
+    holds the MemoryBudgetError and its hint (what memory_budget's docstring says); without
+    fullgraph the call falls back to eager and raises MemoryBudgetError itself. The budget is
+    a constant of the graph: each new budget compiles again."""
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 50, 16)
+    compiled, counter = counted_compile(lambda x: layer(x)[0])
+    compiled(x)
+    with mha.memory_budget(1000), pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        compiled(x)
+    assert not isinstance(refused.value, mha.MemoryBudgetError)
+    for words in ("MemoryBudgetError", "shape (2, 50, 16)", "mha.memory_budget(nbytes)"):
+        assert words in str(refused.value)
+    frames = counter.frame_count
+    for budget in (2**30, 2**31):  # both allow the call: each is a new graph all the same
+        with mha.memory_budget(budget):
+            compiled(x)
+    assert counter.frame_count == frames + 2
+    lenient = torch.compile(lambda x: layer(x)[0], backend="eager")
+    with mha.memory_budget(1000), pytest.raises(mha.MemoryBudgetError, match="query"):
+        lenient(x)
+
+
+def test_causal_chunked_attention_compiles_in_one_graph_and_equals_eager():
+    """Compiled, it skips no future block (that needs a look at the values): same output."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, n, 4, generator=g, dtype=torch.float64) for n in (7, 9))
+    v = torch.randn(2, 9, 3, generator=g, dtype=torch.float64)
+    compiled, counter = counted_compile(
+        lambda a, b, c: mha.chunked_attention(a, b, c, chunk_size=3, causal=True))
+    torch.testing.assert_close(compiled(q, k, v),
+                               mha.chunked_attention(q, k, v, chunk_size=3, causal=True))
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("mark_static", [False, True])
+def test_dynamic_compile_with_a_head_mask_and_a_first_length_of_num_heads(mark_static):
+    """Dynamo's duck sizing gives a first length equal to num_heads the head_mask's symbol,
+    which the mask's shape check ties to num_heads: one graph more (the class docstring says
+    so), none when the caller marks the gates static."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    compiled, counter = counted_compile(
+        lambda x, gates: layer(x, head_mask=gates, need_weights=False)[0], dynamic=True)
+    for n in (4, 6, 9):
+        x, gates = torch.randn(2, n, 16), torch.rand(4)
+        if mark_static:
+            torch._dynamo.mark_static(gates)
+        torch.testing.assert_close(compiled(x, gates),
+                                   layer(x, head_mask=gates, need_weights=False)[0])
+    assert counter.frame_count == (1 if mark_static else 2)

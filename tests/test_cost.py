@@ -115,6 +115,36 @@ def test_chunked_attention_equals_scaled_dot_product_attention(n_q, n_k, d, chun
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("n_q,n_k", [(9, 9), (7, 9), (12, 5)])
+def test_causal_chunked_attention_under_vmap_equals_the_loop_and_torch(n_q, n_k):
+    """vmap cannot branch on values, so the causal look for NaN that lets eager code skip
+    future blocks is left out there: every block is computed and masked, same output."""
+    g = torch.Generator().manual_seed(n_q * 100 + n_k)
+    q = torch.randn(3, 2, n_q, 4, generator=g, dtype=torch.float64)
+    k = torch.randn(3, 2, n_k, 4, generator=g, dtype=torch.float64)
+    v = torch.randn(3, 2, n_k, 5, generator=g, dtype=torch.float64)
+    def chunked(a, b, c):
+        return mha.chunked_attention(a, b, c, chunk_size=3, causal=True)
+
+    def loop(q, k, v):  # one batch entry at a time, in eager mode
+        return torch.stack([chunked(q[i], k[i], v[i]) for i in range(len(q))])
+
+    got = torch.func.vmap(chunked)(q, k, v)
+    torch.testing.assert_close(got, loop(q, k, v))
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)  # bottom-right aligned
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    expected = expected.masked_fill(~allowed.any(-1)[:, None], 0.0)  # a query before every key
+    if n_q == n_k:  # torch's own is_causal (top-left) is the same mask here
+        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(got, expected)
+    k[1, 0, -1, 0] = float("nan")  # a NaN key in a block after every query of a block...
+    nan_out = torch.func.vmap(chunked)(q, k, v)  # ...reaches even the queries that mask it
+    torch.testing.assert_close(nan_out, loop(q, k, v),
+                               equal_nan=True)
+    sees_a_key = allowed.any(-1)  # a query before every key stays zeros (masked, no key)
+    assert nan_out[1, 0][sees_a_key].isnan().all() and not nan_out[0].isnan().any()
+
+
 def test_chunked_attention_is_stable_for_large_scores():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 64, 8, generator=g, dtype=torch.float64) for _ in range(3))

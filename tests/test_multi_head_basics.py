@@ -71,3 +71,41 @@ def test_load_state_dict_of_torchs_module_points_to_from_torch():
 def test_an_omitted_key_or_value_is_blamed_not_the_tensor_passed(sizes, call, blamed):
     with pytest.raises(ValueError, match=blamed):
         call(mha.MultiHeadAttention(8, 2, **sizes))
+
+
+COPIES = {  # a copy of a MultiHeadAttention whose parameters have the same names
+    "prune_heads": lambda m: mha.prune_heads(m, [0]),
+    "pool_kv_heads": lambda m: mha.pool_kv_heads(m, 2),
+    "from_torch(to_torch)": lambda m: mha.MultiHeadAttention.from_torch(m.to_torch()),
+}
+# torch's names for ours when kdim and vdim differ from embed_dim (Q, K, V weights unpacked)
+TORCH_NAMES = {"q_proj.weight": "q_proj_weight", "k_proj.weight": "k_proj_weight",
+               "v_proj.weight": "v_proj_weight", "out_proj.weight": "out_proj.weight",
+               "out_proj.bias": "out_proj.bias"}
+
+
+@pytest.mark.parametrize("copy", COPIES)
+@pytest.mark.parametrize("frozen", list(TORCH_NAMES))
+def test_copies_keep_each_parameters_requires_grad(copy, frozen):
+    module = mha.MultiHeadAttention(8, 4, kdim=6, vdim=5)
+    module.get_parameter(frozen).requires_grad_(False)
+    copied = dict(COPIES[copy](module).named_parameters())
+    assert {name: p.requires_grad for name, p in copied.items()} == {
+        name: name != frozen for name in copied}
+    theirs = dict(module.to_torch().named_parameters())
+    assert {name: p.requires_grad for name, p in theirs.items()} == {
+        name: name != TORCH_NAMES[frozen] for name in theirs}
+
+
+def test_torchs_packed_projection_is_frozen_when_queries_keys_and_values_are():
+    module = mha.MultiHeadAttention(8, 4)
+    module.q_proj.weight.requires_grad_(False)  # one of three in a packed parameter: it trains
+    with pytest.warns(UserWarning, match="freeze all three or none"):
+        assert module.to_torch().in_proj_weight.requires_grad
+    for proj in (module.k_proj, module.v_proj):
+        proj.weight.requires_grad_(False)
+    theirs = module.to_torch()
+    assert not theirs.in_proj_weight.requires_grad and theirs.in_proj_bias.requires_grad
+    ours = dict(mha.MultiHeadAttention.from_torch(theirs).named_parameters())
+    assert {name for name, p in ours.items() if not p.requires_grad} == {
+        "q_proj.weight", "k_proj.weight", "v_proj.weight"}

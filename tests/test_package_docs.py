@@ -77,6 +77,23 @@ def test_every_public_callable_says_what_it_raises():
     assert not silent, silent
 
 
+def test_every_constant_a_docstring_names_is_given_by_its_path_from_mha():
+    """``help(mha.TinyTranslator)`` shows no module: a constant (``:data:``) it names must be
+    written as the path a reader types, ``mha.seq2seq.KINDS``, and that path must exist."""
+    unclear = []
+    for name, obj in public_callables():
+        for target in re.findall(r":data:`~?([\w.]+)`", obj.__doc__ or ""):
+            first, *path = target.split(".")
+            found = first == "mha" and bool(path)
+            obj = mha
+            for attr in path if found else ():
+                found = found and hasattr(obj, attr)
+                obj = getattr(obj, attr, None)
+            if not found:
+                unclear.append((name, target))
+    assert not unclear, unclear
+
+
 SHAPE = re.compile(r"\([^()]*[,.][^()]*\)|\bscalar\b|\bshape\b|0-d|\b[1-4]-D\b")
 DTYPE = re.compile(r"float|bool|int64|int32|integer|\blong\b|dtype|complex", re.IGNORECASE)
 

@@ -645,6 +645,14 @@ def memory_budget(nbytes: int | None) -> Iterator[None]:
     (``None``: 1/8 of RAM) in the calling thread, and restores the thread's setting after
     it (blocks nest; other threads are not affected).
 
+    Under ``torch.compile`` the budget is a constant of the graph: Dynamo guards on it, so
+    each new budget compiles the call again. A call over the budget raises
+    :class:`MemoryBudgetError` without ``fullgraph``; with ``fullgraph=True`` Dynamo cannot let
+    an exception raised while tracing leave the graph, and raises
+    ``torch._dynamo.exc.Unsupported`` ("Observed exception") instead, whose message quotes the
+    MemoryBudgetError and its hint: catch that, or drop ``fullgraph`` where a call may exceed
+    the budget (``tests/test_compile.py`` checks both).
+
     Raises ``ValueError`` naming ``nbytes`` when it is neither None nor a positive int."""
     previous = set_memory_budget(nbytes)
     try:

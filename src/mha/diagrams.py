@@ -249,9 +249,9 @@ class Diagram:
     def figure(self, max_width: float = 8.0) -> Figure:
         """Draw the diagram into a new figure, at most ``max_width`` inches wide.
 
-        One box unit is :data:`UNIT` inches, so every diagram of the book has the same font
-        size, scaled down only if the diagram would be wider than ``max_width`` (book width at
-        100 dpi is 8 inches). The limits take in every label, measured after drawing.
+        One box unit is :data:`mha.diagrams.UNIT` inches, so every diagram of the book has the
+        same font size, scaled down only if the diagram would be wider than ``max_width``
+        (book width at 100 dpi is 8 inches). The limits take in every label, measured after drawing.
 
         Raises ``ValueError`` when the diagram has no boxes, or naming ``max_width`` (not
         positive).

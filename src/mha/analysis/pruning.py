@@ -24,7 +24,8 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
     Its outputs equal ``module(..., head_mask=g)`` with ``g`` zero on ``heads`` and one elsewhere:
     a head's rows of ``q/k/v_proj.weight`` and its columns of ``out_proj.weight`` (PyTorch's
     ``(out, in)`` storage) are dropped, so it costs neither parameters nor time. At least one
-    head must remain.
+    head must remain. Each parameter keeps its ``requires_grad`` (a frozen weight stays
+    frozen), as do the dropout probability and the train/eval mode.
 
     ``heads`` is a list (tuple, range, 1-D int tensor) of distinct head indices; ``[]`` gives
     an exact copy. Only a plain ``MultiHeadAttention`` is rebuilt: a subclass (rotary,
@@ -65,6 +66,8 @@ def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAt
         pruned.out_proj.weight.copy_(module.out_proj.weight[:, rows])
         if bias:
             pruned.out_proj.bias.copy_(module.out_proj.bias)
+    for name, parameter in module.named_parameters():  # a frozen weight stays frozen
+        pruned.get_parameter(name).requires_grad_(parameter.requires_grad)
     return pruned
 
 

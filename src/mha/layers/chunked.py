@@ -8,6 +8,7 @@ from mha._checks import (
     check_allocation,
     check_attention_inputs,
     check_output_allocation,
+    may_read_values,
     require_flag,
     require_int,
 )
@@ -46,7 +47,10 @@ def chunked_attention(
     ``scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` lets query ``i`` see keys
     ``j <= n_k - n_q + i`` only, the queries being the last ``n_q`` of the ``n_k`` positions as
     in :func:`mha.attention` (for ``n_q = n_k``: ``j <= i``), and skips blocks entirely in the
-    future; a query before every key sees none and gets zeros. A query with no key to see
+    future (after one look at the keys' and values' values, so in eager mode only: under
+    ``torch.func.vmap`` or ``torch.compile``, which cannot branch on values, it computes those
+    blocks too and masks them, for the same output); a query before every key sees none and
+    gets zeros. A query with no key to see
     (``n_k = 0``) gets the zero vector, as in :func:`mha.attention`. NaN and inf follow
     the rule of :func:`mha.attention` exactly (nothing non-finite is hidden), and leading batch
     dimensions broadcast as there.
@@ -73,7 +77,10 @@ def chunked_attention(
 
     n_q, n_k = query.shape[-2], key.shape[-2]
     last_bad = -1  # the last key whose key or value holds NaN or inf
-    if causal and n_k > chunk_size:
+    if causal and n_k > chunk_size and not (may_read_values(key) and may_read_values(value)):
+        # vmap and torch.compile cannot branch on values: skip no block (same output)
+        last_bad = n_k
+    elif causal and n_k > chunk_size:
         # Masking is not cleaning (see mha.attention): a NaN key or value reaches even the
         # queries that mask it. A block wholly in the future may be skipped only when it
         # holds nothing non-finite; one pass over key and value, O(n_k d), tells.
@@ -85,11 +92,12 @@ def chunked_attention(
         q = query[..., q_start:q_start + chunk_size, :] * scale
         # each query's position among the keys (bottom-right aligned, as in mha.attention)
         rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None] + n_k - n_q
+        first_row, last_row = q_start + n_k - n_q, q_start + q.shape[-2] - 1 + n_k - n_q
         m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
         o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
         for k_start in range(0, n_k, chunk_size):
-            if causal and k_start > rows[-1, 0] and k_start > last_bad:
+            if causal and k_start > last_row and k_start > last_bad:
                 break  # every later key is in the future of every query of this block
             s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
             if causal:
@@ -109,7 +117,7 @@ def chunked_attention(
         # it saw no key at all (n_k = 0: zeros, as for a fully masked query in mha.attention)
         # or only -inf scores (from inf inputs: 0 / 0 = NaN, as softmax gives); NaN stays NaN
         out = o / l if n_k else o
-        if causal and rows[0, 0] < 0:  # queries before every key: fully masked, zeros
+        if causal and first_row < 0:  # queries before every key: fully masked, zeros
             out = out.masked_fill(rows < 0, 0.0)
         blocks.append(out)
     if not blocks:  # no queries

@@ -46,7 +46,8 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
     of ``module``: ``W_K^{(g)} = mean_{i in group g} W_K^{(i)}`` and likewise for ``W_V`` and
     the biases (Ainslie et al.'s conversion). Queries and ``W_O`` are copied unchanged, and so
     are the dropout probability, the train/eval mode and, for a
-    :class:`mha.RotaryMultiHeadAttention`, the rotation (the copy is rotary too). When
+    :class:`mha.RotaryMultiHeadAttention`, the rotation (the copy is rotary too), and each
+    parameter's ``requires_grad`` (a frozen weight stays frozen). When
     ``module``'s heads of a group are equal, the copy computes exactly what ``module`` does.
     Other subclasses raise ``ValueError``. Weights are averaged as they are: a NaN in
     ``module`` stays NaN in the copy (and its outputs follow :func:`mha.attention`'s rule).
@@ -85,4 +86,6 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
                 new.bias.copy_(old.bias.view(num_kv_heads, per_group, d).mean(dim=1).flatten())
         pooled.q_proj.load_state_dict(module.q_proj.state_dict())
         pooled.out_proj.load_state_dict(module.out_proj.state_dict())
+    for name, parameter in module.named_parameters():  # a frozen weight stays frozen
+        pooled.get_parameter(name).requires_grad_(parameter.requires_grad)
     return pooled

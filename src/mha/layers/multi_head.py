@@ -6,6 +6,7 @@ Compiling and vmapping: see the class docstring of :class:`MultiHeadAttention`.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -78,25 +79,32 @@ class MultiHeadAttention(nn.Module):
     first new batch size two. ``dynamic=True`` makes it two graphs in all, save that Dynamo
     ties a size equal to one of the layer's (a prompt of ``head_dim`` tokens) to that
     constant: a recompile. One graph cannot serve both: an empty cache holds no tensors, and
-    Dynamo specializes a length of 1.
+    Dynamo specializes a length of 1. With ``dynamic=True`` and a ``head_mask``, a first call
+    whose length equals ``num_heads`` compiles one graph more (2 for lengths 4, 6, 9 with 4
+    heads): Dynamo's duck sizing gives the length the gates' symbol, which their shape check
+    ties to ``num_heads``; ``torch._dynamo.mark_static(head_mask)`` before each call keeps it
+    to one graph.
     ``torch.export`` with a dynamic length works, and
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
     :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
     :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
     read values (the fused path's look for NaN and inf, :func:`mha.apply_rotary`'s range of
-    positions, token ids in range) run in eager mode and are skipped when compiled, exported
+    positions, token ids in range, causal :func:`mha.chunked_attention`'s look for NaN that
+    lets it skip future blocks) run in eager mode and are skipped when compiled, exported
     or vmapped (:func:`mha.set_debug` switches the first off in eager mode too). What does
     not compile in one graph: :func:`mha.generate` (a Python loop that reads each token;
-    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does), causal
-    :func:`mha.chunked_attention` (it skips key blocks by their values),
+    compile the model's step instead, as ``benchmarks/compiled_decoding.py`` does),
     :func:`mha.head_importance` and :func:`mha.head_confidence` (they refuse NaN by reading
     it). ``torch.jit.script`` compiles none of ``mha``'s modules: TorchScript does not take
     the argument checks' Python; use ``torch.compile`` or ``torch.export`` instead.
 
     Raises ``ValueError`` naming the argument for a bad size, flag or ``dropout``, or
     ``num_kv_heads`` not dividing ``num_heads``; :class:`mha.MemoryBudgetError` when the weights
-    would exceed the memory budget.
+    would exceed the memory budget. A call compiled with ``fullgraph=True`` over the budget
+    raises ``torch._dynamo.exc.Unsupported`` quoting that MemoryBudgetError instead (Dynamo
+    lets no exception out of a full graph), and each new budget compiles again: see
+    :func:`mha.memory_budget`.
     """
 
     def __init__(
@@ -237,7 +245,8 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             self._check_mask(mask, batch, n_q, n_k, n_k - key.shape[1])
         if key_padding_mask is not None:
-            mask = self._with_padding(mask, key_padding_mask, batch, n_k, query.dtype)
+            mask = self._with_padding(mask, key_padding_mask, batch, n_k, n_k - key.shape[1],
+                                      query.dtype)
         # every check before the cache grows: a call that raises leaves the cache as it was
         gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
@@ -307,18 +316,23 @@ class MultiHeadAttention(nn.Module):
                 f"({batch}, 1, {n_q}, {n_k}) per sequence"
             )
 
-    def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int,
+    def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int, cached: int,
                       dtype: torch.dtype) -> torch.Tensor:
         """``mask`` combined with torch's ``key_padding_mask`` (True = ignore), ``(B, 1, 1, n_k)``
-        or broadcastable to ``(B, h, n_q, n_k)``."""
+        or broadcastable to ``(B, h, n_q, n_k)``; ``n_k`` counts the ``cached`` keys too."""
         require_tensor("key_padding_mask", key_padding_mask)
         if key_padding_mask.dtype != torch.bool and not key_padding_mask.is_floating_point():
             raise ValueError(f"key_padding_mask must be bool (True = ignore the key, as in "
                              f"nn.MultiheadAttention) or floating (added to the scores), got "
                              f"{key_padding_mask.dtype}")
         if tuple(key_padding_mask.shape) != (batch, n_k):
+            with_cache = "" if not cached else (
+                f", where n_k = {cached} cached + {n_k - cached} new keys: the mask covers "
+                f"every key the queries attend to, the cache's too. Keep one mask for the "
+                f"whole sequence and extend it each step, e.g. "
+                f"torch.cat([mask_so_far, new_tokens_mask], dim=1)")
             raise ValueError(f"key_padding_mask must have shape (B, n_k) = ({batch}, {n_k}), "
-                             f"got {tuple(key_padding_mask.shape)}")
+                             f"got {tuple(key_padding_mask.shape)}{with_cache}")
         require_same_device(("the module", self.q_proj.weight),
                             ("key_padding_mask", key_padding_mask))
         padding = key_padding_mask[:, None, None, :]  # (B, 1, 1, n_k)
@@ -432,8 +446,11 @@ class MultiHeadAttention(nn.Module):
         ``nn.MultiheadAttention``'s ``key_padding_mask`` and bool ``attn_mask`` mean True = do
         not attend (pass ``~mask``; or pass torch's padding mask as ``key_padding_mask``,
         which keeps torch's meaning). Its dropout probability and its train/eval mode are
-        copied too. :meth:`to_torch` goes back. Weights are copied as they are, NaN included
-        (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is hidden).
+        copied too, and so is each parameter's ``requires_grad`` (torch's packed
+        ``in_proj_weight`` and ``in_proj_bias`` give theirs to each of Q, K and V), so a frozen
+        weight stays frozen. :meth:`to_torch` goes back. Weights are copied as they are, NaN
+        included (the outputs then follow :func:`mha.attention`'s rule: nothing non-finite is
+        hidden).
 
         Raises ``ValueError`` when ``module`` is not a plain ``nn.MultiheadAttention`` or uses
         ``add_bias_kv``/``add_zero_attn``.
@@ -463,6 +480,15 @@ class MultiHeadAttention(nn.Module):
                                    module.in_proj_bias.chunk(3), strict=True):
                     proj.bias.copy_(b)
                 ours.out_proj.bias.copy_(module.out_proj.bias)
+        # a frozen weight stays frozen (the chunks of a packed weight: read the parameter)
+        sources = [module.in_proj_weight] * 3 if module._qkv_same_embed_dim else [w_q, w_k, w_v]
+        for proj, w in zip([ours.q_proj, ours.k_proj, ours.v_proj, ours.out_proj],
+                           [*sources, module.out_proj.weight], strict=True):
+            proj.weight.requires_grad_(w.requires_grad)
+        if bias:
+            for proj in (ours.q_proj, ours.k_proj, ours.v_proj):
+                proj.bias.requires_grad_(module.in_proj_bias.requires_grad)
+            ours.out_proj.bias.requires_grad_(module.out_proj.bias.requires_grad)
         return ours
 
     def to_torch(self) -> nn.MultiheadAttention:
@@ -470,9 +496,13 @@ class MultiHeadAttention(nn.Module):
 
         The inverse of :meth:`from_torch`: same weights (bit for bit), dropout probability,
         train/eval mode, dtype and device, so ``MultiHeadAttention.from_torch(m.to_torch())``
-        equals ``m``. torch's module has no grouped-query heads and ties ``head_dim`` to
-        ``embed_dim // num_heads``; anything else (or a subclass such as the rotary one) raises
-        ``ValueError``. Remember torch's masks mean True = do not attend.
+        equals ``m``. Each parameter keeps its ``requires_grad``, save that torch packs the
+        biases of Q, K and V into ``in_proj_bias`` (and their weights into ``in_proj_weight``
+        when ``kdim = vdim = embed_dim``): one parameter, which trains when any of the three
+        does, with a warning (freeze all three to keep it frozen). torch's module has no
+        grouped-query heads and ties ``head_dim`` to ``embed_dim // num_heads``; anything
+        else (or a subclass such as the rotary one) raises ``ValueError``. Remember torch's
+        masks mean True = do not attend.
 
         Raises ``ValueError`` for grouped-query heads, a ``head_dim * num_heads`` other than
         ``embed_dim``, or a subclass.
@@ -507,4 +537,24 @@ class MultiHeadAttention(nn.Module):
                 theirs.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias,
                                                      self.v_proj.bias]))
                 theirs.out_proj.bias.copy_(self.out_proj.bias)
+        # a frozen weight stays frozen (packed: trainable when any of Q, K, V is)
+        projections = [self.q_proj, self.k_proj, self.v_proj]
+        packed = [[p.weight for p in projections]] if theirs._qkv_same_embed_dim else []
+        packed += [[p.bias for p in projections]] if bias else []
+        if any(len({p.requires_grad for p in three}) > 1 for three in packed):
+            warnings.warn("to_torch: some of Q, K, V's weights or biases are frozen and some "
+                          "not, but nn.MultiheadAttention packs them into one parameter "
+                          "(in_proj_weight, in_proj_bias), which trains as a whole: freeze all "
+                          "three or none", stacklevel=2)
+        if theirs._qkv_same_embed_dim:
+            theirs.in_proj_weight.requires_grad_(any(p.weight.requires_grad
+                                                     for p in projections))
+        else:
+            for name, proj in zip(["q_proj_weight", "k_proj_weight", "v_proj_weight"],
+                                  projections, strict=True):
+                getattr(theirs, name).requires_grad_(proj.weight.requires_grad)
+        theirs.out_proj.weight.requires_grad_(self.out_proj.weight.requires_grad)
+        if bias:
+            theirs.in_proj_bias.requires_grad_(any(p.bias.requires_grad for p in projections))
+            theirs.out_proj.bias.requires_grad_(self.out_proj.bias.requires_grad)
         return theirs

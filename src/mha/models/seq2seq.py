@@ -151,7 +151,8 @@ class TinyTranslator(nn.Module):
 
     ``forward(source, target_in, head_mask)`` returns scores ``(B, n_y, num_classes)``;
     ``head_mask`` ``(3, layers, heads)`` gates the heads of the three kinds of attention,
-    in the order of :data:`KINDS`.
+    in the order of :data:`mha.seq2seq.KINDS` (encoder self-attention, decoder
+    self-attention, encoder-decoder attention).
 
     Raises ``ValueError`` naming a bad size; :class:`mha.MemoryBudgetError` when the weights
     would exceed the memory budget.
@@ -258,8 +259,8 @@ def kind_importance(
     model: TinyTranslator, batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 ) -> torch.Tensor:
     r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
-    ``(3, layers, heads)`` (kinds in the order of :data:`KINDS`), each layer's scores divided
-    by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
+    ``(3, layers, heads)`` (kinds in the order of :data:`mha.seq2seq.KINDS`), each layer's
+    scores divided by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
     from mha.tasks.neighbour_task import cross_entropy
 
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
