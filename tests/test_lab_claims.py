@@ -136,6 +136,10 @@ def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(mini
     assert round(drop_42.difference, 4) == 0.0497
     assert round(drop_42.low, 4) == 0.0051 and round(drop_42.high, 4) == 0.1037
     assert drop_42.low > 0
+    intervals = {36: drop_half, 42: drop_42}  # the sizes near half, in the lab's steps of 6
+    last_undetected = max(k for k, drop in intervals.items() if drop.low < 0)
+    first_detected = min(k for k, drop in intervals.items() if drop.low > 0)
+    assert (last_undetected, first_detected - 1) == (36, 41)  # 36 to 41 of 72 heads go
     # the "at most 0.01" reading's 12 heads are a point estimate: their interval passes 0.01
     drop_12 = mha.spearman_difference_bootstrap(full, without(12), grades, groups, draws=1000,
                                                 seed=0)
