@@ -146,8 +146,6 @@ NOT_A_MEASUREMENT = {
                   "compares the output, as the row says",
     ("7.5", "20"): "Michel et al.'s translation model, checked against the paper",
     ("7.5", "40"): "Michel et al.'s BERT, checked against the paper",
-    ("L.2", "36"): "the number of heads removed (half of 72), an input; the test asserts what "
-                   "follows from it (the drop 0.0235 and an interval containing 0)",
     ("9.7", "5"): "Ainslie et al.'s uptraining budget, which the recipe copies (steps // 20)",
 }
 

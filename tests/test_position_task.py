@@ -225,61 +225,111 @@ def share_range(shares):
     return shares.min().item(), shares.max().item(), shares.mean().item()
 
 
+#: The verdict's mark: a head scores mostly by offset when its share exceeds one half, where the
+#: half-offset, half-position head W = diag(1, 0, ..) sits (0.5072,
+#: test_score_offset_share_of_a_one_column_head_is_the_closed_form). A regime passes in a seed
+#: when the mean over that seed's four heads exceeds it.
+MOSTLY_BY_OFFSET = 0.5
+
+
+def seed_means(shares):
+    """The mean share of each seed's heads, a (seeds,) list, rounded to 2 digits."""
+    return [round(v, 2) for v in shares.mean(dim=1).tolist()]
+
+
 @pytest.mark.claim("6.8")
 def test_x_plus_p_trained_from_position_0_scores_by_position_far_away(far_shares):
     """Row 6.8's second half read as "whatever the training data": false. Trained with every
     sequence at positions 0-15 (X + P, base 10000, d = 32, 200 steps, three seeds), each head's
-    offset share far beyond training (queries 2015-19115) is 0.04-0.30, mean 0.12: a score that
-    mostly follows the positions. Inside the trained positions the same models give 0.98-1.00
-    (queries 7-15, window 8), where a head that scores by the key's position gives 0.06: there
-    the task makes a head treat each trained offset alike, so a score fitted to the positions
-    agrees with one by offset, and only queries outside every model's training can tell. Ranges
-    are checked within 0.02 (trained weights differ in the last digits between CPUs)."""
-    low, high, mean = share_range(far_shares["start 0, length 16"])
-    assert (low, high, mean) == pytest.approx((0.04, 0.30, 0.12), abs=0.02)
+    offset share far beyond training (queries 2015-19115) is 0.05-0.29, mean 0.17, per seed
+    0.21, 0.18 and 0.10: no head and no seed above one half, a score that mostly follows the
+    positions. Inside the trained positions the same models give 0.97-1.00 (queries 7-15,
+    window 8), where a head that scores by the key's position gives 0.06: there the task makes a
+    head treat each trained offset alike, so a score fitted to the positions agrees with one by
+    offset, and only queries outside every model's training can tell. Checked within 0.02
+    (trained weights differ in the last digits between CPUs)."""
+    shares = far_shares["start 0, length 16"]
+    assert share_range(shares) == pytest.approx((0.05, 0.29, 0.17), abs=0.02)
+    assert seed_means(shares) == pytest.approx([0.21, 0.18, 0.10], abs=0.02)
+    assert (shares < MOSTLY_BY_OFFSET).all()
     inside = torch.stack([score_offset_share(trained_in_regime("start 0, length 16", seed),
                                              range(7, 16), window=8) for seed in range(3)])
-    assert share_range(inside)[:2] == pytest.approx((0.98, 1.00), abs=0.02)
+    assert share_range(inside)[:2] == pytest.approx((0.97, 1.00), abs=0.02)
     by_position = score_offset_share(head_scoring_by_the_keys_position(), range(7, 16), window=8)
     assert by_position.max().item() == pytest.approx(0.06, abs=0.01)  # not near 1 in general
 
 
 @pytest.mark.claim("6.8")
-def test_x_plus_p_share_far_away_rises_gradually_with_the_range_the_windows_cover(far_shares):
+def test_x_plus_p_scores_mostly_by_offset_in_every_seed_once_windows_cover_0_to_79(far_shares):
     """Row 6.8's second half read as "given training that shows offsets across a range of
-    positions": with 17 starts of windows of 16 tokens, the far share (queries 2015-19115, three
-    seeds, four heads) rises with the unbroken range the windows cover, steeply at first, then
-    levelling off well below 1: 0.12 mean from position 0 alone (0-15), 0.05-0.54 (mean 0.27)
-    over 0-31, 0.38-0.71 (0.58) over 0-47, 0.57-0.79 (0.66) over 0-79, 0.57-0.86 (0.69) over
-    0-271; with starts drawn from 0-1000 (at most 200 of them), 0.59-0.85 (0.72). No range
-    splits the heads: each range's highest head lies above the next range's lowest. One step
-    budget (200) was tried. Checked within 0.02."""
+    positions": true under a condition, judged by the mark of one half (MOSTLY_BY_OFFSET) on
+    each seed's mean far share (queries 2015-19115, four heads, 17 starts of 16-token windows).
+    Over 0-31 no seed passes (0.31, 0.28, 0.11), as from position 0 alone; over 0-47 two of
+    three (0.62, 0.58, 0.44); over 0-79 (0.72, 0.62, 0.58), 0-271 (0.74, 0.65, 0.63) and with
+    starts drawn from 0-1000 (0.79, 0.73, 0.62) every seed, and there every head of every seed
+    lies above one half (65 starts over 0-79 leave one head of 12 just below, 0.49: the test
+    below). Never only by offset: no head reaches 0.9. Checked within 0.02."""
+    means = {span: seed_means(far_shares[regime]) for span, regime in RANGE_AT_17_STARTS.items()}
+    assert means["0-31"] == pytest.approx([0.31, 0.28, 0.11], abs=0.02)
+    assert means["0-47"] == pytest.approx([0.62, 0.58, 0.44], abs=0.02)
+    assert means["0-79"] == pytest.approx([0.72, 0.62, 0.58], abs=0.02)
+    assert means["0-271"] == pytest.approx([0.74, 0.65, 0.63], abs=0.02)
+    widest = far_shares["starts 0..1000, length 16"]
+    assert seed_means(widest) == pytest.approx([0.79, 0.73, 0.62], abs=0.02)
+    passing = {span: int((far_shares[regime].mean(dim=1) > MOSTLY_BY_OFFSET).sum())
+               for span, regime in RANGE_AT_17_STARTS.items()}
+    assert passing == {"0-31": 0, "0-47": 2, "0-79": 3, "0-271": 3}
+    assert (widest.mean(dim=1) > MOSTLY_BY_OFFSET).all()
+    for regime in ("17 starts 0, 4, .., 64", "17 starts 0, 16, .., 256",
+                   "starts 0..1000, length 16"):
+        assert (far_shares[regime] > MOSTLY_BY_OFFSET).all(), regime
+    assert max(shares.max().item() for shares in far_shares.values()) < 0.9
+
+
+@pytest.mark.claim("6.8")
+def test_x_plus_p_share_far_away_rises_with_the_range_then_levels_off(far_shares):
+    """The far share (three seeds, four heads, 17 starts of windows of 16 tokens) against the
+    unbroken range the windows cover: mean 0.17 from position 0 alone (0-15), 0.04-0.49 (mean
+    0.23) over 0-31, 0.32-0.68 (0.54) over 0-47, 0.55-0.79 (0.64) over 0-79, 0.55-0.86 (0.67)
+    over 0-271; with starts drawn from 0-1000 (at most 200 of them), 0.57-0.85 (0.71). It rises
+    little up to 0-31, most between 0-31 and 0-47 (by more than 0.25), then levels off (by less
+    than 0.15 from 0-47 to 0-79, less than 0.05 from 0-79 to 0-271) well below 1. Each range's
+    highest head lies above the next range's lowest. One step budget (200) was tried. Checked
+    within 0.02."""
     spreads = [share_range(far_shares[regime]) for regime in
                ("start 0, length 16", *RANGE_AT_17_STARTS.values())]  # 0-15, 0-31, .., 0-271
-    assert spreads[1] == pytest.approx((0.05, 0.54, 0.27), abs=0.02)
-    assert spreads[2] == pytest.approx((0.38, 0.71, 0.58), abs=0.02)
-    assert spreads[3] == pytest.approx((0.57, 0.79, 0.66), abs=0.02)
-    assert spreads[4] == pytest.approx((0.57, 0.86, 0.69), abs=0.02)
+    assert spreads[1] == pytest.approx((0.04, 0.49, 0.23), abs=0.02)
+    assert spreads[2] == pytest.approx((0.32, 0.68, 0.54), abs=0.02)
+    assert spreads[3] == pytest.approx((0.55, 0.79, 0.64), abs=0.02)
+    assert spreads[4] == pytest.approx((0.55, 0.86, 0.67), abs=0.02)
     widest = share_range(far_shares["starts 0..1000, length 16"])
-    assert widest == pytest.approx((0.59, 0.85, 0.72), abs=0.02)
+    assert widest == pytest.approx((0.57, 0.85, 0.71), abs=0.02)
     means = [mean for *_, mean in spreads]
-    assert all(a < b for a, b in itertools.pairwise(means)), means           # rises ...
-    assert means[4] - means[3] < 0.1 and max(high for _, high, _ in spreads) < 0.9  # ... levels off
+    steps = [b - a for a, b in itertools.pairwise(means)]  # 0-15 -> 0-31 -> 0-47 -> 0-79 -> 0-271
+    assert steps[1] > 0.25 and steps[1] == max(steps), steps      # most between 0-31 and 0-47
+    assert 0 < steps[0] < 0.15 and 0 < steps[2] < 0.15 and 0 < steps[3] < 0.05, steps
+    assert max(high for _, high, _ in spreads) < 0.9
     assert all(high > next_low for (_, high, _), (next_low, _, _) in itertools.pairwise(spreads))
 
 
 @pytest.mark.claim("6.8")
 def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shares):
     """Over the same positions 0-79, 5 starts (windows tiling 0-79), 17 starts (0, 4, .., 64)
-    and 65 starts (0..64) give far shares 0.45-0.73 (mean 0.58), 0.57-0.79 (0.66) and 0.52-0.82
-    (0.66): 5 starts a little lower (by less than 0.15 per seed), 17 like 65, while 17 starts
-    over 0-31 give 0.05-0.54 (the test above), more than 0.2 lower on average than 5 over 0-79.
-    The number of starts does not decide it. Checked within 0.02."""
+    and 65 starts (0..64) give far shares 0.40-0.72 (mean 0.55), 0.55-0.79 (0.64) and 0.49-0.81
+    (0.64), seed means 0.61, 0.50, 0.53 / 0.72, 0.62, 0.58 / 0.76, 0.61, 0.56: 5 starts a
+    little lower (by less than 0.15 per seed), at the mark of one half in one seed, 17 like 65,
+    while 17 starts over 0-31 give 0.04-0.49 (the test above), more than 0.2 lower on average
+    than 5 over 0-79. The number of starts does not decide it. Checked within 0.02."""
     spreads = {starts: share_range(far_shares[regime])
                for starts, regime in STARTS_OVER_0_TO_79.items()}
-    assert spreads[5] == pytest.approx((0.45, 0.73, 0.58), abs=0.02)
-    assert spreads[17] == pytest.approx((0.57, 0.79, 0.66), abs=0.02)
-    assert spreads[65] == pytest.approx((0.52, 0.82, 0.66), abs=0.02)
+    assert spreads[5] == pytest.approx((0.40, 0.72, 0.55), abs=0.02)
+    assert spreads[17] == pytest.approx((0.55, 0.79, 0.64), abs=0.02)
+    assert spreads[65] == pytest.approx((0.49, 0.81, 0.64), abs=0.02)
+    assert seed_means(far_shares[STARTS_OVER_0_TO_79[5]]) == pytest.approx([0.61, 0.50, 0.53],
+                                                                           abs=0.02)
+    assert seed_means(far_shares[STARTS_OVER_0_TO_79[65]]) == pytest.approx([0.76, 0.61, 0.56],
+                                                                            abs=0.02)
+    assert int((far_shares[STARTS_OVER_0_TO_79[65]] < MOSTLY_BY_OFFSET).sum()) == 1  # of 12
     many = far_shares[STARTS_OVER_0_TO_79[65]].mean(dim=1)  # (seeds,)
     few = far_shares[STARTS_OVER_0_TO_79[5]].mean(dim=1)
     assert ((many - few).abs() < 0.15).all(), (many, few)   # per seed, within 0.15
@@ -291,35 +341,42 @@ def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shar
 def test_x_plus_p_one_long_sequence_scores_lower_than_short_windows_on_the_same_positions(
         far_shares):
     """One sequence of 80 tokens from position 0 (positions 0-79, every offset up to 79 shown in
-    every batch) gives far shares 0.25-0.67 (mean 0.50), below each of the three short-window
-    regimes over the same positions in every seed (head means per seed). Checked within 0.02."""
+    every batch) gives far shares 0.20-0.65 (mean 0.45), seed means 0.55, 0.44 and 0.37 (one
+    seed of three above one half), below each of the three short-window regimes over the same
+    positions in every seed. Checked within 0.02."""
     long = far_shares["start 0, length 80"]
-    assert share_range(long) == pytest.approx((0.25, 0.67, 0.50), abs=0.02)
+    assert share_range(long) == pytest.approx((0.20, 0.65, 0.45), abs=0.02)
+    assert seed_means(long) == pytest.approx([0.55, 0.44, 0.37], abs=0.02)
+    assert int((long.mean(dim=1) > MOSTLY_BY_OFFSET).sum()) == 1  # one seed of three
     for regime in STARTS_OVER_0_TO_79.values():
         assert (long.mean(dim=1) < far_shares[regime].mean(dim=1)).all(), regime
 
 
 def test_score_offset_share_matches_the_scores_of_the_forward_pass():
     """score_offset_share computes the scores from the projections by hand; here the same share
-    comes from the model's own attention weights: with every token the mean embedding, the log
-    weights equal the scores up to a constant per query, which the share removes. Bad input is
-    refused by name."""
+    comes from the model's own attention weights: with the mean embedding at every earlier key
+    and token t at the query (so also at the key of offset 0, the query itself), the log
+    weights equal the scores up to a constant per query, which the share removes; averaged
+    over every t they are the mean score over contents, the query's own token included at
+    offset 0. Bad input is refused by name."""
     model = trained_in_regime("starts 0..64, length 16", 0)
     queries = range(15, 400, 40)
-    mean_token = model.embed.weight.mean(dim=0)
+    tokens = model.embed.weight  # (vocab, 32)
+    mean_token = tokens.mean(dim=0)
+    causal = torch.ones(16, 16, dtype=torch.bool).tril()
     rows = []
     for i in queries:  # the query at i and its keys i-15..i, as the model sees them
-        x = (mean_token + mha.sinusoidal_encoding(i + 1, 32)[i - 15:])[None]  # (1, 16, 32)
-        causal = torch.ones(16, 16, dtype=torch.bool).tril()
+        x = (mean_token + mha.sinusoidal_encoding(i + 1, 32)[i - 15:]).repeat(len(tokens), 1, 1)
+        x[:, -1] += tokens - mean_token  # token t at the query  # (vocab, 16, 32)
         with torch.no_grad():
-            _, weights = model.attn(x, mask=causal)  # (1, heads, 16, 16)
-        log_w = weights[0, :, -1].log()  # (heads, 16): the last query, keys at offsets 15..0
-        rows.append(log_w - log_w.mean(dim=-1, keepdim=True))
+            _, weights = model.attn(x, mask=causal)  # (vocab, heads, 16, 16)
+        log_w = weights[:, :, -1].double().log()  # (vocab, heads, 16): keys at offsets 15..0
+        centred = log_w - log_w.mean(dim=-1, keepdim=True)
+        rows.append(centred.mean(dim=0))  # the mean over the query's token t
     scores = torch.stack(rows)  # (queries, heads, 16)
     within = ((scores - scores.mean(dim=0)) ** 2).sum(dim=(0, 2))
     expected = 1 - within / (scores**2).sum(dim=(0, 2))
-    torch.testing.assert_close(score_offset_share(model, queries).float(), expected,
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(score_offset_share(model, queries), expected, atol=1e-4, rtol=0)
     with pytest.raises(ValueError, match="model must be a PositionToyModel with the 'sinusoidal'"):
         score_offset_share(trained("none", 0), queries)
     with pytest.raises(ValueError, match="queries must be an int >= 15, got 3"):
@@ -355,6 +412,7 @@ def head_scoring_by_the_keys_position():
 KNOWN_ANSWER_QUERIES = range(15, 20015)
 
 
+@pytest.mark.claim("6.8")
 def test_score_offset_share_is_1_for_a_rotation_head():
     """Chapter 6's construction W = M_k (W_Q = I, W_K = M_k as weight rows): head h scores
     sum over its 4 pairs of cos(w_c (j + k - i)), a function of the offset alone, so the share
@@ -367,6 +425,7 @@ def test_score_offset_share_is_1_for_a_rotation_head():
                                        torch.ones(4, dtype=torch.float64), atol=1e-9, rtol=0)
 
 
+@pytest.mark.claim("6.8")
 @pytest.mark.parametrize("column", [0, 16])
 def test_score_offset_share_of_a_one_column_head_is_the_closed_form(column):
     """W = diag(1, 0, ..) on column c (chapter 6 uses c = 0) scores sin(w i) sin(w j) =
@@ -382,7 +441,10 @@ def test_score_offset_share_of_a_one_column_head_is_the_closed_form(column):
     offset_part = (((np.cos(w * offsets) - np.cos(w * offsets).mean()) / 2) ** 2).sum()
     position_part = 16 / 2 * (1 - abs(np.exp(1j * w * offsets).mean()) ** 2) / 4
     expected = offset_part / (offset_part + position_part)
-    assert round(expected, 4) == {0: 0.5072, 16: 0.0119}[column]
+    if column == 0:
+        assert round(expected, 4) == 0.5072  # half by offset: the mark of row 6.8's verdict
+    else:
+        assert round(expected, 4) == 0.0119
     share = score_offset_share(hand_built_head(weight, weight), KNOWN_ANSWER_QUERIES)
     torch.testing.assert_close(share, torch.full((4,), expected, dtype=torch.float64),
                                atol=2e-3, rtol=0)

@@ -230,7 +230,10 @@ def score_offset_share(
               / \sqrt{d_h},
 
     is the mean score over contents when query and key tokens are drawn independently (the
-    score is bilinear). Each query's row is centred (softmax ignores a constant per query),
+    score is bilinear). At offset 0 the key is the query's own token, not an independent one,
+    so there the mean over tokens ``t`` adds, per head, the constant
+    :math:`\overline{((e_t - \bar e) W_Q)_h \cdot ((e_t - \bar e) W_K)_h} / \sqrt{d_h}` (the
+    cross terms average to 0). Each query's row is centred (softmax ignores a constant per query),
     then the share is ``1 - (spread of s around its mean over queries at the same offset i - j)
     / (spread of s)``, sums of squares over all queries and offsets: the part of the score's
     variance that the offset explains. Computed in float64; only ``"sinusoidal"`` models.
@@ -260,6 +263,11 @@ def score_offset_share(
     q = q.view(len(queries), heads, 1, d_h)  # (queries, heads, 1, d_h)
     k = k.view(len(queries), window, heads, d_h).transpose(1, 2)  # (queries, heads, window, d_h)
     scores = (q * k).sum(dim=-1) / d_h**0.5  # (queries, heads, window)
+    # offset 0 (the last key) is the query's own token: add the tokens' own-pair term
+    spread = model.embed.weight.double() - mean_token  # (tokens, dim)
+    q_own = (spread @ attn.q_proj.weight.double().T).view(-1, heads, d_h)  # (tokens, heads, d_h)
+    k_own = (spread @ attn.k_proj.weight.double().T).view(-1, heads, d_h)  # (tokens, heads, d_h)
+    scores[:, :, -1] += (q_own * k_own).sum(dim=-1).mean(dim=0) / d_h**0.5
     scores = scores - scores.mean(dim=-1, keepdim=True)  # softmax ignores a constant per query
     within = ((scores - scores.mean(dim=0)) ** 2).sum(dim=(0, 2))  # around each offset's mean
     total = (scores**2).sum(dim=(0, 2))
