@@ -15,7 +15,8 @@ huge allocation): before, at c5d46d2: 69 / 9 / 31 / 3 / 27 / 3; after: 123 / 19 
 wrongly, corrected, and MLA's mask budget message not naming the layer, fixed).
 
 The rows ``t-*`` at the end are the 22 cases an outsider's tally of 2026-11-27 still found
-cryptic, silently NaN or silently wrong (``reviews/library_tally.md``), with their fixes.
+cryptic, silently NaN or silently wrong (``reviews/2026-11-27/library_tally.md`` in the review
+archive, branch ``reviews-archive``), with their fixes.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def weights_with(value):
     return w
 
 
-# --- the outsider's tally of 2026-11-27 (reviews/library_tally.md): the 22 cases left over
+# --- the outsider's tally of 2026-11-27 (reviews/2026-11-27/library_tally.md in the review
+# archive): the 22 cases left over
 
 
 def nan_weight_decoder() -> mha.TinyDecoder:

@@ -14,7 +14,8 @@ with an address-space cap and counts the outcomes. The area of a row is its id's
 
 Tally at 93d1a24 (431 rows; clear error / documented result / cryptic / silent NaN / silently
 wrong / huge allocation): 329 / 77 / 11 / 1 / 2 / 11. The report, with every non-clear row and
-the rows whose expectation was changed after the first run, is reviews-r3/tally.md. After the
+the rows whose expectation was changed after the first run, is reviews/2026-11-28/tally.md in
+the review archive (branch ``reviews-archive``). After the
 fixes of branch ``libfix``: 353 / 78 / 0 / 0 / 0 / 0; every row is a test of
 ``tests/test_bad_inputs.py``.
 """

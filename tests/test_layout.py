@@ -131,3 +131,15 @@ def test_an_old_path_not_imported_by_mha_loads_on_first_use_as_the_new_module():
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True", "mha.tasks.similarity_pairs", "True"]
+
+
+def test_review_reports_live_outside_the_tree_a_course_user_clones():
+    """Outside reviews and their attack reproducers are kept in the review archive (the orphan
+    branch reviews-archive); each reproducer's attack is a test in tests/. A reviews/ folder
+    coming back, tracked or not, fails here."""
+    assert not (ROOT / "reviews").exists()
+    if not (ROOT / ".git").exists():  # an unpacked archive: the folder test above is all
+        return
+    tracked = subprocess.run(["git", "ls-files", "reviews"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+    assert tracked == ""
