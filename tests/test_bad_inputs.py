@@ -56,7 +56,7 @@ def test_memory_errors_are_also_value_and_memory_errors():
 
 def test_default_budget_allows_chapter_6_on_a_24_gib_machine_and_stops_40000_on_a_laptop():
     """Chapter 6 forms float32 scores at n = 16384 (1 GiB); n = 40000 needs 5.96 GiB."""
-    from mha._checks import DEFAULT_FRACTION, check_allocation
+    from mha._validation import DEFAULT_FRACTION, check_allocation
 
     with mha.memory_budget(int(24 * 2**30 * DEFAULT_FRACTION)):  # this machine's default
         check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")
