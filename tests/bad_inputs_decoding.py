@@ -3,7 +3,7 @@
 Written by hand without reading ``tests/bad_inputs.py`` and before running any of it, then run
 against the code before the issue's fixes (commit c5d46d2) and after:
 
-    .venv/bin/python tools/bad_input_tally.py --table fresh_bad_inputs [--src OLD/src]
+    .venv/bin/python tools/bad_input_tally.py --table bad_inputs_decoding [--src OLD/src]
 
 Same row format as ``tests/bad_inputs.py`` (:class:`Bad`); ``tests/test_bad_inputs.py`` runs
 these rows too. Every row expecting an error wants ``ValueError`` (or its subclass

@@ -409,7 +409,7 @@ WRONG_FOR_PART = {
 
 
 def _parts_with_credit():
-    from test_checks_attacks import all_checks
+    from test_checks_mutated_inputs import all_checks
 
     return [(c.__module__.rsplit(".", 1)[-1], c.__name__, part.name) for c in all_checks()
             for part in getattr(c.checker, "parts", None) or ()]

@@ -567,7 +567,7 @@ def test_a_correct_answer_written_differently_passes_under_20_hidden_seeds(modul
 
 
 def test_every_auto_graded_check_has_several_variants():
-    from test_checks_attacks import all_checks
+    from test_checks_mutated_inputs import all_checks
 
     checked = {(c.__module__.rsplit(".", 1)[-1], c.__name__) for c in all_checks()}
     rule = ("a check needs two or more correct answers written differently in VARIANTS of "
