@@ -1,14 +1,14 @@
 """The checks watch the answer's calls (mha.answer_watch): the course's reference entered, however
 it was reached, is reported with the result (a flag for the instructor, the points unchanged);
 a torch op the exercise forbids makes the part wrong. Each answer runs in a notebook (the check
-called on it) and across a process boundary as under grading (test_checks_attacks' child,
+called on it) and across a process boundary as under grading (test_checks_mutated_inputs' child,
 which serves requests with the sandbox's own ``mha.exercises.serve``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from test_checks_attacks import ChildChannel, all_checks
+from test_checks_mutated_inputs import ChildChannel, all_checks
 from test_checks_variants import VARIANTS, check_of
 
 import mha

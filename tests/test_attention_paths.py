@@ -11,6 +11,7 @@ ALiBi variants. On random inputs with random masks, fully masked rows, NaN and i
   everywhere but the fully masked rows.
 """
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -134,3 +135,25 @@ def test_rotary_attention_follows_the_rule(problem):
     if blocked is not None:  # zero heads, and no output bias: zero rows
         rows = blocked.all(dim=1).squeeze(-1)  # (B, n)
         assert (out[rows] == 0).all()
+
+
+# The cases below were silently wrong before issue 27's fixes; each is checked against an
+# independent reference (nn.MultiheadAttention, scaled_dot_product_attention or float64).
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, generator=seeded(seed), dtype=dtype)
+
+
+# --- chunked attention on unbatched causal inputs -------------------------------------------
+
+@pytest.mark.parametrize("n_q,n_k", [(9, 9), (3, 10), (10, 10)])
+def test_chunked_attention_unbatched_causal_longer_than_a_chunk(n_q, n_k):
+    q, k, v = randn(n_q, 4, seed=1), randn(n_k, 4, seed=2), randn(n_k, 3, seed=3)
+    got = mha.chunked_attention(q, k, v, chunk_size=4, causal=True)
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)  # bottom-right aligned
+    expected = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=allowed)[0]
+    torch.testing.assert_close(got, expected)

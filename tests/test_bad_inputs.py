@@ -1,17 +1,17 @@
 """Bad input, tried as a student would: each call gives a clear error or a documented result.
 
 The tables are ``tests/bad_inputs.py`` and the outsiders' fresh sets of issue #27,
-``tests/fresh_bad_inputs.py`` and ``tests/fresh_bad_inputs_r3.py``; ``tools/bad_input_tally.py``
-counts their outcomes for any version of ``mha``. A row that expects an error asserts its class
-and that the message holds the row's words (the argument's name, and what was received); a
-row that expects a result asserts the documented result.
+``tests/bad_inputs_decoding.py`` and ``tests/bad_inputs_public_api.py``;
+``tools/bad_input_tally.py`` counts their outcomes for any version of ``mha``. A row that
+expects an error asserts its class and that the message holds the row's words (the argument's
+name, and what was received); a row that expects a result asserts the documented result.
 """
 
 import pytest
 import torch
 from bad_inputs import CASES, LAPTOP, Bad
-from fresh_bad_inputs import CASES as FRESH_CASES
-from fresh_bad_inputs_r3 import CASES as R3_CASES
+from bad_inputs_decoding import CASES as DECODING_CASES
+from bad_inputs_public_api import CASES as PUBLIC_API_CASES
 
 import mha
 
@@ -22,19 +22,19 @@ def test_the_table_is_large_and_its_ids_unique():
     assert len(CASES) >= 146
 
 
-def test_the_fresh_table_of_issue_27_is_large_and_its_ids_new():
-    ids = [case.id for case in FRESH_CASES]
+def test_the_decoding_table_is_large_and_its_ids_new():
+    ids = [case.id for case in DECODING_CASES]
     assert len(ids) == len(set(ids)) and len(ids) >= 100
     assert not set(ids) & {case.id for case in CASES}
 
 
-def test_the_third_fresh_table_is_large_and_its_ids_new():
-    ids = [case.id for case in R3_CASES]
+def test_the_public_api_table_is_large_and_its_ids_new():
+    ids = [case.id for case in PUBLIC_API_CASES]
     assert len(ids) == len(set(ids)) and len(ids) >= 400
-    assert not set(ids) & {case.id for case in CASES + FRESH_CASES}
+    assert not set(ids) & {case.id for case in CASES + DECODING_CASES}
 
 
-ALL_CASES = CASES + FRESH_CASES + R3_CASES
+ALL_CASES = CASES + DECODING_CASES + PUBLIC_API_CASES
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[case.id for case in ALL_CASES])
@@ -56,7 +56,7 @@ def test_memory_errors_are_also_value_and_memory_errors():
 
 def test_default_budget_allows_chapter_6_on_a_24_gib_machine_and_stops_40000_on_a_laptop():
     """Chapter 6 forms float32 scores at n = 16384 (1 GiB); n = 40000 needs 5.96 GiB."""
-    from mha._checks import DEFAULT_FRACTION, check_allocation
+    from mha._validation import DEFAULT_FRACTION, check_allocation
 
     with mha.memory_budget(int(24 * 2**30 * DEFAULT_FRACTION)):  # this machine's default
         check_allocation("scores", (16384, 16384), torch.float32, "use a smaller n")

@@ -83,7 +83,8 @@ TRANSITIONS_DONE = f"""() => Promise.race([Promise.all(document.getAnimations()
 
 
 # What a page keeps of the width it was loaded at, so that resizing it is not loading it at the
-# new width (reviews/2026-11-28/resize_equivalence.py measured every page both ways): MathJax
+# new width (resize_equivalence.py, in the review archive, branch reviews-archive, measured every
+# page both ways): MathJax
 # sizes a formula in the theme's sidebars (a heading's formula in the page's contents) by the
 # sidebar's font at typesetting, and the sidebar is hidden on a phone (1-2 % wider after a
 # resize); Plotly redraws a chart on a resize, its inner boxes up to 1 px off a fresh drawing.
@@ -97,7 +98,8 @@ def set_width(page, width):
     """The loaded page at another width, as a reader turning a phone sees it: for a page that
     does not keep its width (KEEPS_ITS_WIDTH), the same layout as the page loaded at that width
     (the CUT_OFF and claim-table results, figure sizes, formula widths, every box of <main>).
-    Measured by reviews/2026-11-28/resize_equivalence.py for 1280 -> 400 -> 1280 -> 400, the
+    Measured by reviews/2026-11-28/resize_equivalence.py of the review archive (branch
+    reviews-archive) for 1280 -> 400 -> 1280 -> 400, the
     order this file asks for; if a page gains anything else decided by the width at load (a
     script reading it), run resize_equivalence.py again."""
     errors = len(page.script_errors)

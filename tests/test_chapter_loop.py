@@ -16,8 +16,8 @@ pytest_plugins = ["pytester"]
 # the files that hold a chapter's tests of each kind, and a whole-course one (test_layout.py)
 FILES = ["tests/test_notebooks.py", "tests/test_editions.py", "tests/test_book_exercises.py",
          "tests/test_grading_chapters.py", "tests/test_student_edition.py",
-         "tests/test_checks_ch06.py", "tests/test_ch07_checks.py",
-         "tests/test_checks_ch03_ch04.py", "tests/test_checks_variants.py", "tests/test_layout.py"]
+         "tests/test_checks_ch06.py", "tests/test_checks_ch07.py", "tests/test_checks_ch03.py",
+         "tests/test_checks_variants.py", "tests/test_layout.py"]
 
 
 def notebook(number: int):
@@ -60,18 +60,20 @@ def test_chapter_6_selects_nothing_of_another_chapter_nor_of_the_whole_course(ch
     others = [p.name for p in NOTEBOOKS if p != notebook(6)]
     assert not [n for n in chapter_6 if any(other in n for other in others)]
     files = {node.split("::")[0] for node in chapter_6}
-    assert not files & {"tests/test_ch07_checks.py", "tests/test_checks_ch03_ch04.py",
+    assert not files & {"tests/test_checks_ch07.py", "tests/test_checks_ch03.py",
                         "tests/test_layout.py", f"notebooks/{notebook(7).name}"}
     # the shared table of variants: chapter 6's rows only (v62_polar is a variant of 6.2)
     variants = [n for n in chapter_6 if n.startswith("tests/test_checks_variants.py")]
     assert variants and all(n.split("[")[1].startswith("v6") for n in variants)
 
 
-def test_a_file_with_two_chapters_gives_each_its_own_tests():
+def test_chapter_3_selects_its_checks_tests_and_not_chapter_4s():
     chapter_3 = selected("03_attention_with_weights",  # a name works as well as a number
-                         ["tests/test_checks_ch03_ch04.py", "tests/test_grading_chapters.py"])
-    checks = {n.split("::")[1] for n in chapter_3 if "test_checks_ch03_ch04.py" in n}
+                         ["tests/test_checks_ch03.py", "tests/test_checks_ch04.py",
+                          "tests/test_grading_chapters.py"])
+    checks = {n.split("::")[1] for n in chapter_3 if n.startswith("tests/test_checks_ch0")}
     assert checks and all(t.startswith("test_check_3_") for t in checks)
+    assert not [n for n in chapter_3 if n.startswith("tests/test_checks_ch04.py")]
     assert "tests/test_grading_chapters.py::" \
            "test_the_instructors_chapter_3_without_any_tag_gets_full_marks" in chapter_3
 

@@ -20,7 +20,7 @@ import pkgutil
 import pytest
 import torch
 from exercise_notebooks import WITH_EXERCISES, fmt
-from test_checks_attacks import NEED_THE_NOTEBOOK, ChildChannel
+from test_checks_mutated_inputs import NEED_THE_NOTEBOOK, ChildChannel
 
 import mha
 import mha.checks

@@ -163,6 +163,26 @@ def tampered():
     at = position(nb, "mha.checks.ch00.scaled_scores", "check")
     nb["cells"][at]["source"] = FORGE + "\n" + fmt.source(nb["cells"][at]) + "\n" + FORGE
     made["forged_messages"] = nb
+    # the answer raises what is no Exception (KeyboardInterrupt) when the grader calls it: an
+    # error for that answer, and the notebook goes on (outside attack, round 4, "base_exc")
+    nb = only("scaled_scores")
+    nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = (
+        "def scaled_scores(q, k):\n    raise KeyboardInterrupt")
+    made["answer_raises_keyboard_interrupt"] = nb
+    # the answer calls its own check while the grader calls it: the inner call captures
+    # nothing, the outer one is graded (round 4, "recurse")
+    nb = only("scaled_scores")
+    nb["cells"][position(nb, "def scaled_scores(", "solution")]["source"] = (
+        "def scaled_scores(q, k):\n    mha.checks.ch00.scaled_scores(scaled_scores)\n"
+        "    return q @ k.T / math.sqrt(k.shape[-1])")
+    made["answer_calls_its_own_check"] = nb
+    # a thread calls the check with a wrong answer after the honest call: it is the last call,
+    # so it counts (round 4, "thread")
+    nb = solved()
+    nb["cells"].append(code("import threading\nworker = threading.Thread(target=lambda: "
+                            "mha.checks.ch00.scaled_scores(lambda q, k: q @ k.T))\n"
+                            "worker.start()\nworker.join()"))
+    made["wrong_call_from_a_thread_last"] = nb
     return made
 
 
@@ -262,6 +282,24 @@ def test_a_deleted_check_is_graded_on_the_answer_at_the_end(example):
     notebook defines it at its end (book/instructors.md says so)."""
     _, graded, _ = example
     assert graded["check_deleted"] == {"0.2": "1", "0.3": "2"}
+
+
+def test_an_answer_that_raises_keyboard_interrupt_or_calls_its_own_check_is_graded_alone(
+        example):
+    """What the grader's call of an answer does stays in that call: a KeyboardInterrupt is the
+    answer's error (0.2 scores nothing, 0.3 is still graded), and the answer calling its own
+    check while the grader calls it captures nothing more (full marks, no hang)."""
+    _, graded, _ = example
+    assert graded["answer_raises_keyboard_interrupt"] == {"0.2": "0", "0.3": "2"}
+    assert graded["answer_calls_its_own_check"] == {"0.2": "1", "0.3": "2"}
+
+
+def test_a_check_called_last_from_a_thread_counts_as_the_last_call(example):
+    """The last call of a check counts, from whichever thread it comes: a wrong answer passed
+    after the right one scores nothing, and the thread is flagged."""
+    _, graded, flags = example
+    assert graded["wrong_call_from_a_thread_last"] == {"0.2": "0", "0.3": "2"}
+    assert "threads" in flags["wrong_call_from_a_thread_last"]
 
 
 LEAK = '''SEEN = []

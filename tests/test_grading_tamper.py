@@ -167,7 +167,7 @@ def test_review_flags_see_more_import_forms(code, flag):
     assert flag in flagging.flags(read(code), assignment)
 
 
-# The second attack's forms (reviews of round 3, attack2): a check's wrapper patched through an
+# The second attack's forms (round 4, attack2): a check's wrapper patched through an
 # alias of its module (whose honest import the flags do not read), or through its closure; a
 # reference reached through a module's insides.
 @pytest.mark.parametrize("code, flag", [
@@ -730,7 +730,8 @@ while time.monotonic() < end:  # forks and exits: its pid changes faster than /p
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes processes of another user")
 def test_a_process_that_keeps_changing_its_pid_is_killed_too():
     """A process that forks and exits in a loop slipped past killing by /proc listing (outside
-    attack, reviews/2026-11-27/attack_recheck.md V1); the one-pass kill(-1) ends it."""
+    attack, reviews/2026-11-27/attack_recheck.md V1 in the review archive, branch
+    reviews-archive); the one-pass kill(-1) ends it."""
     user = sandbox.User("hopper", 54321, 54321)
     tmp_path = Path(tempfile.mkdtemp())  # pytest's own is root's alone
     tmp_path.chmod(0o777)

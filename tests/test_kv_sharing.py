@@ -101,3 +101,79 @@ def test_pooling_is_exact_not_only_for_groups_of_equal_heads():
         blind.q_proj.weight.normal_()
     pooled = mha.pool_kv_heads(blind, 2)
     assert (pooled(x)[0] - blind(x)[0]).abs().max() > 1e-3
+
+
+# The cases below were silently wrong before issue 27's fixes; each is checked against an
+# independent reference (nn.MultiheadAttention, scaled_dot_product_attention or float64).
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, generator=seeded(seed), dtype=dtype)
+
+
+def rope64(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoPE as complex multiplication, float64: pair (x_2j, x_2j+1) times e^{i p base^(-2j/d)}."""
+    n, d = x.shape[-2], x.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * omega  # (n, d/2)
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+
+
+def rotary_reference(module, x):
+    """Rotary attention in float64 with SDPA's grouped-query layout."""
+    w = {name: getattr(module, name) for name in ["q_proj", "k_proj", "v_proj", "out_proj"]}
+    batch, n, _ = x.shape
+    h, h_kv, d = module.num_heads, module.num_kv_heads, module.head_dim
+
+    def heads(proj, count):
+        return F.linear(x, proj.weight.double(), proj.bias.double()).view(
+            batch, n, count, d).transpose(1, 2)
+
+    q, k, v = rope64(heads(w["q_proj"], h)), rope64(heads(w["k_proj"], h_kv)), \
+        heads(w["v_proj"], h_kv)
+    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=h != h_kv)
+    merged = out.transpose(1, 2).reshape(batch, n, h * d)
+    return F.linear(merged, w["out_proj"].weight.double(), w["out_proj"].bias.double())
+
+
+# --- pool_kv_heads keeps RoPE and dropout ---------------------------------------------------
+
+def test_pool_kv_heads_of_rotary_stays_rotary_and_equals_float64_rope():
+    torch.manual_seed(0)
+    layer = mha.RotaryMultiHeadAttention(16, 4, dropout=0.25).double().eval()
+    x = randn(2, 7, 16)
+    same = mha.pool_kv_heads(layer, 4)  # one head per group: nothing pooled
+    assert type(same) is mha.RotaryMultiHeadAttention
+    assert (same.dropout, same.training, same.base) == (0.25, False, layer.base)
+    torch.testing.assert_close(same(x)[0], rotary_reference(layer, x))
+    # heads of a group made equal: pooling to 2 groups changes nothing either
+    with torch.no_grad():
+        for proj in (layer.k_proj, layer.v_proj):
+            proj.weight.view(2, 2, 4, 16)[:, 1] = proj.weight.view(2, 2, 4, 16)[:, 0]
+            proj.bias.view(2, 2, 4)[:, 1] = proj.bias.view(2, 2, 4)[:, 0]
+    pooled = mha.pool_kv_heads(layer, 2)
+    assert pooled.num_kv_heads == 2
+    torch.testing.assert_close(pooled(x)[0], rotary_reference(pooled, x))
+    torch.testing.assert_close(pooled(x)[0], rotary_reference(layer, x))
+
+
+def test_pool_kv_heads_keeps_dropout_in_training():
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2, dropout=0.5)
+    pooled = mha.pool_kv_heads(layer, 2)
+    assert pooled.dropout == 0.5 and pooled.training
+    x = randn(1, 6, 8, dtype=torch.float32)
+    torch.manual_seed(1)
+    ours = pooled(x)[1]
+    assert (ours == 0).any()  # some weights dropped, as the source drops them
+    torch.manual_seed(1)
+    torch.testing.assert_close(ours, layer(x)[1])
+
+
+def test_pool_kv_heads_refuses_other_subclasses():
+    with pytest.raises(ValueError, match="SplitInputAttention"):
+        mha.pool_kv_heads(mha.SplitInputAttention(8, 2), 1)

@@ -1,7 +1,7 @@
 """The package's layout shows its architecture: every module sits in the group of its role, and a
 group imports only the groups below it, so `layers` can be read (and reused) without the rest.
 
-    _checks, diagrams          argument checks and the drawing kit: every group may use them
+    _validation, diagrams      argument validation and the drawing kit: every group may use them
     layers                     attention itself
     tasks, analysis            toy tasks and data; tools that look at layers (not at each other)
     models                     whole models, trained on tasks, pruned with analysis
@@ -18,24 +18,16 @@ import sys
 
 import pytest
 
+from mha._old_paths import MOVED, SAME_NAME_AS_A_FUNCTION
+
 from conventions import ROOT
 
 PACKAGE = ROOT / "src" / "mha"
 RANK = {"foundation": 0, "layers": 1, "tasks": 2, "analysis": 2, "models": 3, "figures": 4,
         "course": 5, "mha": 6}
-TOP_LEVEL = {"__init__.py": "mha", "_checks.py": "foundation", "diagrams.py": "foundation",
-             "exercises.py": "course", "answer_watch.py": "course"}
-# the flat names of the modules before they were grouped (2026-11), which readers' code uses
-OLD_PATHS = {
-    "layers": ["attention", "scoring", "single_head", "multi_head", "split_input", "kv_cache",
-               "kv_sharing", "latent_attention", "rotary", "alibi", "positional", "chunked"],
-    "tasks": ["lookup_task", "neighbour_task", "position_task", "similarity_pairs",
-              "text_corpus"],
-    "analysis": ["diagonal", "convolution", "pruning", "hard_concrete", "head_roles",
-                 "content_heads", "pruning_curves", "bootstrap", "cost", "measure"],
-    "models": ["encoder", "decoder", "seq2seq", "pretrained", "trained_models"],
-    "figures": ["dataflow", "explorer"],
-}
+TOP_LEVEL = {"__init__.py": "mha", "_validation.py": "foundation",
+             "diagrams.py": "foundation",
+             "exercises.py": "course", "answer_watch.py": "course", "_old_paths.py": "foundation"}
 
 
 def modules() -> dict[str, object]:
@@ -84,7 +76,7 @@ def test_the_layout_sees_every_module_and_its_imports():
     found = modules()
     assert len(found) >= 40 and "mha.layers.multi_head" in found
     assert imported("mha.models.encoder", found["mha.models.encoder"]) >= {
-        "mha.layers.multi_head", "mha.analysis.pruning", "mha._checks"}
+        "mha.layers.multi_head", "mha.analysis.pruning", "mha._validation"}
     # the test itself can fail: a layer that imported a figure would be caught
     assert RANK[group("mha.figures.dataflow")] > RANK[group("mha.layers.rotary")]
 
@@ -107,27 +99,76 @@ def test_a_group_imports_only_groups_below_it(name):
             f"{name} ({mine}) imports {target} ({theirs}): a group imports only groups below it")
 
 
-def test_the_old_flat_paths_are_the_modules_at_their_new_homes():
+def test_the_old_paths_are_the_modules_at_their_new_homes_with_a_warning_naming_it():
     import mha
 
-    for home, names in OLD_PATHS.items():
-        for name in names:
-            new = importlib.import_module(f"mha.{home}.{name}")
-            assert importlib.import_module(f"mha.{name}") is new
-            assert new.__spec__.name == f"mha.{home}.{name}"
-    # the two names that are both a module and a function stay the functions
+    for old, new_path in MOVED.items():
+        new = importlib.import_module(new_path)
+        if old in SAME_NAME_AS_A_FUNCTION:
+            assert importlib.import_module(f"mha.{old}") is new
+            continue
+        sys.modules.pop(f"mha.{old}", None)  # a first import, whatever ran before
+        with pytest.warns(DeprecationWarning, match=rf"mha\.{old} is an old path: import "
+                                                    rf"{new_path} instead"):
+            assert importlib.import_module(f"mha.{old}") is new
+        assert new.__spec__.name == new_path
+    # the two names that are both a module and a function stay the functions; the modules
+    # that are public names of mha are those modules
     assert callable(mha.attention) and callable(mha.lookup_task)
     assert mha.pretrained is mha.models.pretrained and mha.cost is mha.analysis.cost
 
 
-def test_an_old_path_not_imported_by_mha_loads_on_first_use_as_the_new_module():
-    code = ("import sys, mha\n"
-            "print('mha.tasks.similarity_pairs' in sys.modules)\n"
-            "from mha.similarity_pairs import *\n"
-            "import mha.similarity_pairs as old\n"
-            "import mha.tasks.similarity_pairs as new\n"
-            "print(old is new, new.__spec__.name, mha.similarity_pairs is new)\n")
+OLD_PATH_USES = """import sys, warnings
+warnings.simplefilter("error", DeprecationWarning)
+import mha
+print("mha.tasks.similarity_pairs" in sys.modules)
+for use in ("from mha.similarity_pairs import *", "import mha.kv_sharing",
+            "mha.rotary", "from mha import decoder", "import mha._checks"):
+    try:
+        exec(use)
+    except DeprecationWarning as warning:
+        print(str(warning).replace(" ", "_"))
+import mha.tasks.similarity_pairs as new
+warnings.simplefilter("ignore", DeprecationWarning)
+import mha.similarity_pairs as old
+print(old is new, new.__spec__.name, mha.similarity_pairs is new, mha.models.decoder is mha.decoder)
+"""
+
+
+def test_an_old_path_imported_or_read_warns_with_its_new_path_in_a_fresh_process():
+    """Only old paths warn: `import mha` and the new paths do not (the warnings are errors in
+    this process), and an old path not imported by mha loads on first use as the new module."""
+    run = subprocess.run([sys.executable, "-c", OLD_PATH_USES], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [
+        "False",
+        "mha.similarity_pairs_is_an_old_path:_import_mha.tasks.similarity_pairs_instead",
+        "mha.kv_sharing_is_an_old_path:_import_mha.layers.kv_sharing_instead",
+        "mha.rotary_is_an_old_path:_import_mha.layers.rotary_instead",
+        "mha.decoder_is_an_old_path:_import_mha.models.decoder_instead",
+        "mha._checks_is_an_old_path:_import_mha._validation_instead",
+        "True", "mha.tasks.similarity_pairs", "True", "True"]
+
+
+def test_the_warning_points_at_the_readers_line_so_a_notebook_shows_it():
+    """Python shows a DeprecationWarning by default only when it is attributed to __main__ (a
+    script or a notebook cell): the warning names the reader's file and line, not importlib's."""
+    code = "import mha\nimport mha.multi_head\nx = mha.kv_cache\n"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["False", "True", "mha.tasks.similarity_pairs", "True"]
+    assert "<string>:2: DeprecationWarning: mha.multi_head is an old path" in run.stderr
+    assert "<string>:3: DeprecationWarning: mha.kv_cache is an old path" in run.stderr
+
+
+def test_review_reports_live_outside_the_tree_a_course_user_clones():
+    """Outside reviews and their attack reproducers are kept in the review archive (the orphan
+    branch reviews-archive); each reproducer's attack is a test in tests/. A reviews/ folder
+    coming back, tracked or not, fails here."""
+    assert not (ROOT / "reviews").exists()
+    if not (ROOT / ".git").exists():  # an unpacked archive: the folder test above is all
+        return
+    tracked = subprocess.run(["git", "ls-files", "reviews"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout
+    assert tracked == ""

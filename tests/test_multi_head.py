@@ -811,3 +811,116 @@ def test_too_many_heads_fail_and_one_head_suffices_for_one_lookup(seed, one_thre
     assert error > 0.3
     error, _ = lookup_error(train_heads(n, m, 1, heads=1, head_dim=16, seed=seed), n, m, 1)
     assert error < 0.02
+
+
+# The cases below were silently wrong before issue 27's fixes; each is checked against an
+# independent reference (nn.MultiheadAttention, scaled_dot_product_attention or float64).
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, generator=seeded(seed), dtype=dtype)
+
+
+# --- from_torch copies the mode; to_torch goes back ------------------------------------------
+
+@pytest.mark.parametrize("train", [False, True])
+def test_from_torch_copies_train_or_eval_mode(train):
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True).train(train)
+    ours = mha.MultiHeadAttention.from_torch(theirs)
+    assert ours.training == train
+    if not train:  # deterministic: equal to torch's outputs
+        x = randn(2, 5, 8, dtype=torch.float32)
+        expected, expected_w = theirs(x, x, x, average_attn_weights=False)
+        got, got_w = ours(x)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got_w, expected_w)
+
+
+@pytest.mark.parametrize("kdim,vdim,bias,dropout,train",
+                         [(None, None, True, 0.0, False), (6, 10, True, 0.1, False),
+                          (None, None, False, 0.2, True), (5, None, False, 0.0, True)])
+def test_to_torch_equals_ours_and_round_trips_exactly(kdim, vdim, bias, dropout, train):
+    torch.manual_seed(0)
+    ours = mha.MultiHeadAttention(8, 2, kdim=kdim, vdim=vdim, bias=bias,
+                                  dropout=dropout).double().train(train)
+    theirs = ours.to_torch()
+    assert type(theirs) is nn.MultiheadAttention and theirs.batch_first
+    assert (theirs.dropout, theirs.training) == (dropout, train)
+    assert theirs.out_proj.weight.dtype == torch.float64
+    back = mha.MultiHeadAttention.from_torch(theirs)
+    assert back.training == train
+    assert back.state_dict().keys() == ours.state_dict().keys()
+    for name, value in ours.state_dict().items():
+        assert torch.equal(back.state_dict()[name], value), name
+    ours.eval(), theirs.eval()
+    q, k, v = randn(3, 4, 8, seed=1), randn(3, 6, kdim or 8, seed=2), randn(3, 6, vdim or 8,
+                                                                          seed=3)
+    padding = torch.tensor([[False] * 6, [False] * 4 + [True] * 2, [True] + [False] * 5])
+    expected, expected_w = theirs(q, k, v, key_padding_mask=padding,
+                                  average_attn_weights=False)
+    got, got_w = ours(q, k, v, key_padding_mask=padding)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_w, expected_w)
+
+
+def test_to_torch_refuses_what_torch_cannot_hold():
+    for layer, word in [(mha.MultiHeadAttention(8, 4, num_kv_heads=2), "num_kv_heads"),
+                        (mha.MultiHeadAttention(8, 2, head_dim=3), "head_dim"),
+                        (mha.RotaryMultiHeadAttention(8, 2), "RotaryMultiHeadAttention")]:
+        with pytest.raises(ValueError, match=word):
+            layer.to_torch()
+
+
+# --- key_padding_mask with torch's meaning ---------------------------------------------------
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_padding_mask_equals_nn_multihead_attention_when_batch_equals_n_q(
+        need_weights, causal):
+    """B == n_q: the case a (B, n_k) padding passed as ``mask`` was read as (n_q, n_k)."""
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+    ours = mha.MultiHeadAttention.from_torch(theirs)
+    batch = n = 4
+    x = randn(batch, n, 8)
+    padding = torch.tensor([[False, False, False, True], [False, False, True, True],
+                            [False, False, False, False], [False, True, True, True]])
+    future = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None  # torch: True = no
+    expected, _ = theirs(x, x, x, key_padding_mask=padding, attn_mask=future)
+    got, _ = ours(x, key_padding_mask=padding, is_causal=causal, need_weights=need_weights)
+    torch.testing.assert_close(got, expected)
+    # and the same padding as a (B, n_k) ``mask`` is read as (n_q, n_k), as documented:
+    # it differs (that was the trap), and equals torch's 2-D attn_mask reading
+    as_rows, _ = ours(x, mask=~padding)
+    rows_expected, _ = theirs(x, x, x, attn_mask=padding)
+    torch.testing.assert_close(as_rows, rows_expected)
+    assert not torch.allclose(as_rows, theirs(x, x, x, key_padding_mask=padding)[0])
+
+
+def test_float_key_padding_mask_is_added_as_in_torch():
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+    ours = mha.MultiHeadAttention.from_torch(theirs)
+    x, padding = randn(3, 5, 8), randn(3, 5, seed=7)
+    mask = torch.tensor([[True] * 5] * 4 + [[True, False, True, True, True]])  # (n_q, n_k)
+    expected, expected_w = theirs(x, x, x, key_padding_mask=padding,
+                                  attn_mask=(~mask).double() * -1e300,
+                                  average_attn_weights=False)
+    got, got_w = ours(x, mask=mask, key_padding_mask=padding)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_w, expected_w)
+
+
+def test_key_padding_mask_and_padding_mask_shape_errors():
+    layer = mha.MultiHeadAttention(8, 2)
+    x = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(B, n_k\)"):
+        layer(x, key_padding_mask=torch.zeros(3, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="key_padding_mask must be bool"):
+        layer(x, key_padding_mask=torch.zeros(2, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match="key_padding_mask"):  # (B, n_k) as mask: the hint
+        layer(x, mask=torch.ones(2, 3, dtype=torch.bool))

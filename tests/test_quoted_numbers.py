@@ -40,7 +40,7 @@ CITED: dict[str, dict[str, str]] = {
                 "key/value heads (groups)",
     },
     "08_lab_pretrained_heads": {
-        "144": "the number of pairs in mha.similarity_pairs (24 groups x 6), and BERT-base's "
+        "144": "the number of pairs in mha.tasks.similarity_pairs (24 groups x 6), and BERT-base's "
                "12 x 12 heads (Devlin et al. 2019)",
         "1536": "all-MiniLM-L6-v2's config: intermediate_size (4 x 384)",
         "512": "all-MiniLM-L6-v2's config: max_position_embeddings",

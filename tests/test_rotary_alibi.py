@@ -1,5 +1,7 @@
 """Chapter 6: rotary embeddings (apply_rotary, RotaryMultiHeadAttention) and ALiBi."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -167,3 +169,38 @@ def test_adding_p_gives_absolute_positions_relative_methods_act_on_the_scores(se
     scores = plain.q_proj(x).reshape(2, n, 4, 4).transpose(1, 2) @ \
         plain.k_proj(x).reshape(2, n, 4, 4).transpose(1, 2).mT / 2.0  # (B, h, n, n), sqrt(4)
     torch.testing.assert_close(weights_alibi, torch.softmax(scores + bias[:, :n, :n], dim=-1))
+
+
+# The cases below were silently wrong before issue 27's fixes; each is checked against an
+# independent reference (nn.MultiheadAttention, scaled_dot_product_attention or float64).
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, generator=seeded(seed), dtype=dtype)
+
+
+# --- ALiBi's bias as the docstring says to pass it -------------------------------------------
+
+def test_alibi_bias_as_documented_for_multi_head_attention():
+    torch.manual_seed(0)
+    h, n = 4, 6
+    layer = mha.MultiHeadAttention(8, h).double()
+    x = randn(2, n, 8)
+    bias = mha.alibi_bias(h, n, dtype=torch.float64)
+    with pytest.raises(ValueError, match="3-D mask"):  # the (h, n, n) bias itself: refused
+        layer(x, mask=bias)
+    got, weights = layer(x, mask=bias[None])
+    # float64 by hand: per-head scores plus -m_h (i - j), -inf above the diagonal
+    q = layer.q_proj(x).view(2, n, h, 2).transpose(1, 2)
+    k = layer.k_proj(x).view(2, n, h, 2).transpose(1, 2)
+    slopes = torch.tensor([2.0 ** (-8 * (i + 1) / h) for i in range(h)], dtype=torch.float64)
+    i = torch.arange(n, dtype=torch.float64)
+    hand = -slopes[:, None, None] * (i[:, None] - i[None, :])
+    hand = hand.masked_fill(i[None, :] > i[:, None], -math.inf)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(2) + hand, dim=-1)
+    torch.testing.assert_close(weights, expected)
+    # the fused path agrees
+    torch.testing.assert_close(layer(x, mask=bias[None], need_weights=False)[0], got)

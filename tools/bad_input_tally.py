@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/bad_input_tally.py                  # this checkout's src/
     .venv/bin/python tools/bad_input_tally.py --src OTHER/src  # e.g. an old commit's src/
-    .venv/bin/python tools/bad_input_tally.py --table fresh_bad_inputs  # another table
+    .venv/bin/python tools/bad_input_tally.py --table bad_inputs_decoding  # another table
     .venv/bin/python tools/bad_input_tally.py --table generated_bad_inputs  # the generated suite
     git archive main src | tar -x -C /tmp/old && \\
         .venv/bin/python tools/bad_input_tally.py --src /tmp/old/src
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--memory", type=float, default=6.0, help="address-space cap, GiB")
     parser.add_argument("--timeout", type=int, default=30, help="seconds per row")
     parser.add_argument("--table", default="bad_inputs",
-                        help="module in tests/ whose CASES to run (e.g. fresh_bad_inputs)")
+                        help="module in tests/ whose CASES to run (e.g. bad_inputs_decoding)")
     parser.add_argument("--json", type=Path, help="also write every row's outcome here")
     parser.add_argument("--show", nargs="*", default=[], help="list the rows of these outcomes")
     args = parser.parse_args()

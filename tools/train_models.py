@@ -9,9 +9,9 @@ attention) into ``decoders.pt``, ``translator`` the encoder-decoder of the toy t
 once per seed of ``TRANSLATOR_RECIPE["init_seeds"]``, into ``translator.pt``; with no argument,
 all three. Each model takes about a minute of CPU or less, more than the notebook may spend, so
 the package ships the weights (float16, about 3 MB in all). The recipes and the training code
-are in ``mha.trained_models``; training uses one thread and fixed seeds, so running the script
-again with the same code and torch gives the same files. Each file also stores the fingerprint
-of every model's first steps, which ``tests/test_trained_models.py`` recomputes.
+are in ``mha.models.trained_models``; training uses one thread and fixed seeds, so running the
+script again with the same code and torch gives the same files. Each file also stores the
+fingerprint of every model's first steps, which ``tests/test_trained_models.py`` recomputes.
 """
 
 from __future__ import annotations

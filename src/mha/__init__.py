@@ -34,14 +34,9 @@ Conventions, everywhere in ``mha``:
 Each module holds one idea; notebooks build the idea in the open, check it equals the version
 here, and use this one from then on. The modules are grouped by role, each group importing only
 the ones before it: `layers` (attention itself) <- `tasks` and `analysis` <- `models` <-
-`figures` <- the course's `exercises` and `checks`; `_checks` (argument checks) and `diagrams`
-(the drawing kit) sit beside this file and every group may use them.
+`figures` <- the course's `exercises` and `checks`; `_validation` (argument validation) and
+`diagrams` (the drawing kit) sit beside this file and every group may use them.
 """
-
-import sys as _sys
-from importlib import import_module as _import_module
-from importlib.abc import Loader as _Loader, MetaPathFinder as _MetaPathFinder
-from importlib.util import spec_from_loader as _spec_from_loader
 
 # Chapter 1: scaled dot-product attention
 from mha.layers.attention import attention
@@ -115,8 +110,8 @@ from mha.figures import dataflow
 from mha.diagrams import Diagram, Notation
 from mha.figures.explorer import attention_explorer
 
-# Argument checks: the memory budget every allocation of mha is checked against
-from mha._checks import (
+# Argument validation: the memory budget every allocation of mha is checked against
+from mha._validation import (
     MemoryBudgetError,
     get_debug,
     get_memory_budget,
@@ -125,82 +120,13 @@ from mha._checks import (
     set_memory_budget,
 )
 
-# The old flat paths. Until 2026-11 every module sat directly in mha/ (`mha.multi_head`,
-# `from mha.pretrained import load_minilm`); readers' code and saved notebooks use those paths,
-# so each old name stays an alias of the module's new home: `import mha.pretrained` gives
-# `mha.models.pretrained` itself (one module object, not a copy). Modules this file has already
-# imported are registered at once; the others (e.g. similarity_pairs) on first import, through
-# `_OldPaths`, so `import mha` stays as cheap as before.
-_MOVED = {
-    "attention": "layers",
-    "scoring": "layers",
-    "single_head": "layers",
-    "multi_head": "layers",
-    "split_input": "layers",
-    "kv_cache": "layers",
-    "kv_sharing": "layers",
-    "latent_attention": "layers",
-    "rotary": "layers",
-    "alibi": "layers",
-    "positional": "layers",
-    "chunked": "layers",
-    "lookup_task": "tasks",
-    "neighbour_task": "tasks",
-    "position_task": "tasks",
-    "similarity_pairs": "tasks",
-    "text_corpus": "tasks",
-    "diagonal": "analysis",
-    "convolution": "analysis",
-    "pruning": "analysis",
-    "hard_concrete": "analysis",
-    "head_roles": "analysis",
-    "content_heads": "analysis",
-    "pruning_curves": "analysis",
-    "bootstrap": "analysis",
-    "cost": "analysis",
-    "measure": "analysis",
-    "encoder": "models",
-    "decoder": "models",
-    "seq2seq": "models",
-    "pretrained": "models",
-    "trained_models": "models",
-    "dataflow": "figures",
-    "explorer": "figures",
-}
+# The old module paths (`mha.multi_head`, `mha._checks`) keep working, with a DeprecationWarning
+# naming the new one (the table: mha._old_paths.MOVED)
+from mha import _old_paths
 
+_old_paths.register()
+__getattr__ = _old_paths.old_attribute  # `mha.multi_head` read as an attribute
 
-class _OldPaths(_MetaPathFinder, _Loader):
-    """Imports `mha.<old name>` as the module at its new path."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        package, _, name = fullname.rpartition(".")
-        if package != "mha" or name not in _MOVED:
-            return None
-        return _spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        name = spec.name.rpartition(".")[2]
-        module = _import_module(f"mha.{_MOVED[name]}.{name}")
-        spec.loader_state = module.__spec__
-        return module
-
-    def exec_module(self, module):
-        # the import system has set the alias's spec on the module: give it back its own
-        module.__spec__ = module.__spec__.loader_state
-
-
-def _register_old_paths() -> None:
-    for name, group in _MOVED.items():
-        module = _sys.modules.get(f"mha.{group}.{name}")
-        if module is not None:
-            _sys.modules.setdefault(f"mha.{name}", module)
-            # `mha.attention` and `mha.lookup_task` are functions, as they were before the move
-            globals().setdefault(name, module)
-    if not any(isinstance(finder, _OldPaths) for finder in _sys.meta_path):
-        _sys.meta_path.append(_OldPaths())
-
-
-_register_old_paths()
 
 __all__ = [
     "MemoryBudgetError",

@@ -62,6 +62,8 @@ import types
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from mha._old_paths import MOVED
+
 SWITCHED_OFF = "the observation of its calls was switched off"
 ESCAPED = "it started a thread or a process, whose work is not observed"
 
@@ -110,6 +112,8 @@ def resolve(name: str) -> object:
     parts = name.split(".")
     if parts[0] != "mha":
         raise ValueError(f"a reference name starts with 'mha.', got {name!r}")
+    if len(parts) > 2 and parts[1] in MOVED:  # an old module path: read at its new one, unwarned
+        parts = [*MOVED[parts[1]].split("."), *parts[2:]]
     target: object = importlib.import_module("mha")
     try:
         for part in parts[1:]:

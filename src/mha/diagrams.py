@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from mha._checks import require_int, require_number, require_str
+from mha._validation import require_int, require_number, require_str
 
 if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn: `import mha` stays light
     from matplotlib.figure import Figure

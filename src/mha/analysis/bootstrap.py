@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha._checks import check_allocation, require_int, require_number
+from mha._validation import check_allocation, require_int, require_number
 
 
 @dataclass(frozen=True)

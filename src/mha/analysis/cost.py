@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import require_float_dtype, require_int
+from mha._validation import require_float_dtype, require_int
 
 
 def _require_sizes(**sizes: object) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import check_output_allocation, require_float_tensor, require_values
+from mha._validation import check_output_allocation, require_float_tensor, require_values
 
 
 def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:

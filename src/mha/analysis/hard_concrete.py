@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     broadcast_batch,
     check_allocation,
     check_output_allocation,

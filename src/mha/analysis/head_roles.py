@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import (
+from mha._validation import (
     check_output_allocation,
     require_bool_tensor,
     require_distributions,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from mha._checks import check_allocation, require_callable, require_choice, require_int
+from mha._validation import check_allocation, require_callable, require_choice, require_int
 
 #: The attention implementations ``peak_memory`` can run.
 METHODS = ("plain", "chunked", "fused")

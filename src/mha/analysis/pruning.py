@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     require_callable,
     require_flag,

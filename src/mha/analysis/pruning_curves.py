@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_callable,

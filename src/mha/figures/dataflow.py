@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mha._checks import require_flag
+from mha._validation import require_flag
 from mha.diagrams import COURSE, Diagram, Notation, math_symbol
 
 if TYPE_CHECKING:

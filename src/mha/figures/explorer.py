@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mha._checks import (
+from mha._validation import (
     check_output_allocation,
     require_distributions,
     require_int,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from mha._checks import check_allocation, require_flag, require_float_dtype, require_int
+from mha._validation import check_allocation, require_flag, require_float_dtype, require_int
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:

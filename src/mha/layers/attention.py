@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_attention_inputs,
     may_read_values,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_attention_inputs,
     check_output_allocation,

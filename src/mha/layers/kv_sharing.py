@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from mha._checks import check_allocation, require_float_tensor, require_int
+from mha._validation import check_allocation, require_float_tensor, require_int
 from mha.layers.multi_head import MultiHeadAttention
 from mha.layers.rotary import RotaryMultiHeadAttention
 

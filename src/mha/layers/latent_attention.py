@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_output_allocation,
     refuse_autograd_history,

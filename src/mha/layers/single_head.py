@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_flag,

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_features,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     require_callable,
     require_generator,

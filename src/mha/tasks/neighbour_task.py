@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_callable,

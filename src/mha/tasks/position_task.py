@@ -25,7 +25,7 @@ from math import comb
 import torch
 from torch import nn
 
-from mha._checks import (
+from mha._validation import (
     check_allocation,
     require_choice,
     require_generator,

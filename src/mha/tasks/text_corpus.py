@@ -16,7 +16,7 @@ from importlib import resources
 
 import torch
 
-from mha._checks import check_allocation, require_number
+from mha._validation import check_allocation, require_number
 
 #: A byte-level model reads and writes the 256 possible byte values.
 VOCAB_SIZE = 256

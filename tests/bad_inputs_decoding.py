@@ -3,7 +3,7 @@
 Written by hand without reading ``tests/bad_inputs.py`` and before running any of it, then run
 against the code before the issue's fixes (commit c5d46d2) and after:
 
-    .venv/bin/python tools/bad_input_tally.py --table fresh_bad_inputs [--src OLD/src]
+    .venv/bin/python tools/bad_input_tally.py --table bad_inputs_decoding [--src OLD/src]
 
 Same row format as ``tests/bad_inputs.py`` (:class:`Bad`); ``tests/test_bad_inputs.py`` runs
 these rows too. Every row expecting an error wants ``ValueError`` (or its subclass
@@ -15,7 +15,8 @@ huge allocation): before, at c5d46d2: 69 / 9 / 31 / 3 / 27 / 3; after: 123 / 19 
 wrongly, corrected, and MLA's mask budget message not naming the layer, fixed).
 
 The rows ``t-*`` at the end are the 22 cases an outsider's tally of 2026-11-27 still found
-cryptic, silently NaN or silently wrong (``reviews/library_tally.md``), with their fixes.
+cryptic, silently NaN or silently wrong (``reviews/2026-11-27/library_tally.md`` in the review
+archive, branch ``reviews-archive``), with their fixes.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def weights_with(value):
     return w
 
 
-# --- the outsider's tally of 2026-11-27 (reviews/library_tally.md): the 22 cases left over
+# --- the outsider's tally of 2026-11-27 (reviews/2026-11-27/library_tally.md in the review
+# archive): the 22 cases left over
 
 
 def nan_weight_decoder() -> mha.TinyDecoder:

@@ -1,7 +1,7 @@
 """A third fresh set of bad and edge inputs for the public API of ``mha`` (issue #27, round 3).
 
 Written by an outsider from the docstrings alone, before reading ``tests/bad_inputs.py``,
-``tests/fresh_bad_inputs.py`` or the generated suite, weighted to the newer parts (latent
+``tests/bad_inputs_decoding.py`` or the generated suite, weighted to the newer parts (latent
 attention, KV cache, decoders and generation, the translator, GQA pooling, rotary, ALiBi,
 chunked attention, ``key_padding_mask``, ``to_torch``/``from_torch``, pruning and head
 scores, the bootstrap, cost and measure, the corpora, the figures and the pretrained encoder).
@@ -9,12 +9,13 @@ scores, the bootstrap, cost and measure, the corpora, the figures and the pretra
 Each row is a :class:`Case`: ``call`` is run with no arguments; ``error`` is the exception
 class (or tuple) a clear refusal raises, whose message must contain ``words[0]`` (the
 argument's name), or None when ``check(result)`` must hold (the documented result).
-``tools/bad_input_tally.py --table fresh_bad_inputs_r3`` runs every row in a child process
+``tools/bad_input_tally.py --table bad_inputs_public_api`` runs every row in a child process
 with an address-space cap and counts the outcomes. The area of a row is its id's prefix.
 
 Tally at 93d1a24 (431 rows; clear error / documented result / cryptic / silent NaN / silently
 wrong / huge allocation): 329 / 77 / 11 / 1 / 2 / 11. The report, with every non-clear row and
-the rows whose expectation was changed after the first run, is reviews-r3/tally.md. After the
+the rows whose expectation was changed after the first run, is reviews/2026-11-28/tally.md in
+the review archive (branch ``reviews-archive``). After the
 fixes of branch ``libfix``: 353 / 78 / 0 / 0 / 0 / 0; every row is a test of
 ``tests/test_bad_inputs.py``.
 """

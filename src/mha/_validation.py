@@ -1,4 +1,4 @@
-"""Argument checks shared by every public function of ``mha``.
+"""Argument validation shared by every public function of ``mha``.
 
 Each check takes the argument's name and value, returns the value (converted where the
 conversion is exact, e.g. a numpy int to ``int``) and otherwise raises ``ValueError`` with a
