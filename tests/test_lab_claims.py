@@ -97,9 +97,9 @@ def test_pruning_half_the_heads_is_not_a_detectable_loss_and_all_of_them_is(mini
     containing 0, the drop after all 72 heads (0.0759) in an interval above 0; the data are
     compatible with any drop from 0 to 0.0575 (the first interval's upper end, 76% of 0.0759).
     The next size in steps of 6, 42 heads, is a detectable loss (0.0497, interval [0.0051,
-    0.1037]): 36 of 72 go and 42 do not; sizes 37-41 are untested. Below a drop of 0.01 in rho: 12 of the
-    72 heads go in Michel's order (measured every 6 heads, as the lab does) as a point estimate;
-    the same bootstrap puts the drop after 12 heads (-0.0012, a slight gain) in
+    0.1037]): 36 of 72 go and 42 do not; sizes 37-41 are untested. Below a drop of 0.01 in
+    rho: 12 of the 72 heads go in Michel's order (measured every 6 heads, as the lab does) as a
+    point estimate; the same bootstrap puts the drop after 12 heads (-0.0012, a slight gain) in
     [-0.0172, 0.0141], which passes 0.01."""
     encoder, tokenizer = minilm
     order = importance.flatten().argsort()  # least important first
