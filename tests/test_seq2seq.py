@@ -138,3 +138,33 @@ def test_with_no_encoder_decoder_head_left_the_decoder_cannot_see_the_source(see
                                                              target_in, gates)
         assert change.abs().max().item() == 0.0, seed
         assert c[cross]["word"][-1] < 0.1 < 0.99 < min(c[enc]["word"][-1], c[dec]["word"][-1])
+
+
+def test_agreement_translation_follows_its_rule_word_by_word():
+    """y_i = 4 T[w_i] + 2 s_i + a_i, written out from the definition with 1-based loops."""
+    dictionary = mha.translation_dictionary(6, seed=3)
+    source, target_in, target_out = mha.agreement_translation_batch(
+        4, 7, dictionary, torch.Generator().manual_seed(5))
+    n = source.shape[1]
+    for row in range(source.shape[0]):
+        x = [0] + source[row].tolist()  # 1-based: x[1..n], x[0] = 0 (no left neighbour)
+        y = target_out[row].tolist()
+        free = [y[0] % 2, y[1] % 2]
+        for i in range(1, n + 1):  # the i-th target word, 1-based
+            agreement = free[(i - 1) % 2]  # the first two are free, then two back
+            expected = 4 * int(dictionary[x[n + 1 - i]]) + 2 * (x[n - i] % 2) + agreement
+            assert y[i - 1] == expected, (row, i)
+    assert (target_in[:, 0] == 24).all() and torch.equal(target_in[:, 1:], target_out[:, :-1])
+
+
+def test_agreement_tasks_free_bits_are_random_and_absent_from_the_source():
+    dictionary = mha.translation_dictionary(16)
+    source, _, target_out = mha.agreement_translation_batch(
+        4000, 8, dictionary, torch.Generator().manual_seed(0))
+    free = target_out[:, :2] % 2
+    assert abs(free.double().mean().item() - 0.5) < 0.03
+    # independent of each other and of every source parity: no route but the target's own words
+    for column in [free[:, 1], *(source % 2).T]:
+        assert abs((free[:, 0] == column).double().mean().item() - 0.5) < 0.03
+    with pytest.raises(ValueError, match="seq_len"):
+        mha.agreement_translation_batch(4, 2, dictionary, torch.Generator())
