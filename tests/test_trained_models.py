@@ -9,8 +9,10 @@ import torch
 
 import mha
 from mha.models.trained_models import (
+    AGREEMENT_RECIPE,
     DECODER_RECIPE,
     TRANSLATOR_RECIPE,
+    agreement_translator_fingerprint,
     decoder_fingerprint,
     lookup_encoder_fingerprint,
     saved_fingerprints,
@@ -50,6 +52,27 @@ def test_translator_training_starts_as_when_the_shipped_weights_were_made(seed):
     torch.set_num_threads(1)
     assert_same_fingerprint(translator_fingerprint(seed),
                             saved_fingerprints("translator.pt")[seed])
+
+
+@pytest.mark.parametrize("seed", AGREEMENT_RECIPE["init_seeds"])
+def test_agreement_translator_training_starts_as_when_the_shipped_weights_were_made(seed):
+    torch.set_num_threads(1)
+    assert_same_fingerprint(agreement_translator_fingerprint(seed),
+                            saved_fingerprints("agreement_translator.pt")[seed])
+
+
+def test_every_shipped_agreement_translator_translates_every_predictable_token():
+    r = AGREEMENT_RECIPE
+    dictionary = mha.translation_dictionary(r["vocab_size"], r["dictionary_seed"])
+    source, target_in, target_out = mha.agreement_translation_batch(
+        200, r["seq_len"], dictionary, torch.Generator().manual_seed(7))
+    for seed in r["init_seeds"]:
+        with torch.no_grad():
+            predicted = mha.load_agreement_translator(seed)(source, target_in).argmax(-1)
+        # positions 0 and 1 hold the free agreement bits, which nothing can predict
+        assert (predicted[:, 2:] == target_out[:, 2:]).double().mean().item() > 0.99, seed
+    with pytest.raises(ValueError, match="init_seed"):
+        mha.load_agreement_translator(99)
 
 
 def test_every_shipped_translator_loads_and_translates():

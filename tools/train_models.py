@@ -1,15 +1,17 @@
 """Train chapters 7 and 9's models and save them into the package, ``src/mha/data/``.
 
-    .venv/bin/python tools/train_models.py [encoder] [decoders] [translator]
+    .venv/bin/python tools/train_models.py [encoder] [decoders] [translator] [agreement]
 
 ``encoder`` trains chapter 7's encoder of the neighbour look-up into ``lookup_encoder.pt``
 (float32, 0.3 MB, so the chapter's digits are those of a model trained in the notebook);
 ``decoders`` trains the three byte-level decoders (multi-head, grouped-query, latent
 attention) into ``decoders.pt``, ``translator`` the encoder-decoder of the toy translation task,
-once per seed of ``TRANSLATOR_RECIPE["init_seeds"]``, into ``translator.pt``; with no argument,
-all three. Each model takes about a minute of CPU or less, more than the notebook may spend, so
-the package ships the weights (float16, about 3 MB in all). The recipes and the training code
-are in ``mha.models.trained_models``; training uses one thread and fixed seeds, so running the
+once per seed of ``TRANSLATOR_RECIPE["init_seeds"]``, into ``translator.pt``, ``agreement`` the
+translator of the agreement task (row 7.5), once per seed of ``AGREEMENT_RECIPE["init_seeds"]``,
+into ``agreement_translator.pt``; with no argument, all four. Each model takes about a minute
+of CPU or less, more than the notebook may spend, so the package ships the weights (float16,
+about 3 MB in all). The recipes and the training code are in ``mha.models.trained_models``;
+training uses one thread and fixed seeds, so running the
 script again with the same code and torch gives the same files. Each file also stores the
 fingerprint of every model's first steps, which ``tests/test_trained_models.py`` recomputes.
 """
@@ -23,11 +25,14 @@ from pathlib import Path
 import torch
 
 from mha.models.trained_models import (
+    AGREEMENT_RECIPE,
     DECODER_RECIPE,
     ENCODER_RECIPE,
     TRANSLATOR_RECIPE,
+    agreement_translator_fingerprint,
     decoder_fingerprint,
     lookup_encoder_fingerprint,
+    train_agreement_translator,
     train_decoder_variant,
     train_lookup_encoder,
     train_translator,
@@ -76,12 +81,26 @@ def translator() -> None:
     torch.save(saved, DATA / "translator.pt")
 
 
+def agreement() -> None:
+    r = AGREEMENT_RECIPE
+    saved = {"recipe": r, "models": {}, "fingerprints": {}}
+    for seed in r["init_seeds"]:
+        start = time.process_time()
+        model, _ = train_agreement_translator(seed)
+        print(f"agreement translator, seed {seed}: {time.process_time() - start:.0f} s of CPU",
+              flush=True)
+        saved["models"][seed] = half(model)
+        saved["fingerprints"][seed] = agreement_translator_fingerprint(seed)
+    torch.save(saved, DATA / "agreement_translator.pt")
+
+
 def main() -> None:
     torch.set_num_threads(1)
     DATA.mkdir(exist_ok=True)
-    todo = sys.argv[1:] or ["encoder", "decoders", "translator"]
+    todo = sys.argv[1:] or ["encoder", "decoders", "translator", "agreement"]
     for job in todo:
-        {"encoder": encoder, "decoders": decoders, "translator": translator}[job]()
+        {"encoder": encoder, "decoders": decoders, "translator": translator,
+         "agreement": agreement}[job]()
     for path in sorted(DATA.glob("*.pt")):
         print(f"{path.name}: {path.stat().st_size / 1000:.0f} kB")
 

@@ -95,15 +95,22 @@ from mha.models.decoder import DecoderBlock, TinyDecoder, bits_per_byte, generat
 from mha.layers.kv_sharing import pool_kv_heads, repeat_kv
 from mha.layers.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.models.trained_models import (
+    build_agreement_translator,
     build_decoder,
     build_lookup_encoder,
     build_translator,
+    load_agreement_translator,
     load_decoder,
     load_lookup_encoder,
     load_translator,
     train_lookup_encoder,
 )
-from mha.models.seq2seq import TinyTranslator, translation_batch, translation_dictionary
+from mha.models.seq2seq import (
+    TinyTranslator,
+    agreement_translation_batch,
+    translation_batch,
+    translation_dictionary,
+)
 
 # Every chapter: data-flow pictures with shapes, and the interactive attention explorer
 from mha.figures import dataflow
@@ -203,6 +210,9 @@ __all__ = [
     "TinyTranslator",
     "translation_batch",
     "translation_dictionary",
+    "agreement_translation_batch",
+    "build_agreement_translator",
+    "load_agreement_translator",
     "dataflow",
     "Diagram",
     "Notation",

@@ -16,6 +16,15 @@ must fetch ``w_i`` (and can fetch its neighbours); the bit can come through the 
 self-attention (bringing the neighbour's parity to ``w_i``), through the cross-attention, or
 partly through the decoder's self-attention (``y_{i-2}`` is one position back in the decoder's
 input ``target_in``). Which route a trained model takes is up to its training.
+
+The agreement task (:func:`agreement_translation_batch`) gives each kind of attention a part of
+its own. Target token ``y_i = 4 T[w_i] + 2 s_i + a_i`` holds the word ``T[w_i]`` (only the
+encoder-decoder attention reads the source from the decoder), a *sense* bit ``s_i``, the parity
+of ``w_i``'s left neighbour in the source (a word's translation depends on its neighbour: the
+encoder's self-attention can bring it to ``w_i``), and an *agreement* bit ``a_i``: ``a_0, a_1``
+are free random choices, absent from the source, and ``a_i = a_{i-2}`` after them (agreement
+with the word two places back: only the decoder's self-attention can fetch it, since position
+``i`` reads ``y_{i-1}`` and ``a_{i-1}`` says nothing about ``a_{i-2}``).
 """
 
 from __future__ import annotations
@@ -119,6 +128,47 @@ def _require_permutation(dictionary: object) -> None:
                          "translation_dictionary(V) makes; it repeats or skips a value")
 
 
+#: The agreement task's first target positions, whose agreement bit is a free choice that no
+#: model can predict: its accuracies count positions ``FREE_POSITIONS .. n-1`` only.
+FREE_POSITIONS = 2
+
+
+def agreement_translation_batch(
+    batch_size: int, seq_len: int, dictionary: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Random sentences of the agreement task and their translations, for teacher forcing.
+
+    ``y_i = 4 T[w_i] + 2 s_i + a_i`` with ``w_i = x_{n-1-i}`` (reversed), the sense bit
+    ``s_i = x_{n-2-i} mod 2`` (``x_{-1} = 0``), the agreement bit ``a_0, a_1`` drawn at random
+    and ``a_i = a_{i-2}`` for ``i >= 2``. Returns ``(source, target_in, target_out)``, each
+    ``(B, n)`` int64: ``target_in`` is the translation shifted right behind the start symbol
+    ``4V``, so the decoder needs ``4V + 1`` input symbols and ``4V`` classes.
+
+    Raises ``ValueError`` naming ``batch_size``, ``seq_len`` (ints >= 2; ``seq_len`` > 2, so
+    that some agreement bit is not free), ``dictionary`` (not a permutation) or ``generator``;
+    :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget.
+    """
+    batch_size = require_int("batch_size", batch_size, minimum=2)
+    seq_len = require_int("seq_len", seq_len, minimum=FREE_POSITIONS + 1)
+    _require_permutation(dictionary)
+    if generator is None:
+        raise ValueError("generator must be a torch.Generator, e.g. "
+                         "torch.Generator().manual_seed(0), got None")
+    require_generator("generator", generator)
+    check_allocation("agreement_translation_batch", (4, batch_size, seq_len), torch.int64,
+                     "use smaller batches")
+    vocab = dictionary.numel()
+    source = torch.randint(vocab, (batch_size, seq_len), generator=generator)
+    words = source.flip(1)  # w_i = x_{n-1-i}: (B, n)
+    # the left neighbour of w_i in the source, x_{n-2-i}, is the next entry of the flipped row
+    sense = torch.cat([words[:, 1:], torch.zeros_like(words[:, :1])], dim=1) % 2  # (B, n)
+    free = torch.randint(2, (batch_size, FREE_POSITIONS), generator=generator)
+    agreement = free.repeat(1, seq_len // FREE_POSITIONS + 1)[:, :seq_len]  # a_i = a_{i-2}
+    target = 4 * dictionary[words] + 2 * sense + agreement
+    start = torch.full((batch_size, 1), 4 * vocab)
+    return source, torch.cat([start, target[:, :-1]], dim=1), target
+
+
 class CrossDecoderBlock(nn.Module):
     r"""A pre-norm decoder block with cross-attention:
     ``y + SelfAttn(LN(y))`` (causal), ``y + CrossAttn(LN(y), memory)``, ``y + MLP(LN(y))``."""
@@ -151,7 +201,7 @@ class TinyTranslator(nn.Module):
 
     ``forward(source, target_in, head_mask)`` returns scores ``(B, n_y, num_classes)``;
     ``head_mask`` ``(3, layers, heads)`` gates the heads of the three kinds of attention,
-    in the order of :data:`mha.seq2seq.KINDS` (encoder self-attention, decoder
+    in the order of :data:`mha.models.seq2seq.KINDS` (encoder self-attention, decoder
     self-attention, encoder-decoder attention).
 
     Raises ``ValueError`` naming a bad size; :class:`mha.MemoryBudgetError` when the weights
@@ -259,7 +309,7 @@ def kind_importance(
     model: TinyTranslator, batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 ) -> torch.Tensor:
     r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
-    ``(3, layers, heads)`` (kinds in the order of :data:`mha.seq2seq.KINDS`), each layer's
+    ``(3, layers, heads)`` (kinds in the order of :data:`mha.models.seq2seq.KINDS`), each layer's
     scores divided by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
     from mha.tasks.neighbour_task import cross_entropy
 
@@ -294,13 +344,47 @@ def kind_pruning_curves(
     how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
     right.
     """
-    from mha.analysis.pruning_curves import pruning_order
-
     def accuracies(gates):
         predicted = model(source, target_in, gates).argmax(-1)
         return {"token": (predicted == target_out).double().mean().item(),
                 "word": (predicted // 2 == target_out // 2).double().mean().item(),
                 "bit": (predicted % 2 == target_out % 2).double().mean().item()}
+
+    curves = _pruned_by_kind(importance, accuracies)
+    return curves if by_part else {kind: parts["token"] for kind, parts in curves.items()}
+
+
+@torch.no_grad()
+def agreement_pruning_curves(
+    model: TinyTranslator,
+    importance: torch.Tensor,
+    source: torch.Tensor,
+    target_in: torch.Tensor,
+    target_out: torch.Tensor,
+) -> dict[str, dict[str, list[float]]]:
+    """:func:`kind_pruning_curves` for the agreement task: for each kind of attention,
+    ``{"token", "word", "sense", "agreement": [accuracy with 0 heads removed, 1, ..., all]}``,
+    heads removed least important first, the other kinds intact, counted on the target
+    positions ``FREE_POSITIONS .. n-1`` (the earlier agreement bits are free choices).
+
+    The parts of token ``y = 4 word + 2 sense + agreement``: ``y // 4``, ``(y // 2) mod 2``,
+    ``y mod 2``; chance is ``1/V``, 1/2 and 1/2."""
+    target = target_out[:, FREE_POSITIONS:]
+
+    def accuracies(gates):
+        predicted = model(source, target_in, gates).argmax(-1)[:, FREE_POSITIONS:]
+        return {"token": (predicted == target).double().mean().item(),
+                "word": (predicted // 4 == target // 4).double().mean().item(),
+                "sense": (predicted // 2 % 2 == target // 2 % 2).double().mean().item(),
+                "agreement": (predicted % 2 == target % 2).double().mean().item()}
+
+    return _pruned_by_kind(importance, accuracies)
+
+
+def _pruned_by_kind(importance, accuracies) -> dict[str, dict[str, list[float]]]:
+    """``{kind: {part: [accuracies(gates) with 0, 1, ..., all of that kind's heads gated off,
+    least important first]}}``."""
+    from mha.analysis.pruning_curves import pruning_order
 
     curves = {}
     for kind, name in enumerate(KINDS):
@@ -309,6 +393,5 @@ def kind_pruning_curves(
         for layer, head in pruning_order(importance[kind]):
             gates[kind, layer, head] = 0.0
             points.append(accuracies(gates))
-        parts = {part: [p[part] for p in points] for part in ("token", "word", "bit")}
-        curves[name] = parts if by_part else parts["token"]
+        curves[name] = {part: [p[part] for p in points] for part in points[0]}
     return curves

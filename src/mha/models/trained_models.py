@@ -28,7 +28,7 @@ from mha.models.seq2seq import TinyTranslator
 from mha.tasks.neighbour_task import lookup_batch, train
 from mha.tasks.text_corpus import VOCAB_SIZE
 
-#: Chapter 7's encoder for the neighbour look-up (mha.neighbour_task): 12 symbols from a
+#: Chapter 7's encoder for the neighbour look-up (mha.tasks.neighbour_task): 12 symbols from a
 #: vocabulary of 16, a start symbol in front; two layers of eight heads.
 ENCODER_RECIPE = {
     "vocab_size": 16, "symbols": 12, "embed_dim": 64, "num_heads": 8, "num_layers": 2,
@@ -45,7 +45,7 @@ DECODER_RECIPE = {
                  "mla": {"latent_dim": 32, "rope_dim": 4}},
 }
 
-#: The encoder-decoder of the toy translation task (mha.seq2seq), trained once per seed in
+#: The encoder-decoder of the toy translation task (mha.models.seq2seq), trained once per seed in
 #: ``init_seeds``: initialised from ``torch.manual_seed(s)``, batches from a generator seeded
 #: with ``data_seed + 100 s`` (:func:`translator_data_seed`); seed 0 is the chapter's main model.
 #: ``init_seed`` is not read for the translator (:func:`train_translator` takes the seed as an
@@ -54,6 +54,16 @@ TRANSLATOR_RECIPE = {
     "vocab_size": 16, "seq_len": 8, "embed_dim": 64, "num_heads": 4, "num_layers": 2,
     "steps": 600, "batch_size": 64, "lr": 5e-3, "init_seed": 0, "data_seed": 1,
     "dictionary_seed": 0, "init_seeds": [0, 1, 2, 3, 4, 5],
+}
+
+#: The encoder-decoder of the agreement task
+#: (:func:`mha.models.seq2seq.agreement_translation_batch`),
+#: in which each kind of attention carries a part of the translation (row 7.5): trained once
+#: per seed as the translator is, smaller (width 32) because the task needs less.
+AGREEMENT_RECIPE = {
+    "vocab_size": 16, "seq_len": 8, "embed_dim": 32, "num_heads": 4, "num_layers": 2,
+    "steps": 400, "batch_size": 64, "lr": 5e-3, "data_seed": 1, "dictionary_seed": 0,
+    "init_seeds": [0, 1, 2, 3, 4, 5],
 }
 
 #: How many first steps of a training run its fingerprint covers.
@@ -105,13 +115,24 @@ def build_decoder(name: str) -> TinyDecoder:
 
 
 def build_translator() -> TinyTranslator:
-    """A freshly initialised translator for the toy task of :mod:`mha.seq2seq`.
+    """A freshly initialised translator for the toy task of :mod:`mha.models.seq2seq`.
 
     Raises nothing of its own."""
     r = TRANSLATOR_RECIPE
     v = r["vocab_size"]
     # source words 0..V-1; target words 0..2V-1 and the start symbol 2V; 2V classes
     return TinyTranslator(v, 2 * v + 1, 2 * v, r["seq_len"], embed_dim=r["embed_dim"],
+                          num_heads=r["num_heads"], num_layers=r["num_layers"])
+
+
+def build_agreement_translator() -> TinyTranslator:
+    """A freshly initialised translator for the agreement task, by ``AGREEMENT_RECIPE``.
+
+    Raises nothing of its own."""
+    r = AGREEMENT_RECIPE
+    v = r["vocab_size"]
+    # source words 0..V-1; target words 0..4V-1 and the start symbol 4V; 4V classes
+    return TinyTranslator(v, 4 * v + 1, 4 * v, r["seq_len"], embed_dim=r["embed_dim"],
                           num_heads=r["num_heads"], num_layers=r["num_layers"])
 
 
@@ -159,6 +180,30 @@ def train_translator(init_seed: int = 0,
     return model, log
 
 
+def train_agreement_translator(init_seed: int = 0,
+                               stop_after: int | None = None) -> tuple[TinyTranslator, dict]:
+    """Initialise (``torch.manual_seed(init_seed)``) and train a translator of the agreement
+    task by ``AGREEMENT_RECIPE``, on batches from a generator seeded with ``data_seed + 100
+    init_seed`` (``stop_after``: only the first steps of that run). Returns the model and
+    ``train``'s log."""
+    from mha.models.seq2seq import agreement_translation_batch, translation_dictionary
+
+    r = AGREEMENT_RECIPE
+    dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
+    generator = torch.Generator().manual_seed(r["data_seed"] + 100 * init_seed)
+    torch.manual_seed(init_seed)
+    model = build_agreement_translator()
+
+    def batches(step):
+        source, target_in, target_out = agreement_translation_batch(
+            r["batch_size"], r["seq_len"], dictionary, generator)
+        return (source, target_in), target_out
+
+    log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
+                stop_after=stop_after)
+    return model, log
+
+
 def fingerprint(model: nn.Module, log: dict) -> dict[str, float]:
     """The last loss of ``log`` and the sum and absolute sum of ``model``'s parameters
     (float64)."""
@@ -183,8 +228,15 @@ def translator_fingerprint(init_seed: int = 0) -> dict[str, float]:
     return fingerprint(*train_translator(init_seed, stop_after=FINGERPRINT_STEPS))
 
 
+def agreement_translator_fingerprint(init_seed: int = 0) -> dict[str, float]:
+    """The fingerprint of the first ``FINGERPRINT_STEPS`` training steps of the agreement
+    task's translator with ``init_seed``."""
+    return fingerprint(*train_agreement_translator(init_seed, stop_after=FINGERPRINT_STEPS))
+
+
 def saved_fingerprints(file: str) -> dict:
-    """The fingerprints stored in ``data/{file}`` (``"decoders.pt"`` or ``"translator.pt"``: by
+    """The fingerprints stored in ``data/{file}`` (``"decoders.pt"``, ``"translator.pt"`` or
+    ``"agreement_translator.pt"``: by
     variant name or init seed; ``"lookup_encoder.pt"``: the one model's, under ``None``)."""
     return _saved(file)["fingerprints"]
 
@@ -238,3 +290,17 @@ def load_translator(init_seed: int = 0) -> TinyTranslator:
     if isinstance(init_seed, bool) or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
     return _load(build_translator(), "translator.pt", TRANSLATOR_RECIPE, init_seed)
+
+
+def load_agreement_translator(init_seed: int = 0) -> TinyTranslator:
+    """The agreement task's translator trained from ``init_seed`` (one of
+    ``AGREEMENT_RECIPE["init_seeds"]``) with the weights ``tools/train_models.py`` trained, in
+    eval mode.
+
+    Raises ``ValueError`` naming ``init_seed`` when it is not one of the trained ones, or when
+    the shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
+    seeds = AGREEMENT_RECIPE["init_seeds"]
+    if isinstance(init_seed, bool) or init_seed not in seeds:
+        raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
+    return _load(build_agreement_translator(), "agreement_translator.pt", AGREEMENT_RECIPE,
+                 init_seed)
