@@ -414,6 +414,47 @@ def test_a_query_without_keys_gets_the_bias_only():
         torch.testing.assert_close(out[0, 1], layer.out_proj.bias.detach())
 
 
+@pytest.mark.parametrize("dtype, blocked, as_padding", [
+    (torch.float16, -1e9, False),  # float32 mask, -inf only once converted to float16
+    (torch.bfloat16, torch.finfo(torch.float32).min, True),  # a padded sequence, likewise
+])
+def test_a_float_mask_that_is_minus_inf_in_the_layer_dtype_masks_the_row_on_both_paths(
+        dtype, blocked, as_padding):
+    torch.manual_seed(9)
+    layer = mha.MultiHeadAttention(8, 2).to(dtype).eval()
+    x = torch.randn(2, 4, 8).to(dtype)
+    if as_padding:  # sequence 1 wholly padded: every one of its queries has no key
+        arguments = {"key_padding_mask": torch.zeros(2, 4)}
+        arguments["key_padding_mask"][1] = blocked
+        blocked_rows = (1, slice(None))
+    else:  # query 0 of every sequence has no key
+        arguments = {"mask": torch.zeros(4, 4)}
+        arguments["mask"][0] = blocked
+        blocked_rows = (slice(None), 0)
+    explicit, weights = layer(x, **arguments)
+    fused, _ = layer(x, **arguments, need_weights=False)
+    bias = layer.out_proj.bias.detach()
+    assert torch.equal(explicit[blocked_rows], bias.expand_as(explicit[blocked_rows]))
+    assert torch.equal(fused[blocked_rows], bias.expand_as(fused[blocked_rows]))
+    assert not weights.isnan().any()
+    torch.testing.assert_close(explicit, fused, atol=2e-2, rtol=2e-2)
+
+
+def test_rotary_layer_masks_a_row_that_is_minus_inf_in_its_dtype():
+    torch.manual_seed(9)
+    layer = mha.RotaryMultiHeadAttention(8, 2).half().eval()
+    x = torch.randn(2, 4, 8).half()
+    large_negative = torch.zeros(4, 4)  # float32: -1e9 is -inf only in float16
+    large_negative[0] = -1e9
+    allowed = torch.ones(4, 4, dtype=torch.bool)  # the same mask as bool: an independent route
+    allowed[0] = False
+    out, weights = layer(x, mask=large_negative)
+    reference, _ = layer(x, mask=allowed)
+    assert not weights.isnan().any()
+    assert torch.equal(out[:, 0], layer.out_proj.bias.detach().expand(2, 8))
+    torch.testing.assert_close(out, reference)
+
+
 # --- head_mask ---
 
 def test_head_mask_gates_each_head_before_the_output_projection():

@@ -143,13 +143,15 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor,
 
     Both keep the mask's own (broadcastable) shape, usually far smaller than the scores':
     a bool mask becomes ``0`` where allowed and ``-inf`` where not. A float row is blocked
-    only when it is all ``-inf``: a NaN in it is an input to show, not a mask.
+    only when it is all ``-inf`` in ``dtype``: a NaN in it is an input to show, not a mask.
     """
     if mask.dtype == torch.bool:
         additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         # out of place: under vmap the mask may be batched where the zeros are not
         return additive.masked_fill(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
-    return mask.to(dtype), (mask != float("-inf")).any(dim=-1, keepdim=True)
+    # read the converted mask: -1e9 is finite in float32 but -inf in float16
+    additive = mask.to(dtype)
+    return additive, (additive != float("-inf")).any(dim=-1, keepdim=True)
 
 
 def self_attention(
