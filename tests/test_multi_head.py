@@ -404,6 +404,25 @@ def test_fast_path_equals_explicit_path(h, n, seed, kind):
     torch.testing.assert_close(fast, explicit)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("num_kv_heads", [None, 1])
+def test_a_one_dimensional_mask_over_the_keys_works_on_both_paths(kind, is_causal, num_kv_heads):
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2, num_kv_heads=num_kv_heads).double().eval()
+    x = torch.randn(2, 4, 8, dtype=F64)
+    if kind == "bool":  # (n_k,), True = may attend; key 1 forbidden to every query
+        mask = torch.tensor([True, False, True, True])
+    else:
+        mask = torch.randn(4, dtype=F64)
+    explicit, _ = layer(x, mask=mask, is_causal=is_causal)
+    fused, _ = layer(x, mask=mask, is_causal=is_causal, need_weights=False)
+    torch.testing.assert_close(fused, explicit)
+    if kind == "bool" and num_kv_heads is None:  # against the head-by-head float64 reference
+        allowed = mask & torch.ones(4, 4, dtype=torch.bool).tril() if is_causal else mask
+        torch.testing.assert_close(fused, separate_heads_reference(layer, x, x, x, allowed)[0])
+
+
 def test_a_query_without_keys_gets_the_bias_only():
     layer = mha.MultiHeadAttention(4, 2).double()
     x = torch.randn(1, 3, 4, dtype=F64)

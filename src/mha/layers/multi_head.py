@@ -347,6 +347,10 @@ class MultiHeadAttention(nn.Module):
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]
         gqa = self.num_kv_heads != self.num_heads
+        if mask is not None and mask.dim() < 2:
+            # the fused kernel indexes the mask's last two dimensions: a (n_k,) mask, which
+            # broadcasts on the weights path, becomes a stride-0 (n_q, n_k) view
+            mask = mask.expand(n_q, n_k)
         if is_causal and (mask is not None or n_q != n_k):
             # the fused kernel's own causal mask is top-left aligned: build ours instead
             allowed = causal_mask(n_q, n_k, q.device)
