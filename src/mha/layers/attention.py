@@ -59,8 +59,10 @@ def attention(
       ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
       inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
       queries that mask them. Clean inputs before attending. (Finite inputs whose scores
-      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
-      case left to each path: the fused and chunked kernels skip some masked scores.)
+      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are left to
+      each path: the fused and chunked kernels skip some masked scores. In float16 a row
+      masked entirely with the finite ``torch.finfo(torch.float16).min`` can differ between
+      the paths too, as ``nn.MultiheadAttention``'s own two paths do: each rounds the sum.)
 
     Raises ``ValueError`` on bad arguments (wrong types, dtypes that differ, shapes that do not
     fit, a score matrix larger than the memory budget of :func:`mha.memory_budget`; the last a
