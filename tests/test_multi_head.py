@@ -474,6 +474,23 @@ def test_rotary_layer_masks_a_row_that_is_minus_inf_in_its_dtype():
     torch.testing.assert_close(out, reference)
 
 
+def test_a_cache_of_another_layer_or_dtype_is_named_and_autocast_blamed_only_when_on():
+    x = torch.randn(2, 3, 8)
+    layer, cache = mha.MultiHeadAttention(8, 2), mha.KVCache()
+    layer(x, cache=cache, is_causal=True)
+    held = (cache.keys.clone(), cache.values.clone())
+    with pytest.raises(ValueError, match="cache holds keys .*another layer") as raised:
+        mha.MultiHeadAttention(8, 4)(x[:, :1], cache=cache, is_causal=True)  # same embed_dim
+    assert "d_v must agree" not in str(raised.value)
+    with pytest.raises(ValueError, match="float32.*float64.*new cache") as raised:
+        layer.double()(x.double()[:, :1], cache=cache, is_causal=True)
+    assert "autocast" not in str(raised.value)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast on: it is the likely cause
+        with pytest.raises(ValueError, match="torch.autocast casts"):
+            layer(x.double()[:, :1], cache=cache, is_causal=True)
+    assert all(torch.equal(a, b) for a, b in zip(held, (cache.keys, cache.values), strict=True))
+
+
 # --- head_mask ---
 
 def test_head_mask_gates_each_head_before_the_output_projection():
