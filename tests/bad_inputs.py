@@ -278,6 +278,13 @@ def arrow_between_two_boxes(**options):
     return diagram.arrow(diagram.box("a", (0, 0)), diagram.box("b", (3, 0)), **options)
 
 
+def cache_filled_then_module_doubled():
+    layer, cache = mha.MultiHeadAttention(8, 2), mha.KVCache()
+    layer(r(2, 3, 8), cache=cache, is_causal=True)
+    layer.double()  # converted after the cache was filled, no autocast anywhere
+    return layer(r(2, 1, 8, dtype=torch.float64), cache=cache, is_causal=True)
+
+
 def cache_with(keys, values):
     cache = mha.KVCache()
     cache.append(keys, values)
@@ -337,7 +344,9 @@ MULTI_HEAD = [
                                                             r(2, 2, 1, 4, dtype=torch.float64))),
         words=("keys", "float64")),
     Bad("mha-cache-other-layer", lambda: m8(x, cache=cache_with(r(2, 1, 3, 4), r(2, 1, 3, 4))),
-        words=("keys", "(2, 1, 3, 4)")),
+        words=("cache", "keys", "(2, 1, 3, 4)", "another layer")),
+    Bad("mha-cache-filled-before-double", lambda: cache_filled_then_module_doubled(),
+        words=("cache", "float32", "float64", "converted", "new cache")),
     Bad("mha-padding-new-tokens-only-with-cache",
         lambda: m8(x, cache=cache_with(r(2, 2, 3, 4), r(2, 2, 3, 4)),
                    key_padding_mask=torch.zeros(2, 5, dtype=torch.bool)),

@@ -78,6 +78,25 @@ def test_fully_masked_by_float_minus_inf():
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
 
 
+@pytest.mark.parametrize("dtype, mask_dtype, blocked", [
+    (torch.float32, torch.float64, -1e39),  # finite in float64, -inf in float32
+    (torch.float16, torch.float32, -1e9),  # the "large negative" of many float16 models
+    (torch.bfloat16, torch.float32, torch.finfo(torch.float32).min),  # rounds to -inf
+])
+def test_mask_row_that_is_minus_inf_only_in_the_query_dtype_is_fully_masked(
+        dtype, mask_dtype, blocked):
+    q, k, v = (t.to(dtype) for t in random_case(torch.Generator().manual_seed(4), [], 3, 4, 8, 8))
+    mask = torch.zeros(3, 4, dtype=mask_dtype)
+    mask[0] = blocked
+    assert (mask.to(dtype)[0] == float("-inf")).all()  # the case: -inf after conversion only
+    out, weights = mha.attention(q, k, v, mask=mask)
+    assert torch.equal(weights[0], torch.zeros(4, dtype=dtype))
+    assert torch.equal(out[0], torch.zeros(8, dtype=dtype))
+    # the other rows (mask 0): as PyTorch's kernel computes them in float64
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    torch.testing.assert_close(out[1:].double(), expected[1:], atol=1e-2, rtol=1e-2)
+
+
 @pytest.mark.parametrize(
     "shapes, message",
     [

@@ -1,5 +1,8 @@
 """The chapter-9 decoder: causal training is parallel, cached generation equals recomputation."""
 
+import copy
+import math
+
 import pytest
 import torch
 
@@ -103,6 +106,23 @@ def test_bits_per_byte_of_a_uniform_model_is_eight():
 
     data = torch.randint(256, (2000,))
     assert mha.bits_per_byte(Uniform(), data, length=16, num_windows=8) == pytest.approx(8.0)
+
+
+def test_bits_per_byte_and_train_decoder_take_int32_data():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=4, num_layers=1).eval()
+    data = torch.randint(0, 256, (200,))
+    # by hand: mean -log2 p(next byte) over the 5 windows of 8 + 1 bytes, in float64
+    windows = data[:45].view(5, 9)
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(windows[:, :-1]).double(), dim=-1)
+    by_hand = -log_p.gather(-1, windows[:, 1:, None]).mean().item() / math.log(2)
+    assert mha.bits_per_byte(model, data.int(), length=8, num_windows=5) == pytest.approx(by_hand)
+    twin = copy.deepcopy(model)
+    mha.train_decoder(model, data.int(), 3, batch_size=2, length=8)
+    mha.train_decoder(twin, data, 3, batch_size=2, length=8)
+    for trained, reference in zip(model.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(trained, reference)  # the same steps as on int64 data
 
 
 def test_training_lowers_the_loss():

@@ -404,6 +404,25 @@ def test_fast_path_equals_explicit_path(h, n, seed, kind):
     torch.testing.assert_close(fast, explicit)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("num_kv_heads", [None, 1])
+def test_a_one_dimensional_mask_over_the_keys_works_on_both_paths(kind, is_causal, num_kv_heads):
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2, num_kv_heads=num_kv_heads).double().eval()
+    x = torch.randn(2, 4, 8, dtype=F64)
+    if kind == "bool":  # (n_k,), True = may attend; key 1 forbidden to every query
+        mask = torch.tensor([True, False, True, True])
+    else:
+        mask = torch.randn(4, dtype=F64)
+    explicit, _ = layer(x, mask=mask, is_causal=is_causal)
+    fused, _ = layer(x, mask=mask, is_causal=is_causal, need_weights=False)
+    torch.testing.assert_close(fused, explicit)
+    if kind == "bool" and num_kv_heads is None:  # against the head-by-head float64 reference
+        allowed = mask & torch.ones(4, 4, dtype=torch.bool).tril() if is_causal else mask
+        torch.testing.assert_close(fused, separate_heads_reference(layer, x, x, x, allowed)[0])
+
+
 def test_a_query_without_keys_gets_the_bias_only():
     layer = mha.MultiHeadAttention(4, 2).double()
     x = torch.randn(1, 3, 4, dtype=F64)
@@ -412,6 +431,64 @@ def test_a_query_without_keys_gets_the_bias_only():
     for need_weights in (True, False):
         out, _ = layer(x, mask=mask, need_weights=need_weights)
         torch.testing.assert_close(out[0, 1], layer.out_proj.bias.detach())
+
+
+@pytest.mark.parametrize("dtype, blocked, as_padding", [
+    (torch.float16, -1e9, False),  # float32 mask, -inf only once converted to float16
+    (torch.bfloat16, torch.finfo(torch.float32).min, True),  # a padded sequence, likewise
+])
+def test_a_float_mask_that_is_minus_inf_in_the_layer_dtype_masks_the_row_on_both_paths(
+        dtype, blocked, as_padding):
+    torch.manual_seed(9)
+    layer = mha.MultiHeadAttention(8, 2).to(dtype).eval()
+    x = torch.randn(2, 4, 8).to(dtype)
+    if as_padding:  # sequence 1 wholly padded: every one of its queries has no key
+        arguments = {"key_padding_mask": torch.zeros(2, 4)}
+        arguments["key_padding_mask"][1] = blocked
+        blocked_rows = (1, slice(None))
+    else:  # query 0 of every sequence has no key
+        arguments = {"mask": torch.zeros(4, 4)}
+        arguments["mask"][0] = blocked
+        blocked_rows = (slice(None), 0)
+    explicit, weights = layer(x, **arguments)
+    fused, _ = layer(x, **arguments, need_weights=False)
+    bias = layer.out_proj.bias.detach()
+    assert torch.equal(explicit[blocked_rows], bias.expand_as(explicit[blocked_rows]))
+    assert torch.equal(fused[blocked_rows], bias.expand_as(fused[blocked_rows]))
+    assert not weights.isnan().any()
+    torch.testing.assert_close(explicit, fused, atol=2e-2, rtol=2e-2)
+
+
+def test_rotary_layer_masks_a_row_that_is_minus_inf_in_its_dtype():
+    torch.manual_seed(9)
+    layer = mha.RotaryMultiHeadAttention(8, 2).half().eval()
+    x = torch.randn(2, 4, 8).half()
+    large_negative = torch.zeros(4, 4)  # float32: -1e9 is -inf only in float16
+    large_negative[0] = -1e9
+    allowed = torch.ones(4, 4, dtype=torch.bool)  # the same mask as bool: an independent route
+    allowed[0] = False
+    out, weights = layer(x, mask=large_negative)
+    reference, _ = layer(x, mask=allowed)
+    assert not weights.isnan().any()
+    assert torch.equal(out[:, 0], layer.out_proj.bias.detach().expand(2, 8))
+    torch.testing.assert_close(out, reference)
+
+
+def test_a_cache_of_another_layer_or_dtype_is_named_and_autocast_blamed_only_when_on():
+    x = torch.randn(2, 3, 8)
+    layer, cache = mha.MultiHeadAttention(8, 2), mha.KVCache()
+    layer(x, cache=cache, is_causal=True)
+    held = (cache.keys.clone(), cache.values.clone())
+    with pytest.raises(ValueError, match="cache holds keys .*another layer") as raised:
+        mha.MultiHeadAttention(8, 4)(x[:, :1], cache=cache, is_causal=True)  # same embed_dim
+    assert "d_v must agree" not in str(raised.value)
+    with pytest.raises(ValueError, match="float32.*float64.*new cache") as raised:
+        layer.double()(x.double()[:, :1], cache=cache, is_causal=True)
+    assert "autocast" not in str(raised.value)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast on: it is the likely cause
+        with pytest.raises(ValueError, match="torch.autocast casts"):
+            layer(x.double()[:, :1], cache=cache, is_causal=True)
+    assert all(torch.equal(a, b) for a, b in zip(held, (cache.keys, cache.values), strict=True))
 
 
 # --- head_mask ---

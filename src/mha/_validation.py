@@ -130,19 +130,31 @@ def require_same_dtype(*named: tuple[str, torch.Tensor]) -> torch.dtype:
 
 
 def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor) -> None:
-    """A cache's new entries must have the dtype of what it holds. A mismatch nearly always
-    means ``torch.autocast`` was on for some steps and off for others, so the message says
-    that and gives a line that converts the cache (``fields``: its two tensor attributes)."""
-    if new.dtype != held.dtype:
-        first, second = fields
-        fix = (f"cache.{first}, cache.{second} = cache.{first}.to({new.dtype}), "
+    """A cache's new entries must have the dtype of what it holds (``fields``: its two tensor
+    attributes). ``torch.autocast`` is blamed only where it is on now, or where the cache holds
+    its low precision and the new entries do not (filled under autocast, read without);
+    otherwise the module was converted (``.double()``, ``.half()``) since it filled the cache,
+    or the cache is another model's: the message names the dtypes and the fix, a new cache."""
+    if new.dtype == held.dtype:
+        return
+    first, second = fields
+    convert = (f"cache.{first}, cache.{second} = cache.{first}.to({new.dtype}), "
                f"cache.{second}.to({new.dtype})")
+    mismatch = (f"cache holds {first} of dtype {held.dtype} but this step's new {first} are "
+                f"{new.dtype}")
+    low_precision = (torch.float16, torch.bfloat16)
+    if torch.is_autocast_enabled(new.device.type) or (
+            held.dtype in low_precision and new.dtype not in low_precision):
         raise ValueError(
-            f"cache holds {first} of dtype {held.dtype} but this step's new {first} are "
-            f"{new.dtype}: they are projections of this call's inputs, which "
-            f"torch.autocast casts to its own dtype, so a cache filled under autocast must be "
-            f"read under the same autocast; run every step inside one `with torch.autocast(...)` "
-            f"block (or none), or convert the cache once: `{fix}`")
+            f"{mismatch}: they are projections of this call's inputs, which torch.autocast "
+            f"casts to its own dtype, so a cache filled under autocast must be read under the "
+            f"same autocast; run every step inside one `with torch.autocast(...)` block (or "
+            f"none), or convert the cache once: `{convert}`")
+    raise ValueError(
+        f"{mismatch}: the cache was filled in {held.dtype} (by this module before it was "
+        f"converted, e.g. with .double() or .half(), or by another model). Start a new cache "
+        f"(mha.KVCache(), or model.new_caches() for a TinyDecoder), or convert this one: "
+        f"`{convert}`")
 
 
 def require_same_device(*named: tuple[str, torch.Tensor]) -> None:

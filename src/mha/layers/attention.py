@@ -59,8 +59,10 @@ def attention(
       ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
       inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
       queries that mask them. Clean inputs before attending. (Finite inputs whose scores
-      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are the one
-      case left to each path: the fused and chunked kernels skip some masked scores.)
+      overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are left to
+      each path: the fused and chunked kernels skip some masked scores. In float16 a row
+      masked entirely with the finite ``torch.finfo(torch.float16).min`` can differ between
+      the paths too, as ``nn.MultiheadAttention``'s own two paths do: each rounds the sum.)
 
     Raises ``ValueError`` on bad arguments (wrong types, dtypes that differ, shapes that do not
     fit, a score matrix larger than the memory budget of :func:`mha.memory_budget`; the last a
@@ -143,13 +145,15 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor,
 
     Both keep the mask's own (broadcastable) shape, usually far smaller than the scores':
     a bool mask becomes ``0`` where allowed and ``-inf`` where not. A float row is blocked
-    only when it is all ``-inf``: a NaN in it is an input to show, not a mask.
+    only when it is all ``-inf`` in ``dtype``: a NaN in it is an input to show, not a mask.
     """
     if mask.dtype == torch.bool:
         additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
         # out of place: under vmap the mask may be batched where the zeros are not
         return additive.masked_fill(~mask, float("-inf")), mask.any(dim=-1, keepdim=True)
-    return mask.to(dtype), (mask != float("-inf")).any(dim=-1, keepdim=True)
+    # read the converted mask: -1e9 is finite in float32 but -inf in float16
+    additive = mask.to(dtype)
+    return additive, (additive != float("-inf")).any(dim=-1, keepdim=True)
 
 
 def self_attention(

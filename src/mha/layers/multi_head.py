@@ -235,6 +235,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"cache holds a batch of {cache.keys.shape[0]} sequences, key has "
                              f"{key.shape[0]}: use one cache per batch (a new KVCache, or "
                              f"model.new_caches() for a TinyDecoder)")
+        if cache is not None and cache.keys is not None:
+            self._check_cache_fits(cache)
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
         self._check_projections(query, key)
         if need_weights:
@@ -263,6 +265,18 @@ class MultiHeadAttention(nn.Module):
             heads = heads * gates
         merged = heads.transpose(1, 2).reshape(batch, n_q, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights
+
+    def _check_cache_fits(self, cache: KVCache) -> None:
+        """A cache holds one layer's heads: name ``cache`` (not the keys of this step) when its
+        heads or sizes are another layer's."""
+        held = (cache.keys.shape[1], cache.keys.shape[-1], cache.values.shape[-1])
+        if held != (self.num_kv_heads, self.head_dim, self.head_dim):
+            raise ValueError(
+                f"cache holds keys {tuple(cache.keys.shape)} and values "
+                f"{tuple(cache.values.shape)}, (B, h_kv, n, d): (h_kv, d_k, d_v) = {held}, but "
+                f"this layer makes {(self.num_kv_heads, self.head_dim, self.head_dim)}: the "
+                f"cache may come from another layer. Give each layer its own KVCache "
+                f"(model.new_caches() for a TinyDecoder)")
 
     def _project(self, query, key, value):
         """Q (B, h, n_q, d), K and V (B, h_kv, n_k, d) from the inputs."""
@@ -347,6 +361,10 @@ class MultiHeadAttention(nn.Module):
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]
         gqa = self.num_kv_heads != self.num_heads
+        if mask is not None and mask.dim() < 2:
+            # the fused kernel indexes the mask's last two dimensions: a (n_k,) mask, which
+            # broadcasts on the weights path, becomes a stride-0 (n_q, n_k) view
+            mask = mask.expand(n_q, n_k)
         if is_causal and (mask is not None or n_q != n_k):
             # the fused kernel's own causal mask is top-left aligned: build ours instead
             allowed = causal_mask(n_q, n_k, q.device)

@@ -270,8 +270,10 @@ class TinyDecoder(nn.Module):
 
 
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of next-token scores ``(B, n, V)`` against targets ``(B, n)``, in nats."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    """Mean cross-entropy of next-token scores ``(B, n, V)`` against targets ``(B, n)``, in nats.
+
+    ``targets``: int64 or int32 ids (as TinyDecoder takes); F.cross_entropy wants int64."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
 
 
 @torch.no_grad()

@@ -120,8 +120,9 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the scored positions: ``logits (B, n, C)``, ``targets (B, n)``."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+    """Mean cross-entropy over the scored positions: ``logits (B, n, C)``, ``targets (B, n)``
+    (int64 or int32: F.cross_entropy takes only int64 class indices)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long(), ignore_index=IGNORE)
 
 
 def train(
