@@ -315,7 +315,9 @@ CSP_MATHS = CSP + "; script-src 'self'"
 STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;border-left:3px solid #ccc}
 pre.code{border-color:#58a}pre.out{background:#fff;border-color:#ddd}
-section{border-top:1px solid #aaa;margin-top:1.5rem}.blank{color:#a00}.note{color:#555}
+section{border-top:1px solid #aaa;margin-top:1.5rem}
+section.student,.said{position:relative;overflow:hidden;contain:paint}
+.math-skipped,.math-error{color:#a00;font-family:monospace}.blank{color:#a00}.note{color:#555}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
 vertical-align:top}img{max-width:100%}
 .md{border-left:3px solid #ccc;padding:0 .75rem;margin:.5rem 0}.md p{margin:.4rem 0}
@@ -459,7 +461,7 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                     f'<p class="note">Exercise {esc(written or exercise)}'
                     f'{" (written)" if written else ""}; '
                     f'student <code>{esc(item.student)}</code>, notebook '
-                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div>')
+                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div class="said">')
         if item.problem:
             body.append(f'<p class="blank">{esc(item.problem)}</p>')
         elif item.cells is None:

@@ -27,19 +27,56 @@ from pathlib import Path
 MAX_RENDERED = 10_000
 
 MATHJAX_BUNDLE = "tex-svg-full.js"  # every TeX package in one file (nothing loaded on demand)
+# Each answer's maths is typeset by a TeX input of its own (MathJax.startup.getComponents makes a
+# fresh one): no macro (\newcommand, \def, \let), label or option one student defines reaches
+# another's, and nothing in TeX can undo that. Each answer gets a budget of macro expansions and of
+# MathML nodes, so its maths costs bounded time: past it, the rest of its maths is shown as typed.
+MAX_MACROS = 2_000  # macro expansions in one answer (MathJax's own limit is 10,000 per formula)
+MAX_NODES = 20_000  # MathML nodes in one answer (a line of maths makes about 50)
 MATHJAX_CONFIG = """\
 // MathJax for the by-hand pages (written by mha-grade report): only the maths the report parsed
-// (elements of class math-inline and math-display, whose text is the TeX) is typeset.
+// (elements of class math-inline and math-display, whose text is the TeX) is typeset, each
+// answer (section.student) by a fresh TeX input and within a budget of macros and nodes.
 window.MathJax = {
   loader: {load: ['ui/safe']},
-  tex: {packages: {'[-]': ['html', 'require', 'autoload']}},
+  tex: {packages: {'[-]': ['html', 'require', 'autoload', 'setoptions']}},
   options: {enableMenu: false, enableAssistiveMml: false},
   svg: {fontCache: 'local'},
   startup: {
     typeset: false,
     pageReady: function () {
       return MathJax.startup.defaultPageReady().then(function () {
+        var util = MathJax._.input.tex.ParseUtil.default;
+        var TexError = MathJax._.input.tex.TexError.default;
+        var checkMacros = util.checkMaxMacros;
+        var left = {macros: 0, nodes: 0};
+        util.checkMaxMacros = function (parser, isMacro) {
+          if (--left.macros < 0) {
+            throw new TexError('AnswerMacros', 'this answer used up its macro expansions');
+          }
+          return checkMacros(parser, isMacro);
+        };
+        function freshInput() {  // a new TeX input and document: nothing left from before
+          MathJax.startup.getComponents();
+          var factory = MathJax.startup.input[0].parseOptions.nodeFactory;
+          var create = factory.create.bind(factory);
+          factory.create = function () {
+            if (--left.nodes < 0) throw new Error('this answer used up its maths nodes');
+            return create.apply(null, arguments);
+          };
+          left = {macros: MAX_MACROS, nodes: MAX_NODES};
+        }
+        var owner;
         document.querySelectorAll('.math-inline, .math-display').forEach(function (node) {
+          var section = node.closest('section.student');
+          if (section !== owner) {
+            owner = section;
+            freshInput();
+          }
+          if (left.nodes < 0 || left.macros < 0) {  // over budget: as typed
+            node.classList.add('math-skipped');
+            return;
+          }
           try {
             var display = node.classList.contains('math-display');
             node.replaceChildren(MathJax.tex2svg(node.textContent, {display: display}));
@@ -54,7 +91,7 @@ window.MathJax = {
     }
   }
 };
-"""
+""".replace("MAX_MACROS", str(MAX_MACROS)).replace("MAX_NODES", str(MAX_NODES))
 
 
 def mathjax_source() -> Path | None:
