@@ -86,6 +86,22 @@ def test_an_answer_of_markdown_markdown_it_is_slow_on_renders_in_seconds(pattern
     assert out.count('<div class="md">') <= 1
 
 
+def test_an_answer_of_a_huge_table_renders_as_typed_in_seconds_and_a_table_as_a_table():
+    """10,000 characters make a table of 1,000 columns by 3,000 rows (markdown-it pads every
+    row: 57 s, a page of 30 MB): beyond MAX_TABLE_CELLS the answer is shown as typed; a table
+    of 10 columns by 50 rows, in a quote, still renders."""
+    huge = ("|" + "a|" * 1000 + "\n|" + "-|" * 1000 + "\n" + "|\n" * 3000)[:10_000]
+    assert rendering.table_cells(huge) > rendering.MAX_TABLE_CELLS
+    start = time.perf_counter()
+    out = by_hand.cells_html([by_hand.Cell("markdown", huge)])
+    assert time.perf_counter() - start < 5
+    assert out == f'<pre class="text">{by_hand.esc(huge)}</pre>'
+    table = "> |" + "h|" * 10 + "\n> |" + ":-:|" * 10 + "\n" + ("> |" + "x|" * 10 + "\n") * 50
+    out = by_hand.cells_html([by_hand.Cell("markdown", table)])
+    assert out.count("<td") == 500 and out.count("<th ") == 10
+    assert rendering.table_cells(table) >= 510
+
+
 def test_a_prompt_in_myst_renders_as_markdown_without_directives():
     nb = fmt.load(EXAMPLE)
     prompt = fmt.source(nb["cells"][fmt.parse(nb)[0].prompt])

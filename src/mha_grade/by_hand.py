@@ -366,9 +366,10 @@ def markdown_html(text: str) -> str | None:
 
 
 def cells_html(cells: list[Cell]) -> str:
-    """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters of the
-    answer, and shown as typed below it), code and outputs as text, PNG figures as images."""
-    parts, size, rendered = [], 0, 0
+    """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters and
+    ``rendering.MAX_TABLE_CELLS`` table cells of the answer, and shown as typed below it), code
+    and outputs as text, PNG figures as images."""
+    parts, size, rendered, table_cells = [], 0, 0, 0
     for shown_cells, item in enumerate(cells):
         size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
         if shown_cells and size > MAX_ANSWER:
@@ -379,8 +380,11 @@ def cells_html(cells: list[Cell]) -> str:
         text = item.source if len(item.source) <= MAX_TEXT else \
             item.source[:MAX_TEXT] + f"\n[... {len(item.source) - MAX_TEXT} more characters]"
         shown_html = None
-        if item.kind == "markdown" and rendered + len(text) <= rendering.MAX_RENDERED:
+        cells_bound = rendering.table_cells(text) if item.kind == "markdown" else 0
+        if item.kind == "markdown" and rendered + len(text) <= rendering.MAX_RENDERED and \
+                table_cells + cells_bound <= rendering.MAX_TABLE_CELLS:
             rendered += len(text)
+            table_cells += cells_bound
             shown_html = markdown_html(text)
         if shown_html is None:
             parts.append(f'<pre class="{kind}">{esc(text)}</pre>')

@@ -25,6 +25,12 @@ from pathlib import Path
 # markdown-it is quadratic on some inputs (20,000 characters of "![" take 8 s here): beyond
 # this many characters of one answer, markdown is shown as typed
 MAX_RENDERED = 10_000
+# markdown-it pads every row of a table to its delimiter row's columns: 1,000 columns by 3,000
+# rows fit in 10,000 characters (57 s and 3 GB in an attack's measure); beyond this many cells
+# in one answer (at most: see ``table_cells``), markdown is shown as typed
+MAX_TABLE_CELLS = 20_000
+# a line that can be a table's delimiter row, in a quote or list item: |-|:-:| or - 1. > |---|
+DELIMITER_ROW = re.compile(r"[\s|:\->*+.)\d]*")  # with a pipe (one class: no backtracking)
 
 MATHJAX_BUNDLE = "tex-svg-full.js"  # every TeX package in one file (nothing loaded on demand)
 # Each answer's maths is typeset by a TeX input of its own (MathJax.startup.getComponents makes a
@@ -174,6 +180,16 @@ def parser():
     md.add_render_rule("link_close", _link_close)
     md.add_render_rule("image", _image)
     return md
+
+
+def table_cells(text: str) -> int:
+    """At most how many cells markdown-it makes of the tables in ``text``: each row (a line)
+    has its table's columns, no more than the pipes of its delimiter row plus one."""
+    lines = re.split(r"\r\n?|\n", text)  # markdown-it's line breaks
+    columns = max((line.count("|") + 1 for line in lines
+                   if "|" in line and DELIMITER_ROW.fullmatch(line)),
+                  default=1)
+    return len(lines) * columns
 
 
 def markdown_html(text: str) -> str | None:
