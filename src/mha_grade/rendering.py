@@ -7,7 +7,11 @@ shown as text with their address (a page makes no request and has nothing to cli
 left as escaped TeX in elements of class ``math-inline`` and ``math-display``, which MathJax
 typesets in the browser from the files ``write_mathjax`` copies next to the pages (MathJax 3 from
 django-static-mathjax, the copy the book serves: no network). MathJax's TeX has no ``\\href``,
-``\\class``, ``\\style`` or ``\\require`` there, and only the parsed maths is typeset.
+``\\class``, ``\\style``, ``\\require`` or ``\\setOptions`` there, and only the parsed maths is
+typeset. One student's maths cannot touch another's: each answer is typeset by a fresh TeX input
+(its macros and labels are its own), within a budget of work (``MAX_MACROS``, ``MAX_NODES``), and
+the page clips each answer to its box (``by_hand.STYLE``). Tables are bounded too
+(``MAX_TABLE_CELLS``).
 
 When markdown-it-py, mdit-py-plugins or MathJax is missing (an environment without the course's
 book packages), the pages fall back to text as typed, and say so.
@@ -38,7 +42,7 @@ MATHJAX_BUNDLE = "tex-svg-full.js"  # every TeX package in one file (nothing loa
 # another's, and nothing in TeX can undo that. Each answer gets a budget of macro expansions and of
 # MathML nodes, so its maths costs bounded time: past it, the rest of its maths is shown as typed.
 MAX_MACROS = 2_000  # macro expansions in one answer (MathJax's own limit is 10,000 per formula)
-MAX_NODES = 20_000  # MathML nodes in one answer (a line of maths makes about 50)
+MAX_NODES = 20_000  # MathML nodes made for one answer (a line of softmax draws 56 elements)
 MATHJAX_CONFIG = """\
 // MathJax for the by-hand pages (written by mha-grade report): only the maths the report parsed
 // (elements of class math-inline and math-display, whose text is the TeX) is typeset, each
