@@ -86,6 +86,22 @@ def test_an_answer_of_markdown_markdown_it_is_slow_on_renders_in_seconds(pattern
     assert out.count('<div class="md">') <= 1
 
 
+def test_an_answer_of_a_huge_table_renders_as_typed_in_seconds_and_a_table_as_a_table():
+    """10,000 characters make a table of 1,000 columns by 3,000 rows (markdown-it pads every
+    row: 57 s, a page of 30 MB): beyond MAX_TABLE_CELLS the answer is shown as typed; a table
+    of 10 columns by 50 rows, in a quote, still renders."""
+    huge = ("|" + "a|" * 1000 + "\n|" + "-|" * 1000 + "\n" + "|\n" * 3000)[:10_000]
+    assert rendering.table_cells(huge) > rendering.MAX_TABLE_CELLS
+    start = time.perf_counter()
+    out = by_hand.cells_html([by_hand.Cell("markdown", huge)])
+    assert time.perf_counter() - start < 5
+    assert out == f'<pre class="text">{by_hand.esc(huge)}</pre>'
+    table = "> |" + "h|" * 10 + "\n> |" + ":-:|" * 10 + "\n" + ("> |" + "x|" * 10 + "\n") * 50
+    out = by_hand.cells_html([by_hand.Cell("markdown", table)])
+    assert out.count("<td") == 500 and out.count("<th ") == 10
+    assert rendering.table_cells(table) >= 510
+
+
 def test_a_prompt_in_myst_renders_as_markdown_without_directives():
     nb = fmt.load(EXAMPLE)
     prompt = fmt.source(nb["cells"][fmt.parse(nb)[0].prompt])
@@ -119,22 +135,41 @@ def test_a_rubric_file_gives_items_in_order_and_names_bad_rows(tmp_path):
 BROWSER = pdf.chromium()
 
 
+def chromium_page(folder, answers, *flags, seconds=120):
+    """What chromium makes of the by-hand page of ``answers`` (markdown, one per student),
+    offline, with MathJax beside it: its stdout with ``flags`` (``--dump-dom``: the DOM)."""
+    assert rendering.write_mathjax(folder)
+    students = [by_hand.Answer(f"s{i}", f"Student {i}", "s.ipynb", [by_hand.Cell("markdown", a)])
+                for i, a in enumerate(answers)]
+    page = folder / "0.1.html"
+    page.write_text(by_hand.answers_page("0.1", "", students, [], maths=True))
+    command = [BROWSER, "--headless", "--disable-gpu", f"--user-data-dir={folder / 'p'}",
+               "--proxy-server=127.0.0.1:9", "--virtual-time-budget=30000", *flags,
+               page.as_uri()]
+    if shutil.os.geteuid() == 0:
+        command.insert(1, "--no-sandbox")
+    return subprocess.run(command, capture_output=True, text=True, timeout=seconds).stdout
+
+
+def typeset(dom):
+    """Per student section, per formula: (its class, the MathML nodes and glyphs it drew)."""
+    out = []
+    for section in dom.split('<section class="student"')[1:]:
+        said = section.split("<details>")[0]
+        formulas = [f.split('"', 1) for f in re.split(r'<span class="math-(?:inline|display)',
+                                                      said)[1:]]
+        out.append([(kind, re.findall(r'data-(?:mml-node|c)="([^"]*)"', drawn))
+                    for kind, drawn in formulas])
+    return out
+
+
 @pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
 def test_mathjax_beside_a_page_typesets_its_maths_offline(tmp_path):
     """The page as chromium draws it (no network: a proxy that is not there): every formula
     became an SVG, none failed, and the student's \\href stayed inert."""
-    assert rendering.write_mathjax(tmp_path)
-    answer = by_hand.Answer("alice", "Alice", "alice.ipynb", [by_hand.Cell(
-        "markdown", "So $\\frac{a}{b}$ and\n\n$$\\begin{aligned}x &= 1\\\\ y &= 2\\end{aligned}$$"
-        "\n\n" + HOSTILE)])
-    page = tmp_path / "0.1.html"
-    page.write_text(by_hand.answers_page("0.1", "", [answer], [], maths=True))
-    command = [BROWSER, "--headless", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
-               "--proxy-server=127.0.0.1:9", "--virtual-time-budget=30000", "--dump-dom",
-               page.as_uri()]
-    if shutil.os.geteuid() == 0:
-        command.insert(1, "--no-sandbox")
-    dom = subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+    dom = chromium_page(tmp_path, [
+        "So $\\frac{a}{b}$ and\n\n$$\\begin{aligned}x &= 1\\\\ y &= 2\\end{aligned}$$\n\n"
+        + HOSTILE], "--dump-dom")
     assert 'data-typeset="done"' in dom
     spans = re.findall(r'<span class="math-(?:inline|display)[^"]*">(.*?)</span>', dom,
                        re.DOTALL)
@@ -142,6 +177,67 @@ def test_mathjax_beside_a_page_typesets_its_maths_offline(tmp_path):
     found = Parsed(dom)
     assert not [a for a in found.attributes if a[1] == "class" and "math-error" in a[2]]
     assert not [a for a in found.attributes if (a[2] or "").strip().startswith("javascript")]
+
+
+REDEFINES = ("$\\renewcommand{\\cdot}{\\text{XX}}$ $\\newcommand{\\exp}{\\text{A}}$ "
+             "$\\def\\sqrt#1{\\text{NO}}$ $\\let\\oldfrac\\frac"
+             "\\renewcommand{\\frac}[2]{\\oldfrac{#2}{#1}}$ $\\newcommand{\\R}{\\mathbb{R}}\\R$ "
+             "$x\\label{eq}\\tag{9}$ $\\DeclareMathOperator{\\tr}{XX}$")
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_a_students_macros_and_labels_do_not_reach_the_next_students_maths(tmp_path):
+    """Student 0 redefines \\cdot, \\exp, \\sqrt, \\frac and labels an equation: student 1's
+    maths draws as it does on a page of its own (and student 0's own macros still work)."""
+    victim = "$\\exp(x)\\cdot\\frac{e^c}{1}\\sqrt{2}\\tr$ $y\\label{eq}\\tag{1}$ $\\R$"
+    (tmp_path / "both").mkdir(), (tmp_path / "alone").mkdir()
+    both = typeset(chromium_page(tmp_path / "both", [REDEFINES, victim], "--dump-dom"))
+    alone = typeset(chromium_page(tmp_path / "alone", [victim], "--dump-dom"))
+    assert both[1] == alone[0] and len(alone[0]) == 3
+    assert "211D" in both[0][4][1]  # student 0's \R is the blackboard R, in its own answer
+
+
+# 1,600 fractions per formula (MAX_NODES; before: chromium still typesetting after 150 s), and
+# 1,000 expansions to nothing per formula (MAX_MACROS), each used 1,700 times (under 10,000
+# characters: the answer's markdown is rendered)
+HEAVY = {"nodes": "\\newcommand{\\q}{\\frac{a}{b}\\frac{a}{b}\\frac{a}{b}\\frac{a}{b}}"
+                  "\\newcommand{\\h}{" + "\\q" * 400 + "}",
+         "macros": "\\newcommand{\\z}{}\\newcommand{\\y}{" + "\\z" * 10 + "}"
+                   "\\newcommand{\\x}{" + "\\y" * 10 + "}\\newcommand{\\h}{" + "\\x" * 9 + "}"}
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+@pytest.mark.parametrize("budget", sorted(HEAVY))
+def test_heavy_maths_in_one_answer_costs_bounded_time_and_not_the_next_answer(tmp_path, budget):
+    """A macro that makes much maths, used 1,700 times: the answer's maths stops at its
+    budget (the rest shown as typed), in seconds, and the next student's maths is typeset as
+    it is on a page of its own."""
+    heavy = f"${HEAVY[budget]}$ " + " ".join(["$\\h$"] * 1700)
+    victim = "$\\frac{e^c}{e^c}$"
+    (tmp_path / "both").mkdir(), (tmp_path / "alone").mkdir()
+    start = time.perf_counter()
+    dom = chromium_page(tmp_path / "both", [heavy, victim], "--dump-dom", seconds=60)
+    assert time.perf_counter() - start < SECONDS and 'data-typeset="done"' in dom
+    first, second = typeset(dom)
+    assert sum(kind == " math-skipped" for kind, _ in first) > 1600
+    assert second == typeset(chromium_page(tmp_path / "alone", [victim], "--dump-dom"))[0]
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_maths_draws_nothing_outside_its_answers_box(tmp_path):
+    """Student 1 raises a red rule of 60em by 5em 20em above its line (onto student 0's
+    heading) beside a red square of 1em in place: only the square is drawn."""
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "shot.png"
+    chromium_page(tmp_path, ["An honest answer $e^c$.",
+                             "ok $\\smash{\\rlap{\\raise{20em}{\\color{red}{\\rule{60em}{5em}}}}}"
+                             "\\color{red}{\\rule{1em}{1em}}$"],
+                  f"--screenshot={out}", "--window-size=1000,1400", "--hide-scrollbars")
+    r, g, b = np.asarray(Image.open(out).convert("RGB")).astype(int).transpose(2, 0, 1)
+    red = int(((r > 200) & (g < 80) & (b < 80)).sum())
+    assert 100 < red < 1000, red  # the square (16 by 16 px), not the rule (60em: 960 px wide)
 
 
 def test_without_markdown_it_or_mathjax_a_page_shows_answers_as_typed_and_says_so(

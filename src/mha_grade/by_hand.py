@@ -315,7 +315,9 @@ CSP_MATHS = CSP + "; script-src 'self'"
 STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;border-left:3px solid #ccc}
 pre.code{border-color:#58a}pre.out{background:#fff;border-color:#ddd}
-section{border-top:1px solid #aaa;margin-top:1.5rem}.blank{color:#a00}.note{color:#555}
+section{border-top:1px solid #aaa;margin-top:1.5rem}
+section.student,.said{position:relative;overflow:hidden;contain:paint}
+.math-skipped,.math-error{color:#a00;font-family:monospace}.blank{color:#a00}.note{color:#555}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
 vertical-align:top}img{max-width:100%}
 .md{border-left:3px solid #ccc;padding:0 .75rem;margin:.5rem 0}.md p{margin:.4rem 0}
@@ -364,9 +366,10 @@ def markdown_html(text: str) -> str | None:
 
 
 def cells_html(cells: list[Cell]) -> str:
-    """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters of the
-    answer, and shown as typed below it), code and outputs as text, PNG figures as images."""
-    parts, size, rendered = [], 0, 0
+    """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters and
+    ``rendering.MAX_TABLE_CELLS`` table cells of the answer, and shown as typed below it), code
+    and outputs as text, PNG figures as images."""
+    parts, size, rendered, table_cells = [], 0, 0, 0
     for shown_cells, item in enumerate(cells):
         size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
         if shown_cells and size > MAX_ANSWER:
@@ -377,8 +380,11 @@ def cells_html(cells: list[Cell]) -> str:
         text = item.source if len(item.source) <= MAX_TEXT else \
             item.source[:MAX_TEXT] + f"\n[... {len(item.source) - MAX_TEXT} more characters]"
         shown_html = None
-        if item.kind == "markdown" and rendered + len(text) <= rendering.MAX_RENDERED:
+        cells_bound = rendering.table_cells(text) if item.kind == "markdown" else 0
+        if item.kind == "markdown" and rendered + len(text) <= rendering.MAX_RENDERED and \
+                table_cells + cells_bound <= rendering.MAX_TABLE_CELLS:
             rendered += len(text)
+            table_cells += cells_bound
             shown_html = markdown_html(text)
         if shown_html is None:
             parts.append(f'<pre class="{kind}">{esc(text)}</pre>')
@@ -459,7 +465,7 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                     f'<p class="note">Exercise {esc(written or exercise)}'
                     f'{" (written)" if written else ""}; '
                     f'student <code>{esc(item.student)}</code>, notebook '
-                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div>')
+                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div class="said">')
         if item.problem:
             body.append(f'<p class="blank">{esc(item.problem)}</p>')
         elif item.cells is None:

@@ -7,7 +7,11 @@ shown as text with their address (a page makes no request and has nothing to cli
 left as escaped TeX in elements of class ``math-inline`` and ``math-display``, which MathJax
 typesets in the browser from the files ``write_mathjax`` copies next to the pages (MathJax 3 from
 django-static-mathjax, the copy the book serves: no network). MathJax's TeX has no ``\\href``,
-``\\class``, ``\\style`` or ``\\require`` there, and only the parsed maths is typeset.
+``\\class``, ``\\style``, ``\\require`` or ``\\setOptions`` there, and only the parsed maths is
+typeset. One student's maths cannot touch another's: each answer is typeset by a fresh TeX input
+(its macros and labels are its own), within a budget of work (``MAX_MACROS``, ``MAX_NODES``), and
+the page clips each answer to its box (``by_hand.STYLE``). Tables are bounded too
+(``MAX_TABLE_CELLS``).
 
 When markdown-it-py, mdit-py-plugins or MathJax is missing (an environment without the course's
 book packages), the pages fall back to text as typed, and say so.
@@ -25,21 +29,64 @@ from pathlib import Path
 # markdown-it is quadratic on some inputs (20,000 characters of "![" take 8 s here): beyond
 # this many characters of one answer, markdown is shown as typed
 MAX_RENDERED = 10_000
+# markdown-it pads every row of a table to its delimiter row's columns: 1,000 columns by 3,000
+# rows fit in 10,000 characters (57 s and 3 GB in an attack's measure); beyond this many cells
+# in one answer (at most: see ``table_cells``), markdown is shown as typed
+MAX_TABLE_CELLS = 20_000
+# a line that can be a table's delimiter row, in a quote or list item: |-|:-:| or - 1. > |---|
+DELIMITER_ROW = re.compile(r"[\s|:\->*+.)\d]*")  # with a pipe (one class: no backtracking)
 
 MATHJAX_BUNDLE = "tex-svg-full.js"  # every TeX package in one file (nothing loaded on demand)
+# Each answer's maths is typeset by a TeX input of its own (MathJax.startup.getComponents makes a
+# fresh one): no macro (\newcommand, \def, \let), label or option one student defines reaches
+# another's, and nothing in TeX can undo that. Each answer gets a budget of macro expansions and of
+# MathML nodes, so its maths costs bounded time: past it, the rest of its maths is shown as typed.
+MAX_MACROS = 2_000  # macro expansions in one answer (MathJax's own limit is 10,000 per formula)
+MAX_NODES = 20_000  # MathML nodes made for one answer (a line of softmax draws 56 elements)
 MATHJAX_CONFIG = """\
 // MathJax for the by-hand pages (written by mha-grade report): only the maths the report parsed
-// (elements of class math-inline and math-display, whose text is the TeX) is typeset.
+// (elements of class math-inline and math-display, whose text is the TeX) is typeset, each
+// answer (section.student) by a fresh TeX input and within a budget of macros and nodes.
 window.MathJax = {
   loader: {load: ['ui/safe']},
-  tex: {packages: {'[-]': ['html', 'require', 'autoload']}},
+  tex: {packages: {'[-]': ['html', 'require', 'autoload', 'setoptions']}},
   options: {enableMenu: false, enableAssistiveMml: false},
   svg: {fontCache: 'local'},
   startup: {
     typeset: false,
     pageReady: function () {
       return MathJax.startup.defaultPageReady().then(function () {
+        var util = MathJax._.input.tex.ParseUtil.default;
+        var TexError = MathJax._.input.tex.TexError.default;
+        var checkMacros = util.checkMaxMacros;
+        var left = {macros: 0, nodes: 0};
+        util.checkMaxMacros = function (parser, isMacro) {
+          if (--left.macros < 0) {
+            throw new TexError('AnswerMacros', 'this answer used up its macro expansions');
+          }
+          return checkMacros(parser, isMacro);
+        };
+        function freshInput() {  // a new TeX input and document: nothing left from before
+          MathJax.startup.getComponents();
+          var factory = MathJax.startup.input[0].parseOptions.nodeFactory;
+          var create = factory.create.bind(factory);
+          factory.create = function () {
+            if (--left.nodes < 0) throw new Error('this answer used up its maths nodes');
+            return create.apply(null, arguments);
+          };
+          left = {macros: MAX_MACROS, nodes: MAX_NODES};
+        }
+        var owner;
         document.querySelectorAll('.math-inline, .math-display').forEach(function (node) {
+          var section = node.closest('section.student');
+          if (section !== owner) {
+            owner = section;
+            freshInput();
+          }
+          if (left.nodes < 0 || left.macros < 0) {  // over budget: as typed
+            node.classList.add('math-skipped');
+            return;
+          }
           try {
             var display = node.classList.contains('math-display');
             node.replaceChildren(MathJax.tex2svg(node.textContent, {display: display}));
@@ -54,7 +101,7 @@ window.MathJax = {
     }
   }
 };
-"""
+""".replace("MAX_MACROS", str(MAX_MACROS)).replace("MAX_NODES", str(MAX_NODES))
 
 
 def mathjax_source() -> Path | None:
@@ -137,6 +184,16 @@ def parser():
     md.add_render_rule("link_close", _link_close)
     md.add_render_rule("image", _image)
     return md
+
+
+def table_cells(text: str) -> int:
+    """At most how many cells markdown-it makes of the tables in ``text``: each row (a line)
+    has its table's columns, no more than the pipes of its delimiter row plus one."""
+    lines = re.split(r"\r\n?|\n", text)  # markdown-it's line breaks
+    columns = max((line.count("|") + 1 for line in lines
+                   if "|" in line and DELIMITER_ROW.fullmatch(line)),
+                  default=1)
+    return len(lines) * columns
 
 
 def markdown_html(text: str) -> str | None:
