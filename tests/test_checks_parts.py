@@ -185,12 +185,13 @@ def test_the_zip_keeps_the_instructors_choice_of_visibility(tmp_path):
     with zipfile.ZipFile(bundle) as z:
         z.extract(gradescope.SETTINGS_FILE, tmp_path / "source")
     chosen = {"chapter": "03_attention_with_weights", "hidden_visibility": "after_published",
-              "copies": "latest"}  # the rule for several copies of the chapter: its default
+              "copies": "latest",  # the rule for several copies of the chapter: its default
+              "late_penalty": "none"}  # and for late work: its default, no penalty
     assert gradescope.zip_settings(tmp_path / "source") == chosen
     assert json.loads((tmp_path / "source" / gradescope.SETTINGS_FILE).read_text()) == chosen
     assert gradescope.zip_settings(tmp_path) == {"chapter": None,
                                                  "hidden_visibility": "after_due_date",
-                                                 "copies": "latest"}
+                                                 "copies": "latest", "late_penalty": "none"}
     with pytest.raises(ValueError):
         gradescope.build(tmp_path / "other.zip", "03", "later")
 
