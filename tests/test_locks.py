@@ -117,3 +117,15 @@ def test_no_lock_names_a_package_only_torchs_cuda_build_needs():
         names = {canonicalize_name(r.name) for r in lockfiles.lines(path)}
         cuda = {n for n in names if n in lock.CUDA_ONLY or n.startswith(("nvidia-", "cuda-"))}
         assert not cuda, f"{path.name}: {cuda}"
+
+
+def test_jupyterlab_reports_every_extension_it_loads_compatible():
+    """`make lab` renders the chapters' MyST with jupyterlab-myst, which JupyterLab disables
+    when the @jupyter/ydoc it was built against is not the one JupyterLab ships (4.6 ships 4;
+    jupyterlab-myst 2.7.0 needs 3): the lock keeps the two on matching versions."""
+    run = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
+                         capture_output=True, text=True, timeout=120)
+    listing = run.stdout + run.stderr
+    assert run.returncode == 0, listing
+    assert "jupyterlab-myst" in listing, listing
+    assert "not compatible" not in listing, listing
