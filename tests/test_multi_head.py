@@ -952,6 +952,32 @@ def test_to_torch_refuses_what_torch_cannot_hold():
             layer.to_torch()
 
 
+
+def test_to_torch_refuses_projections_torch_cannot_hold():
+    """GridSelfAttention's out_proj maps embed_dim to out_channels: copy_ would broadcast its
+    (1, 4) weight into torch's (4, 4) one and return another module, with no error."""
+    grid = mha.GridSelfAttention(4, 1, num_heads=2, head_dim=2).attn
+    with pytest.raises(ValueError,
+                       match=r"module\.out_proj must be an nn\.Linear\(4, 4\).*to_torch"):
+        grid.to_torch()
+    no_k_bias = mha.MultiHeadAttention(8, 2)
+    no_k_bias.k_proj = nn.Linear(8, 8, bias=False)
+    with pytest.raises(ValueError, match="bias"):
+        no_k_bias.to_torch()
+    subclassed = mha.MultiHeadAttention(8, 2)
+    subclassed.v_proj = type("LoRALinear", (nn.Linear,), {})(8, 8)
+    with pytest.raises(ValueError, match="module.v_proj"):
+        subclassed.to_torch()
+
+
+def test_to_torch_converts_a_parametrized_projection_with_its_effective_weight():
+    torch.manual_seed(0)
+    ours = mha.MultiHeadAttention(8, 2).double().eval()
+    nn.utils.parametrizations.weight_norm(ours.q_proj)
+    theirs = ours.to_torch()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(theirs(x, x, x)[0], ours(x)[0])
+
 # --- key_padding_mask with torch's meaning ---------------------------------------------------
 
 @pytest.mark.parametrize("need_weights", [True, False])

@@ -11,6 +11,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
 
 from mha._validation import (
     check_allocation,
@@ -523,7 +524,9 @@ class MultiHeadAttention(nn.Module):
         masks mean True = do not attend.
 
         Raises ``ValueError`` for grouped-query heads, a ``head_dim * num_heads`` other than
-        ``embed_dim``, or a subclass.
+        ``embed_dim``, a subclass, or projections that are not the ``nn.Linear`` layers this
+        class builds (replaced ones, such as ``GridSelfAttention.attn``'s ``out_proj``; a
+        parametrized ``nn.Linear`` of the right size converts, with its effective weight).
         """
         if type(self) is not MultiHeadAttention:
             raise ValueError(f"to_torch converts a plain MultiHeadAttention, not "
@@ -536,6 +539,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"nn.MultiheadAttention needs head_dim * num_heads == embed_dim, "
                              f"got head_dim={self.head_dim}, num_heads={self.num_heads}, "
                              f"embed_dim={self.embed_dim}")
+        # a replaced out_proj (GridSelfAttention's, embed_dim -> out_channels) would be
+        # broadcast by copy_ into torch's (embed_dim, embed_dim) one: a wrong module
+        require_built_projections(self, "to_torch (nn.MultiheadAttention holds only these shapes)",
+                                  parametrized=True)
         weight = self.out_proj.weight
         bias = self.q_proj.bias is not None
         theirs = nn.MultiheadAttention(self.embed_dim, self.num_heads, dropout=self.dropout,
@@ -576,3 +583,36 @@ class MultiHeadAttention(nn.Module):
             theirs.in_proj_bias.requires_grad_(any(p.bias.requires_grad for p in projections))
             theirs.out_proj.bias.requires_grad_(self.out_proj.bias.requires_grad)
         return theirs
+
+
+def require_built_projections(module: MultiHeadAttention, caller: str, *,
+                              parametrized: bool = False) -> None:
+    """``module``'s four projections must be the ``nn.Linear`` layers ``MultiHeadAttention``
+    builds, of the sizes its attributes say, all with a bias or none: code that rebuilds or
+    converts the module (``caller``) reads their weights, and a replaced projection (such as
+    ``GridSelfAttention.attn``'s ``out_proj``, ``out_channels`` wide) would be copied wrong
+    or fail inside torch. ``parametrized`` also accepts a ``torch.nn.utils.parametrize``d
+    ``nn.Linear`` (its ``weight`` reads the effective weight), for callers that read only
+    ``weight`` and ``bias``. Raises ``ValueError`` naming ``module``."""
+    inner, kv_inner = module.num_heads * module.head_dim, module.num_kv_heads * module.head_dim
+    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, kv_inner),
+                "v_proj": (module.vdim, kv_inner), "out_proj": (inner, module.embed_dim)}
+    biases = set()
+    for name, (fan_in, fan_out) in expected.items():
+        proj = getattr(module, name)
+        plain = type(proj) is nn.Linear or (
+            parametrized and is_parametrized(proj) and type(proj).__bases__ == (nn.Linear,))
+        weight = getattr(proj, "weight", None)
+        shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
+        if not plain or shape != (fan_out, fan_in):
+            kind = type(proj).__name__  # ParametrizedLinear when parametrized
+            got = kind if shape is None else f"{kind} with a weight of shape {shape}"
+            raise ValueError(
+                f"module.{name} must be an nn.Linear({fan_in}, {fan_out}) as "
+                f"MultiHeadAttention builds it (weight of shape {(fan_out, fan_in)}), got "
+                f"{got}: {caller} cannot rebuild a module whose projections were replaced"
+                + ("" if parametrized else " or parametrized"))
+        biases.add(proj.bias is not None)
+    if len(biases) > 1:
+        raise ValueError(f"module's projections must all have a bias or none (as bias= "
+                         f"builds them): {caller} cannot rebuild a mix")
