@@ -157,6 +157,62 @@ def test_train_decoder_gives_the_callers_mode_back_when_it_returns_or_raises(tra
     assert all(module.training == training for module in model.modules())
 
 
+
+def _snapshot(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _unchanged(model, before):
+    return all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+
+
+def test_train_decoder_refuses_float16_and_bfloat16_trains():
+    """float16 Adam: eps = 1e-8 is 0, so one step made every parameter NaN, with no error."""
+    data = torch.randint(256, (500,), generator=torch.Generator().manual_seed(0))
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_layers=1).half()
+    before = _snapshot(model)
+    with pytest.raises(ValueError, match=r"model has float16 parameters.*bfloat16"):
+        mha.train_decoder(model, data, 1, batch_size=2, length=8)
+    assert _unchanged(model, before)
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_layers=1)
+    model.to(torch.bfloat16)
+    mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def test_train_decoder_refuses_a_model_with_nothing_to_train():
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    model.requires_grad_(False)
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="model has no trainable parameter"):
+        mha.train_decoder(model, data, 1, batch_size=2, length=8)
+
+
+def test_train_decoder_that_diverges_raises_and_puts_the_parameters_back():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(2))
+    before, calls = _snapshot(model), []
+
+    def poison(module, args, output):  # the second step's logits are NaN, after one update
+        calls.append(1)
+        return output * float("nan") if len(calls) == 2 else output
+
+    hook = model.register_forward_hook(poison)
+    with pytest.raises(ValueError, match=r"the loss of model is nan at step 1"):
+        mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    hook.remove()
+    assert len(calls) == 2 and _unchanged(model, before)
+
+
+def test_bits_per_byte_refuses_a_model_whose_loss_is_nan():
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    with torch.no_grad():
+        model.position_embedding[0, 0] = float("nan")
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(3))
+    with pytest.raises(ValueError, match=r"loss of model is nan.*parameters"):
+        mha.bits_per_byte(model, data, length=8, num_windows=4)
+
 def test_bad_input_raises_value_error():
     model = small_decoder("mha", torch.float32)
     with pytest.raises(ValueError, match="max_len"):

@@ -391,6 +391,9 @@ def train_decoder(
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
     ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
     ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
+    ``model`` is named when nothing in it is trainable, when it has float16 parameters (one
+    Adam step makes them NaN: train in float32 or bfloat16), and when training diverges (a
+    NaN or inf loss or parameter); the parameters are then put back as they were.
     """
     from mha.tasks.neighbour_task import train
     from mha.tasks.text_corpus import windows
@@ -426,8 +429,9 @@ def bits_per_byte(
 
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data`` (not 1-D
     integer ids in the vocabulary, or too short for ``num_windows`` windows), ``length`` (over
-    ``max_len``), ``num_windows`` or ``head_mask``; :class:`mha.MemoryBudgetError` when a
-    window's activations would exceed the memory budget.
+    ``max_len``), ``num_windows`` or ``head_mask``, or ``model`` when its loss is NaN (NaN
+    or inf parameters); :class:`mha.MemoryBudgetError` when a window's activations would
+    exceed the memory budget.
     """
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
@@ -447,7 +451,11 @@ def bits_per_byte(
                                                                        head_mask=head_mask)
     finally:
         model.train(was_training)
-    return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)
+    loss = language_model_loss(logits, chunks[:, 1:]).item()
+    if math.isnan(loss):  # a metric of nan would pass for a number in a table
+        raise ValueError("the loss of model is nan: check model's parameters (a NaN or inf "
+                         "weight, e.g. from a diverged training run, reaches every logit)")
+    return loss / math.log(2)
 
 
 def _require_length_fits(model: nn.Module, length: int) -> None:
