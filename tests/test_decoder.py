@@ -328,6 +328,32 @@ def test_a_decoder_call_that_raises_leaves_the_caches_unchanged(kind):
     torch.testing.assert_close(retry, model(tokens)[:, 6:], rtol=0, atol=1e-12)
 
 
+
+def test_a_decoder_call_over_a_later_layers_budget_leaves_every_cache_unchanged():
+    """MHA and MLA layers alternate; MLA's keys (rope_dim 64) go over the budget in layer 1
+    after layer 0 had cached the new token: its cache was left one token ahead."""
+    kinds = iter(["mha", "mla"])
+
+    def make_attention():
+        return (mha.MultiHeadAttention(16, 4) if next(kinds) == "mha" else
+                mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=64, head_dim=4))
+
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 64, embed_dim=16, num_heads=4, num_layers=2,
+                            make_attention=make_attention).double().eval()
+    tokens = torch.randint(256, (2, 11), generator=torch.Generator().manual_seed(7))
+    caches = model.new_caches()
+    model(tokens[:, :10], caches=caches)
+    held = [dict(vars(cache)) for cache in caches]
+    mla_keys = 2 * 4 * 11 * (4 + 64) * 8  # (B, h, n, d + rope_dim) in float64
+    with mha.memory_budget(mla_keys - 1), pytest.raises(mha.MemoryBudgetError, match="Latent"):
+        model(tokens[:, 10:], caches=caches)
+    assert [len(cache) for cache in caches] == [10, 10]
+    for cache, state in zip(caches, held, strict=True):
+        assert all(getattr(cache, name) is value for name, value in state.items())
+    retry = model(tokens[:, 10:], caches=caches)
+    torch.testing.assert_close(retry, model(tokens)[:, 10:], rtol=0, atol=1e-12)
+
 def test_an_attention_call_that_raises_leaves_its_cache_unchanged():
     torch.manual_seed(0)
     layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).double().eval()

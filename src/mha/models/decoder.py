@@ -205,9 +205,10 @@ class TinyDecoder(nn.Module):
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
         cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, of another
         batch size, or one cache object given for two layers), a bad ``head_mask`` (every
-        row is checked before any cache grows, so a call that raises leaves the caches as
-        they were);
-        :class:`mha.MemoryBudgetError` before an over-budget allocation.
+        row is checked before any cache grows);
+        :class:`mha.MemoryBudgetError` before an over-budget allocation. A call that raises
+        leaves the caches as they were (a later layer's error puts back what earlier layers
+        added).
         """
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
@@ -263,10 +264,29 @@ class TinyDecoder(nn.Module):
                                 (tokens.shape[0], n, width), self.token_embedding.weight.dtype,
                                 "use smaller batches or shorter sequences")
         x = self.token_embedding(tokens) + self.position_embedding[past:past + n]
+        if caches is None or torch.compiler.is_compiling():  # compiled: nothing raises midway
+            x = self._blocks(x, caches, head_mask)
+        else:
+            # a layer that raises (its own budget, e.g. an MLA layer among MHA ones) would
+            # leave the earlier layers' caches one call ahead: put them back. A cache grows by
+            # replacing its tensors (torch.cat), so keeping the old references is enough
+            held = [dict(vars(cache)) for cache in caches]
+            try:
+                x = self._blocks(x, caches, head_mask)
+            except BaseException:
+                for cache, state in zip(caches, held, strict=True):
+                    vars(cache).clear()
+                    vars(cache).update(state)
+                raise
+        return self.norm(x) @ self.token_embedding.weight.T  # read-out tied to the embedding
+
+    def _blocks(self, x: torch.Tensor, caches: list | None,
+                head_mask: torch.Tensor | None) -> torch.Tensor:
+        """The residual stream ``(B, n, d)`` through every block, each with its cache."""
         for layer, block in enumerate(self.blocks):
             x = block(x, cache=None if caches is None else caches[layer],
                       head_mask=None if head_mask is None else head_mask[layer])
-        return self.norm(x) @ self.token_embedding.weight.T  # read-out tied to the embedding
+        return x
 
 
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
