@@ -229,6 +229,20 @@ def test_bad_input_raises_value_error():
         text_corpus.windows(torch.arange(10), 2, 10, torch.Generator())
 
 
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16])
+def test_tiny_decoder_names_the_token_dtypes_it_takes_as_generate_does(dtype):
+    """uint8 is an integer tensor: "must be an integer tensor, got torch.uint8" read as a
+    contradiction; the message of generate and bits_per_byte says which ones and how."""
+    model = small_decoder("mha", torch.float32)
+    tokens = torch.zeros(1, 4, dtype=dtype)
+    expected = (r"tokens must be torch.int64 or torch.int32 \(what nn.Embedding takes\), got "
+                rf"{dtype}; convert it with tokens.long\(\)")
+    with pytest.raises(ValueError, match=expected):
+        model(tokens)
+    with pytest.raises(ValueError, match=r"prompt must be torch.int64 or torch.int32"):
+        mha.generate(model, tokens, 1)
+
 def test_a_block_refuses_attention_it_cannot_call_at_construction():
     """DecoderBlock calls attn(x, is_causal=True, cache=...): a Linear, a layer of another width
     or a RotaryMultiHeadAttention (whose forward takes positions, not a cache) would fail only at

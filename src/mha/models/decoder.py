@@ -210,9 +210,8 @@ class TinyDecoder(nn.Module):
         leaves the caches as they were (a later layer's error puts back what earlier layers
         added).
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        # the message of generate and bits_per_byte: uint8 is an integer tensor too, and
+        # "must be an integer tensor" did not say which ones nn.Embedding takes
         require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
         if caches is not None:
             if not isinstance(caches, list | tuple) or len(caches) != len(self.blocks):
