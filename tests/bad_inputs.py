@@ -568,6 +568,17 @@ POSITIONS = [
     Bad("rotary-positions-nan", lambda: mha.apply_rotary(r(3, 4), torch.tensor([0, NAN, 2])),
         words=("positions", "finite")),
     Bad("rotary-empty-features", lambda: mha.apply_rotary(r(3, 0)), words=("x", "(3, 0)")),
+    # float8: torch stopped inside, "add_stub not implemented for 'Float8_e4m3fn'"
+    Bad("rotary-float8", lambda: mha.apply_rotary(r(2, 3, 8).to(torch.float8_e4m3fn)),
+        words=("x", "float8", "x.float()")),
+    Bad("rotary-mha-float8", lambda: mha.RotaryMultiHeadAttention(8, 2).to(torch.float8_e4m3fn)(
+        r(2, 3, 8).to(torch.float8_e4m3fn)),
+        words=("RotaryMultiHeadAttention's parameters", "float8", "module.float()")),
+    Bad("mha-float8", lambda: mha.MultiHeadAttention(8, 2).to(torch.float8_e4m3fn)(
+        r(2, 3, 8).to(torch.float8_e4m3fn)),
+        words=("MultiHeadAttention's parameters", "float8", "module.float()")),
+    Bad("mha-float8-module-float32-query", lambda: mha.MultiHeadAttention(8, 2).to(
+        torch.float8_e4m3fn)(r(2, 3, 8)), words=("parameters", "float8", "module.float()")),
     Bad("rotary-base-small", lambda: mha.apply_rotary(r(3, 4), base=0.5), words=("base", "0.5")),
     Bad("rotary-mha-base-inf", lambda: mha.RotaryMultiHeadAttention(8, 2, base=INF),
         words=("base", "inf")),

@@ -157,6 +157,62 @@ def test_train_decoder_gives_the_callers_mode_back_when_it_returns_or_raises(tra
     assert all(module.training == training for module in model.modules())
 
 
+
+def _snapshot(model):
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _unchanged(model, before):
+    return all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+
+
+def test_train_decoder_refuses_float16_and_bfloat16_trains():
+    """float16 Adam: eps = 1e-8 is 0, so one step made every parameter NaN, with no error."""
+    data = torch.randint(256, (500,), generator=torch.Generator().manual_seed(0))
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_layers=1).half()
+    before = _snapshot(model)
+    with pytest.raises(ValueError, match=r"model has float16 parameters.*bfloat16"):
+        mha.train_decoder(model, data, 1, batch_size=2, length=8)
+    assert _unchanged(model, before)
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_layers=1)
+    model.to(torch.bfloat16)
+    mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def test_train_decoder_refuses_a_model_with_nothing_to_train():
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    model.requires_grad_(False)
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="model has no trainable parameter"):
+        mha.train_decoder(model, data, 1, batch_size=2, length=8)
+
+
+def test_train_decoder_that_diverges_raises_and_puts_the_parameters_back():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(2))
+    before, calls = _snapshot(model), []
+
+    def poison(module, args, output):  # the second step's logits are NaN, after one update
+        calls.append(1)
+        return output * float("nan") if len(calls) == 2 else output
+
+    hook = model.register_forward_hook(poison)
+    with pytest.raises(ValueError, match=r"the loss of model is nan at step 1"):
+        mha.train_decoder(model, data, 3, batch_size=2, length=8)
+    hook.remove()
+    assert len(calls) == 2 and _unchanged(model, before)
+
+
+def test_bits_per_byte_refuses_a_model_whose_loss_is_nan():
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    with torch.no_grad():
+        model.position_embedding[0, 0] = float("nan")
+    data = torch.randint(256, (200,), generator=torch.Generator().manual_seed(3))
+    with pytest.raises(ValueError, match=r"loss of model is nan.*parameters"):
+        mha.bits_per_byte(model, data, length=8, num_windows=4)
+
 def test_bad_input_raises_value_error():
     model = small_decoder("mha", torch.float32)
     with pytest.raises(ValueError, match="max_len"):
@@ -172,6 +228,20 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="length"):
         text_corpus.windows(torch.arange(10), 2, 10, torch.Generator())
 
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16])
+def test_tiny_decoder_names_the_token_dtypes_it_takes_as_generate_does(dtype):
+    """uint8 is an integer tensor: "must be an integer tensor, got torch.uint8" read as a
+    contradiction; the message of generate and bits_per_byte says which ones and how."""
+    model = small_decoder("mha", torch.float32)
+    tokens = torch.zeros(1, 4, dtype=dtype)
+    expected = (r"tokens must be torch.int64 or torch.int32 \(what nn.Embedding takes\), got "
+                rf"{dtype}; convert it with tokens.long\(\)")
+    with pytest.raises(ValueError, match=expected):
+        model(tokens)
+    with pytest.raises(ValueError, match=r"prompt must be torch.int64 or torch.int32"):
+        mha.generate(model, tokens, 1)
 
 def test_a_block_refuses_attention_it_cannot_call_at_construction():
     """DecoderBlock calls attn(x, is_causal=True, cache=...): a Linear, a layer of another width
@@ -271,6 +341,32 @@ def test_a_decoder_call_that_raises_leaves_the_caches_unchanged(kind):
     retry = model(tokens[:, 6:], caches=caches)
     torch.testing.assert_close(retry, model(tokens)[:, 6:], rtol=0, atol=1e-12)
 
+
+
+def test_a_decoder_call_over_a_later_layers_budget_leaves_every_cache_unchanged():
+    """MHA and MLA layers alternate; MLA's keys (rope_dim 64) go over the budget in layer 1
+    after layer 0 had cached the new token: its cache was left one token ahead."""
+    kinds = iter(["mha", "mla"])
+
+    def make_attention():
+        return (mha.MultiHeadAttention(16, 4) if next(kinds) == "mha" else
+                mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=64, head_dim=4))
+
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(256, 64, embed_dim=16, num_heads=4, num_layers=2,
+                            make_attention=make_attention).double().eval()
+    tokens = torch.randint(256, (2, 11), generator=torch.Generator().manual_seed(7))
+    caches = model.new_caches()
+    model(tokens[:, :10], caches=caches)
+    held = [dict(vars(cache)) for cache in caches]
+    mla_keys = 2 * 4 * 11 * (4 + 64) * 8  # (B, h, n, d + rope_dim) in float64
+    with mha.memory_budget(mla_keys - 1), pytest.raises(mha.MemoryBudgetError, match="Latent"):
+        model(tokens[:, 10:], caches=caches)
+    assert [len(cache) for cache in caches] == [10, 10]
+    for cache, state in zip(caches, held, strict=True):
+        assert all(getattr(cache, name) is value for name, value in state.items())
+    retry = model(tokens[:, 10:], caches=caches)
+    torch.testing.assert_close(retry, model(tokens)[:, 10:], rtol=0, atol=1e-12)
 
 def test_an_attention_call_that_raises_leaves_its_cache_unchanged():
     torch.manual_seed(0)

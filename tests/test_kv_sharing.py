@@ -177,3 +177,13 @@ def test_pool_kv_heads_keeps_dropout_in_training():
 def test_pool_kv_heads_refuses_other_subclasses():
     with pytest.raises(ValueError, match="SplitInputAttention"):
         mha.pool_kv_heads(mha.SplitInputAttention(8, 2), 1)
+
+
+def test_pool_kv_heads_refuses_replaced_or_parametrized_projections():
+    """It views and loads the projections' weights: torch's state_dict errors, not this."""
+    with pytest.raises(ValueError, match=r"module\.out_proj must be an nn\.Linear\(4, 4\)"):
+        mha.pool_kv_heads(mha.GridSelfAttention(4, 1, num_heads=2, head_dim=2).attn, 1)
+    layer = mha.MultiHeadAttention(12, 4)
+    torch.nn.utils.parametrizations.weight_norm(layer.q_proj)
+    with pytest.raises(ValueError, match=r"module\.q_proj .*parametrized"):
+        mha.pool_kv_heads(layer, 2)

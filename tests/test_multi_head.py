@@ -491,6 +491,48 @@ def test_a_cache_of_another_layer_or_dtype_is_named_and_autocast_blamed_only_whe
     assert all(torch.equal(a, b) for a, b in zip(held, (cache.keys, cache.values), strict=True))
 
 
+
+def test_fused_path_on_nan_inputs_keeps_to_the_memory_budget_and_the_cache():
+    """need_weights=False computes the weights in the open when the inputs hold NaN (the
+    fused kernel would hide it): that path is checked against the budget as need_weights=True
+    is, before the cache grows."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 1)
+    x = torch.randn(1, 600, 8)
+    bad = x.clone()
+    bad[0, 3, 0] = float("nan")
+    with mha.memory_budget(200_000):  # the weights (1, 1, 600, 600) need 1.44 MB
+        assert torch.isfinite(layer(x, need_weights=False)[0]).all()  # fused: no weights
+        with pytest.raises(mha.MemoryBudgetError, match="need_weights=False"):
+            layer(bad, need_weights=False)
+        cache = mha.KVCache()
+        layer(x[:, :300], cache=cache, need_weights=False)
+        keys = cache.keys
+        with pytest.raises(mha.MemoryBudgetError, match="need_weights=False"):
+            layer(bad[:, :300], cache=cache, need_weights=False)  # (300, 600) weights
+        assert len(cache) == 300 and cache.keys is keys
+    out = layer(bad, need_weights=False)[0]  # within the budget: the rule of mha.attention
+    torch.testing.assert_close(out, layer(bad)[0], equal_nan=True)
+
+
+def test_fused_path_takes_finite_float16_whose_sum_overflows(monkeypatch):
+    """The look for NaN and inf summed Q, K and V: finite float16 values summing past 65504
+    gave inf, and the call built the full weights in the open for nothing."""
+    layer = mha.MultiHeadAttention(8, 2).half()
+    with torch.no_grad():
+        for proj in (layer.q_proj, layer.k_proj, layer.v_proj, layer.out_proj):
+            proj.weight.copy_(torch.eye(8))
+            proj.bias.zero_()
+    x = torch.full((1, 100, 8), 100.0, dtype=torch.float16)  # sum 80000: inf in float16
+    taken = []
+    explicit = mha.MultiHeadAttention._explicit_attention
+    monkeypatch.setattr(mha.MultiHeadAttention, "_explicit_attention",
+                        lambda *args: taken.append(1) or explicit(*args))
+    out = layer(x, need_weights=False)[0]
+    assert not taken
+    # every key is equal: uniform weights, and the output is the value 100 itself
+    torch.testing.assert_close(out, x)
+
 # --- head_mask ---
 
 def test_head_mask_gates_each_head_before_the_output_projection():
@@ -951,6 +993,32 @@ def test_to_torch_refuses_what_torch_cannot_hold():
         with pytest.raises(ValueError, match=word):
             layer.to_torch()
 
+
+
+def test_to_torch_refuses_projections_torch_cannot_hold():
+    """GridSelfAttention's out_proj maps embed_dim to out_channels: copy_ would broadcast its
+    (1, 4) weight into torch's (4, 4) one and return another module, with no error."""
+    grid = mha.GridSelfAttention(4, 1, num_heads=2, head_dim=2).attn
+    with pytest.raises(ValueError,
+                       match=r"module\.out_proj must be an nn\.Linear\(4, 4\).*to_torch"):
+        grid.to_torch()
+    no_k_bias = mha.MultiHeadAttention(8, 2)
+    no_k_bias.k_proj = nn.Linear(8, 8, bias=False)
+    with pytest.raises(ValueError, match="bias"):
+        no_k_bias.to_torch()
+    subclassed = mha.MultiHeadAttention(8, 2)
+    subclassed.v_proj = type("LoRALinear", (nn.Linear,), {})(8, 8)
+    with pytest.raises(ValueError, match="module.v_proj"):
+        subclassed.to_torch()
+
+
+def test_to_torch_converts_a_parametrized_projection_with_its_effective_weight():
+    torch.manual_seed(0)
+    ours = mha.MultiHeadAttention(8, 2).double().eval()
+    nn.utils.parametrizations.weight_norm(ours.q_proj)
+    theirs = ours.to_torch()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(theirs(x, x, x)[0], ours(x)[0])
 
 # --- key_padding_mask with torch's meaning ---------------------------------------------------
 

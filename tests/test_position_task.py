@@ -31,6 +31,20 @@ def test_previous_token_batch_targets_are_the_previous_tokens():
         previous_token_batch(4, 0, 5, g)
 
 
+
+def test_train_position_model_leaves_the_callers_rng_and_draws_its_own_from_seed():
+    """It seeded the global RNG: every draw of the caller after the call depended on seed."""
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    trained = train_position_model("learned", length=8, steps=2, batch=4, seed=0)
+    assert torch.equal(torch.rand(3), expected)
+    # the initial weights are still those of the global RNG seeded with seed: the rows past
+    # the training length get no gradient, so they are the untrained table's
+    torch.manual_seed(0)
+    untrained = PositionToyModel("learned", 16).positions.weight
+    assert torch.equal(trained.positions.weight[8:], untrained[8:])
+
 def test_model_bad_input():
     with pytest.raises(ValueError, match="encoding must be one of"):
         PositionToyModel("absolute", 8)

@@ -71,6 +71,16 @@ def require_float_tensor(
     return x
 
 
+def refuse_float8(name: str, x: torch.Tensor) -> None:
+    """float8 (1 byte) is a storage format: torch has no matrix products or additions for it,
+    and would stop deep inside ("add_stub not implemented for 'Float8_e4m3fn'"). ``x`` is a
+    floating tensor (checked before: one attribute read here, as chapter 6 counts them)."""
+    if x.dtype.itemsize == 1:
+        raise ValueError(f"{name} has dtype {x.dtype}, a storage format torch does not "
+                         f"compute with (no matrix products or additions); convert it with "
+                         f"{name}.float()")
+
+
 def require_int_tensor(name: str, x: object, dim: int | None = None) -> torch.Tensor:
     """Return ``x`` if it is an integer tensor (not bool, not floating) with ``dim`` dims."""
     require_tensor(name, x)
@@ -209,9 +219,7 @@ def check_attention_inputs(
     """
     for name, x in [("query", query), ("key", key), ("value", value)]:
         require_float_tensor(name, x, min_dim=2)
-        if x.dtype.itemsize == 1:  # float8: no matrix products for it
-            raise ValueError(f"{name} has dtype {x.dtype}, a storage format without matrix "
-                             f"products; convert it with {name}.float()")
+        refuse_float8(name, x)
     require_same_dtype(("query", query), ("key", key), ("value", value))
     require_same_device(("query", query), ("key", key), ("value", value))
     if query.shape[-1] != key.shape[-1]:
@@ -258,8 +266,14 @@ def require_module_device(name: str, x: torch.Tensor, module: torch.nn.Module) -
 
 
 def require_module_dtype(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
-    """``x`` must have the dtype of ``module``'s parameters (torch would stop deep inside)."""
+    """``x`` must have the dtype of ``module``'s parameters (torch would stop deep inside),
+    and that dtype one torch computes with (not float8: the input would then be too)."""
     param = next(module.parameters(), None)
+    if param is not None and param.is_floating_point() and param.dtype.itemsize == 1:
+        raise ValueError(f"{type(module).__name__}'s parameters are {param.dtype}, a storage "
+                         f"format torch does not compute with (no matrix products or "
+                         f"additions); convert the module with module.float() (or "
+                         f"module.to(torch.bfloat16))")
     if param is not None and param.is_floating_point() and x.dtype != param.dtype:
         raise ValueError(
             f"{name} has dtype {x.dtype} but {type(module).__name__}'s parameters are "

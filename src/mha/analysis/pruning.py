@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-from torch import nn
 
 from mha._validation import (
     check_allocation,
@@ -15,7 +14,7 @@ from mha._validation import (
     require_indices,
     require_int,
 )
-from mha.layers.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention, require_built_projections
 
 
 def prune_heads(module: MultiHeadAttention, heads: Sequence[int]) -> MultiHeadAttention:
@@ -78,17 +77,7 @@ def _require_plain_attention(module: object) -> None:
             f"module must be a plain mha.MultiHeadAttention, got {type(module).__name__}: "
             f"prune_heads rebuilds a MultiHeadAttention and would lose what a subclass adds"
         )
-    inner, kv_inner = module.num_heads * module.head_dim, module.num_kv_heads * module.head_dim
-    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, kv_inner),
-                "v_proj": (module.vdim, kv_inner), "out_proj": (inner, module.embed_dim)}
-    for name, (fan_in, fan_out) in expected.items():
-        proj = getattr(module, name)
-        if type(proj) is not nn.Linear or (proj.in_features, proj.out_features) != (
-                fan_in, fan_out):
-            raise ValueError(
-                f"module.{name} must be an nn.Linear({fan_in}, {fan_out}) as MultiHeadAttention "
-                f"builds it, got {proj}: prune_heads cannot rebuild a modified module"
-            )
+    require_built_projections(module, "prune_heads")
 
 
 def head_importance(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from mha._validation import check_allocation, require_float_tensor, require_int
-from mha.layers.multi_head import MultiHeadAttention
+from mha.layers.multi_head import MultiHeadAttention, require_built_projections
 from mha.layers.rotary import RotaryMultiHeadAttention
 
 
@@ -53,7 +53,8 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
     ``module`` stays NaN in the copy (and its outputs follow :func:`mha.attention`'s rule).
 
     Raises ``ValueError`` naming ``module`` (not a MultiHeadAttention or
-    RotaryMultiHeadAttention) or ``num_kv_heads`` (not a positive divisor of the module's
+    RotaryMultiHeadAttention, or with projections replaced or parametrized, such as
+    ``GridSelfAttention.attn``) or ``num_kv_heads`` (not a positive divisor of the module's
     key/value heads).
     """
     if not isinstance(module, MultiHeadAttention):
@@ -62,6 +63,9 @@ def pool_kv_heads(module: MultiHeadAttention, num_kv_heads: int) -> MultiHeadAtt
         raise ValueError(f"pool_kv_heads rebuilds a MultiHeadAttention or a "
                          f"RotaryMultiHeadAttention; module is a {type(module).__name__}, "
                          f"whose additions would be lost")
+    # it views the weights per head and loads q_proj's and out_proj's state_dicts: a
+    # replaced or parametrized projection would fail inside torch
+    require_built_projections(module, "pool_kv_heads")
     h, h_kv_old, d = module.num_heads, module.num_kv_heads, module.head_dim
     num_kv_heads = require_int("num_kv_heads", num_kv_heads)
     if h_kv_old % num_kv_heads:

@@ -11,6 +11,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
 
 from mha._validation import (
     check_allocation,
@@ -211,8 +212,9 @@ class MultiHeadAttention(nn.Module):
         cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
         ``cache`` of another batch or head size or with a ``key``/``value`` other than
         ``query``; :class:`mha.MemoryBudgetError` (before
-        allocating) when the weights or projections would exceed the memory budget. A call
-        that raises leaves ``cache`` as it was.
+        allocating) when the weights or projections would exceed the memory budget (with
+        ``need_weights=False`` too when the inputs hold NaN or inf: the weights are then
+        computed in the open). A call that raises leaves ``cache`` as it was.
         """
         self._check_defaults(key, value)
         key = query if key is None else key
@@ -253,11 +255,24 @@ class MultiHeadAttention(nn.Module):
         gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
         q, k, v = self._project(query, key, value)
+        explicit = need_weights
+        held = () if cache is None or cache.keys is None else (cache.keys, cache.values)
+        if not need_weights and self._hides_non_finite(q, k, v, mask, held):
+            # the weights are built after all: the budget of need_weights=True, checked
+            # before the cache grows
+            check_output_allocation(
+                "the attention weights (need_weights=False computes them too when the inputs "
+                "hold NaN or inf, which the fused kernel would hide)", "query", query,
+                (batch, self.num_heads, n_q, n_k), query.dtype,
+                lambda: f"remove the NaN or inf, use fewer than n_q = {n_q} queries and "
+                f"n_k = {n_k} keys, or take the fused kernel anyway with mha.set_debug(False)")
+            explicit = True
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, n_k, d)
         dropout = self.dropout if self.training else 0.0
-        if need_weights:
+        if explicit:
             heads, weights = self._explicit_attention(q, k, v, mask, is_causal, dropout)
+            weights = weights if need_weights else None
         else:
             heads, weights = self._fused_attention(q, k, v, mask, is_causal, dropout), None
 
@@ -358,6 +373,20 @@ class MultiHeadAttention(nn.Module):
             return mask & padding
         return additive_mask(mask, dtype)[0] + additive_mask(padding, dtype)[0]
 
+    def _hides_non_finite(self, q, k, v, mask, held=()) -> bool:
+        """Whether the fused kernel would hide NaN or inf that :func:`mha.attention` shows (a
+        query whose scores are all NaN comes out 0; the causal kernel skips future blocks), so
+        that ``need_weights=False`` must compute in the open. ``held``: the cache's keys and
+        values, read too. Finding out costs one pass over Q, K and V and a host sync:
+        ``mha.set_debug(False)`` turns it off (see there), and it is skipped when compiled."""
+        if not (get_debug() and may_read_values(q)):
+            return False
+        with torch.no_grad():  # a look at the inputs, not part of what is differentiated
+            # element by element: a sum of finite float16 values can overflow to inf
+            finite = torch.stack([torch.isfinite(t).all() for t in (q, k, v, *held)]).all()
+            return not bool(finite) or (mask is not None and mask.is_floating_point()
+                                        and bool(mask.isnan().any()))
+
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]
         gqa = self.num_kv_heads != self.num_heads
@@ -373,16 +402,6 @@ class MultiHeadAttention(nn.Module):
         float_mask = mask is not None and mask.is_floating_point()
         if float_mask:
             mask = mask.to(q.dtype)  # the fused kernel wants the mask in the query's dtype
-        if get_debug() and may_read_values(q):
-            with torch.no_grad():  # a look at the inputs, not part of what is differentiated
-                clean = bool(torch.isfinite(q.sum() + k.sum() + v.sum())) and not (
-                    float_mask and mask.isnan().any())
-            if not clean:
-                # The fused kernel hides some NaN and inf that mha.attention shows (a query
-                # whose scores are all NaN comes out 0; the causal kernel skips future blocks):
-                # compute such inputs in the open. Finding out costs one pass over Q, K and V
-                # (n x d) and a host sync: mha.set_debug(False) turns it off (see there).
-                return self._explicit_attention(q, k, v, mask, is_causal, dropout)[0]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                              is_causal=is_causal, enable_gqa=gqa)
         if float_mask:
@@ -523,7 +542,9 @@ class MultiHeadAttention(nn.Module):
         masks mean True = do not attend.
 
         Raises ``ValueError`` for grouped-query heads, a ``head_dim * num_heads`` other than
-        ``embed_dim``, or a subclass.
+        ``embed_dim``, a subclass, or projections that are not the ``nn.Linear`` layers this
+        class builds (replaced ones, such as ``GridSelfAttention.attn``'s ``out_proj``; a
+        parametrized ``nn.Linear`` of the right size converts, with its effective weight).
         """
         if type(self) is not MultiHeadAttention:
             raise ValueError(f"to_torch converts a plain MultiHeadAttention, not "
@@ -536,6 +557,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"nn.MultiheadAttention needs head_dim * num_heads == embed_dim, "
                              f"got head_dim={self.head_dim}, num_heads={self.num_heads}, "
                              f"embed_dim={self.embed_dim}")
+        # a replaced out_proj (GridSelfAttention's, embed_dim -> out_channels) would be
+        # broadcast by copy_ into torch's (embed_dim, embed_dim) one: a wrong module
+        require_built_projections(self, "to_torch (nn.MultiheadAttention holds only these shapes)",
+                                  parametrized=True)
         weight = self.out_proj.weight
         bias = self.q_proj.bias is not None
         theirs = nn.MultiheadAttention(self.embed_dim, self.num_heads, dropout=self.dropout,
@@ -576,3 +601,36 @@ class MultiHeadAttention(nn.Module):
             theirs.in_proj_bias.requires_grad_(any(p.bias.requires_grad for p in projections))
             theirs.out_proj.bias.requires_grad_(self.out_proj.bias.requires_grad)
         return theirs
+
+
+def require_built_projections(module: MultiHeadAttention, caller: str, *,
+                              parametrized: bool = False) -> None:
+    """``module``'s four projections must be the ``nn.Linear`` layers ``MultiHeadAttention``
+    builds, of the sizes its attributes say, all with a bias or none: code that rebuilds or
+    converts the module (``caller``) reads their weights, and a replaced projection (such as
+    ``GridSelfAttention.attn``'s ``out_proj``, ``out_channels`` wide) would be copied wrong
+    or fail inside torch. ``parametrized`` also accepts a ``torch.nn.utils.parametrize``d
+    ``nn.Linear`` (its ``weight`` reads the effective weight), for callers that read only
+    ``weight`` and ``bias``. Raises ``ValueError`` naming ``module``."""
+    inner, kv_inner = module.num_heads * module.head_dim, module.num_kv_heads * module.head_dim
+    expected = {"q_proj": (module.embed_dim, inner), "k_proj": (module.kdim, kv_inner),
+                "v_proj": (module.vdim, kv_inner), "out_proj": (inner, module.embed_dim)}
+    biases = set()
+    for name, (fan_in, fan_out) in expected.items():
+        proj = getattr(module, name)
+        plain = type(proj) is nn.Linear or (
+            parametrized and is_parametrized(proj) and type(proj).__bases__ == (nn.Linear,))
+        weight = getattr(proj, "weight", None)
+        shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
+        if not plain or shape != (fan_out, fan_in):
+            kind = type(proj).__name__  # ParametrizedLinear when parametrized
+            got = kind if shape is None else f"{kind} with a weight of shape {shape}"
+            raise ValueError(
+                f"module.{name} must be an nn.Linear({fan_in}, {fan_out}) as "
+                f"MultiHeadAttention builds it (weight of shape {(fan_out, fan_in)}), got "
+                f"{got}: {caller} cannot rebuild a module whose projections were replaced"
+                + ("" if parametrized else " or parametrized"))
+        biases.add(proj.bias is not None)
+    if len(biases) > 1:
+        raise ValueError(f"module's projections must all have a bias or none (as bias= "
+                         f"builds them): {caller} cannot rebuild a mix")

@@ -7,6 +7,7 @@ import torch
 from mha._validation import (
     check_output_allocation,
     may_read_values,
+    refuse_float8,
     require_base,
     require_features,
     require_float_tensor,
@@ -51,6 +52,7 @@ def apply_rotary(
     over-budget allocation.
     """
     require_float_tensor("x", x, min_dim=2)
+    refuse_float8("x", x)  # torch has no arithmetic for it
     n, d = x.shape[-2], x.shape[-1]
     if d % 2 or d == 0:
         raise ValueError(f"the last dimension of x must be even and >= 2 to form pairs, "

@@ -205,13 +205,13 @@ class TinyDecoder(nn.Module):
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
         cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, of another
         batch size, or one cache object given for two layers), a bad ``head_mask`` (every
-        row is checked before any cache grows, so a call that raises leaves the caches as
-        they were);
-        :class:`mha.MemoryBudgetError` before an over-budget allocation.
+        row is checked before any cache grows);
+        :class:`mha.MemoryBudgetError` before an over-budget allocation. A call that raises
+        leaves the caches as they were (a later layer's error puts back what earlier layers
+        added).
         """
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"tokens must be an integer tensor of shape (batch, n), got "
-                             f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+        # the message of generate and bits_per_byte: uint8 is an integer tensor too, and
+        # "must be an integer tensor" did not say which ones nn.Embedding takes
         require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
         if caches is not None:
             if not isinstance(caches, list | tuple) or len(caches) != len(self.blocks):
@@ -263,10 +263,29 @@ class TinyDecoder(nn.Module):
                                 (tokens.shape[0], n, width), self.token_embedding.weight.dtype,
                                 "use smaller batches or shorter sequences")
         x = self.token_embedding(tokens) + self.position_embedding[past:past + n]
+        if caches is None or torch.compiler.is_compiling():  # compiled: nothing raises midway
+            x = self._blocks(x, caches, head_mask)
+        else:
+            # a layer that raises (its own budget, e.g. an MLA layer among MHA ones) would
+            # leave the earlier layers' caches one call ahead: put them back. A cache grows by
+            # replacing its tensors (torch.cat), so keeping the old references is enough
+            held = [dict(vars(cache)) for cache in caches]
+            try:
+                x = self._blocks(x, caches, head_mask)
+            except BaseException:
+                for cache, state in zip(caches, held, strict=True):
+                    vars(cache).clear()
+                    vars(cache).update(state)
+                raise
+        return self.norm(x) @ self.token_embedding.weight.T  # read-out tied to the embedding
+
+    def _blocks(self, x: torch.Tensor, caches: list | None,
+                head_mask: torch.Tensor | None) -> torch.Tensor:
+        """The residual stream ``(B, n, d)`` through every block, each with its cache."""
         for layer, block in enumerate(self.blocks):
             x = block(x, cache=None if caches is None else caches[layer],
                       head_mask=None if head_mask is None else head_mask[layer])
-        return self.norm(x) @ self.token_embedding.weight.T  # read-out tied to the embedding
+        return x
 
 
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -391,6 +410,9 @@ def train_decoder(
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
     ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
     ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
+    ``model`` is named when nothing in it is trainable, when it has float16 parameters (one
+    Adam step makes them NaN: train in float32 or bfloat16), and when training diverges (a
+    NaN or inf loss or parameter); the parameters are then put back as they were.
     """
     from mha.tasks.neighbour_task import train
     from mha.tasks.text_corpus import windows
@@ -426,8 +448,9 @@ def bits_per_byte(
 
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data`` (not 1-D
     integer ids in the vocabulary, or too short for ``num_windows`` windows), ``length`` (over
-    ``max_len``), ``num_windows`` or ``head_mask``; :class:`mha.MemoryBudgetError` when a
-    window's activations would exceed the memory budget.
+    ``max_len``), ``num_windows`` or ``head_mask``, or ``model`` when its loss is NaN (NaN
+    or inf parameters); :class:`mha.MemoryBudgetError` when a window's activations would
+    exceed the memory budget.
     """
     require_module("model", model)
     length, num_windows = require_int("length", length), require_int("num_windows", num_windows)
@@ -447,7 +470,11 @@ def bits_per_byte(
                                                                        head_mask=head_mask)
     finally:
         model.train(was_training)
-    return language_model_loss(logits, chunks[:, 1:]).item() / math.log(2)
+    loss = language_model_loss(logits, chunks[:, 1:]).item()
+    if math.isnan(loss):  # a metric of nan would pass for a number in a table
+        raise ValueError("the loss of model is nan: check model's parameters (a NaN or inf "
+                         "weight, e.g. from a diverged training run, reaches every logit)")
+    return loss / math.log(2)
 
 
 def _require_length_fits(model: nn.Module, length: int) -> None:

@@ -161,7 +161,8 @@ def train_position_model(
     Each batch starts at position 0 (``max_start=0``) or at a start drawn uniformly from
     ``0, start_step, 2 start_step, .. max_start``, the same for the whole batch
     (``start_step=1000, max_start=1000``: starts 0 and 1000 only, a wide span with few
-    positions). Everything random (initial weights, batches, starts) is drawn from ``seed``.
+    positions). Everything random (initial weights, batches, starts) is drawn from ``seed``;
+    the caller's global RNG is left as it was.
 
     Raises ``ValueError`` naming ``encoding`` or a bad size, ``steps``, ``lr``, ``seed``,
     ``max_start`` or ``start_step``; :class:`mha.MemoryBudgetError` when the model or a batch
@@ -171,20 +172,24 @@ def train_position_model(
     max_start = require_int("max_start", max_start, minimum=0)
     start_step = require_int("start_step", start_step)
     require_positive("lr", lr)
-    torch.manual_seed(require_int("seed", seed, minimum=0))
-    model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
-    generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
-    for _ in range(steps):
-        tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
-        # no draw when every batch starts at 0: the runs from position 0 stay as they were
-        start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
-                    ) * start_step if max_start else 0
-        loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+    seed = require_int("seed", seed, minimum=0)
+    # the initial weights come from the global RNG seeded with seed, as before, but on a fork
+    # of it: the caller's RNG is left as it was (reseeding it changed the caller's later draws)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = PositionToyModel(encoding, vocab_size, max_positions=max_positions)
+        generator = torch.Generator().manual_seed(seed)
+        optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+        loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
+        for _ in range(steps):
+            tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
+            # no draw when every batch starts at 0: the runs from position 0 stay as they were
+            start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
+                        ) * start_step if max_start else 0
+            loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
     return model.eval()
 
 
