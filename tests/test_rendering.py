@@ -294,6 +294,26 @@ def test_long_words_lines_and_formulas_wrap_or_scroll_and_are_not_cut(tmp_path):
 
 
 @pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_a_heading_in_an_answer_does_not_pass_for_the_next_students(tmp_path):
+    """An answer ending in "## Student 1" and a line like the page's own (the attack's fake
+    block): its heading is drawn well below the size of the page's heading of a student, the
+    same words (before: the same size)."""
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "shot.png"
+    chromium_page(tmp_path, ["It ends here.\n\n---\n\n## Student 1\n\nExercise 0.1"],
+                  f"--screenshot={out}", "--window-size=1000,1000", "--hide-scrollbars")
+    dark = (np.asarray(Image.open(out).convert("L"))[:, :700] < 100).any(axis=1)
+    starts = np.flatnonzero(dark[1:] & ~dark[:-1]) + 1
+    ends = np.flatnonzero(~dark[1:] & dark[:-1]) + 1
+    bands = [int(e - s) for s, e in zip(starts, ends, strict=True)]  # lines' heights, in order
+    # the title, 2 lines of notes, "Student 0", its note, a rule, "It ends here.", "Student 1"
+    real, fake = bands[3], bands[7]
+    assert fake < 0.8 * real, bands  # before: 18 and 18 px; now 12 (the text's) and 18
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
 def test_maths_draws_nothing_outside_its_answers_box(tmp_path):
     """Student 1 raises a red rule of 60em by 5em 20em above its line (onto student 0's
     heading) beside a red square of 1em in place: only the square is drawn."""

@@ -332,7 +332,8 @@ CSP_MATHS = CSP + "; script-src 'self'"
 # of code): on screen it scrolls, in print it is clipped, with a note where it is cut (the note
 # sits at the box's bottom edge, so it shows only when the answer reaches it). Without the bound
 # one answer made a page of 16 million pixels that chromium could not print in minutes, and
-# nobody's PDF of that exercise was written.
+# nobody's PDF of that exercise was written. Each answer is framed, and its headings are the
+# size of its text: a "## Jones, Bob" in an answer does not pass for the next student's answer.
 BOX_PX = 3000
 STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.5rem;
@@ -342,6 +343,8 @@ section{border-top:1px solid #aaa;margin-top:1.5rem}
 section.student{position:relative;overflow:hidden;contain:paint}
 .said{position:relative;contain:paint;overflow:auto;max-height:BOX_PXpx;overflow-wrap:anywhere}
 .said mjx-container{max-width:100%;overflow-x:auto;overflow-y:hidden}
+.said{border:1px solid #c9d6e6;padding:0 .5rem}
+.said h1,.said h2,.said h3,.said h4,.said h5,.said h6{font-size:1em;margin:.4rem 0}
 .cut{display:none}
 .math-skipped,.math-error{color:#a00;font-family:monospace}.blank{color:#a00}.note{color:#555}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
