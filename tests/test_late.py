@@ -67,6 +67,16 @@ def test_the_instructors_page_example_rounds_down():
     assert late.Penalty.parse("10%").deduction(3.55, late.Lateness(1, "test")) == 0.35
 
 
+def test_a_full_penalty_leaves_nothing_and_no_float_residue_is_left():
+    """100%/day 4 days late on 3.083 points left 0.003 (the deduction was rounded down to
+    3.08), and 100% of 0.1 + 0.2 points left 5.55e-17 in the gradebook."""
+    four_days, rule = late.Lateness(4, "test"), late.Penalty.parse("100%/day")
+    assert rule.deduction(3.083, four_days) == 3.083 and rule.after(3.083, four_days) == 0
+    assert late.Penalty.parse("100%").after(0.1 + 0.2, four_days) == 0
+    assert late.Penalty.parse("10%").after(0.1 + 0.2, four_days) == 0.27
+    assert late.Penalty.parse("10%").after(3.0, None) == 3.0
+
+
 def test_on_time_or_without_a_rule_nothing_is_taken_off():
     assert late.Penalty.parse("50%").deduction(4.0, None) == 0
     assert late.Penalty.parse("none").deduction(4.0, late.Lateness(3, "test")) == 0

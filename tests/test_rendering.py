@@ -53,6 +53,14 @@ def test_a_students_markup_stays_text():
     assert "https://evil.example/p.png" in text  # shown, not loaded
 
 
+def test_entities_for_invisible_characters_are_shown_as_codes():
+    """&#x202E; (right to left), &#8203; (zero width) and &#x2066; as entities: markdown-it
+    decodes them after ``visible`` ran on the text, so it runs on the rendered text too."""
+    out = by_hand.cells_html([by_hand.Cell("markdown", "&#x202E;olleh &#8203;a&#x2066;b")])
+    assert not {"\u202e", "\u200b", "\u2066"} & set(out)
+    assert "\\u202e" in out and "\\u200b" in out and "\\u2066" in out
+
+
 def test_maths_is_left_as_escaped_tex_for_mathjax():
     out = rendering.markdown_html("Since $a < b$,\n\n$$\n\\frac{e^{s_i}}{\\sum_j e^{s_j}}\n$$\n"
                                   "and `$x$` is code.")
@@ -221,6 +229,88 @@ def test_heavy_maths_in_one_answer_costs_bounded_time_and_not_the_next_answer(tm
     first, second = typeset(dom)
     assert sum(kind == " math-skipped" for kind, _ in first) > 1600
     assert second == typeset(chromium_page(tmp_path / "alone", [victim], "--dump-dom"))[0]
+
+
+def pdf_pages(path):
+    return len(re.findall(rb"/Type\s*/Page[^s]", path.read_bytes()))
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_no_answer_makes_the_page_too_long_to_print(tmp_path):
+    """A rule of 10^6 em, a raise of 10^5 em, 25 code cells of 20,000 lines (the attack's
+    inputs; before: 16 million px, chromium not done in 130 s, nobody's PDF written): each
+    answer's box is cut at ``BOX_PX`` with a note, and the page prints in seconds."""
+    assert rendering.write_mathjax(tmp_path)
+    markdown = ["tall: $\\rule{1em}{1000000em}$", "$\\raise{100000em}{x}$ $\\lower{100000em}{x}$",
+                "An honest answer $e^c$."]
+    students = [by_hand.Answer(f"s{i}", f"Student {i}", "s.ipynb",
+                               [by_hand.Cell("markdown", a)]) for i, a in enumerate(markdown)]
+    students.append(by_hand.Answer("n", "Newlines", "n.ipynb",
+                                   [by_hand.Cell("code", "\n" * 20_000)] * 25))
+    page = tmp_path / "0.1.html"
+    page.write_text(by_hand.answers_page("0.1", "", students, [], maths=True))
+    assert page.read_text().count(by_hand.CUT) == len(students)
+    start = time.perf_counter()
+    assert pdf.print_pdf(page, tmp_path / "0.1.pdf", BROWSER, seconds=60) is None
+    assert time.perf_counter() - start < SECONDS
+    # a box of 3000 px is 3 or 4 printed pages: 4 answers fit in 20
+    assert pdf_pages(tmp_path / "0.1.pdf") < 20
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_an_answers_maths_makes_no_link_class_id_or_style(tmp_path):
+    """\\mmlToken's attributes (before: real links to https:, file: and relative addresses,
+    and a printed PDF carried them): the maths is drawn, with no address, class, id or style
+    of the student's."""
+    tokens = ["href=\"https://evil.example/t\"", "href=\"file:///etc/passwd\"",
+              "href=\"../../x\"", "href=\"java\tscript:alert(1)\"",
+              "style=\"position:fixed;top:0\"", "class=\"student\"", "id=\"a1\""]
+    answer = " ".join(f"$\\mmlToken{{mi}}[{t}]{{X{i}}}$" for i, t in enumerate(tokens))
+    dom = chromium_page(tmp_path, [answer + " $\\href{https://evil.example}{H}$"],
+                        "--dump-dom")
+    said = dom.split('<div class="said">')[1].split("<details>")[0]
+    assert said.count("<mjx-container") == len(tokens) + 1
+    found = Parsed(said)
+    assert [a for a in found.attributes if "href" in a[1]
+            and not (a[2] or "").lower().startswith("#mjx-")] == []
+    assert not [a for a in found.attributes if a[1] == "id" and not a[2].lower().startswith("mjx-")]
+    assert not [a for a in found.attributes if a[1] == "style" and "fixed" in a[2]]
+    assert not [a for a in found.attributes if a[1] == "class" and "student" in a[2]]
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_long_words_lines_and_formulas_wrap_or_scroll_and_are_not_cut(tmp_path):
+    """A word of 1,200 letters and a code line of 1,200, in an answer: each wraps over lines
+    of the answer's box (before: one line each, the rest clipped, with no scrollbar)."""
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "shot.png"
+    chromium_page(tmp_path, ["m" * 1200 + "\n\n```\n" + "y" * 1200 + "\n```"],
+                  f"--screenshot={out}", "--window-size=1000,2000", "--hide-scrollbars")
+    dark = (np.asarray(Image.open(out).convert("L")) < 100).any(axis=1)
+    lines = int((dark[1:] & ~dark[:-1]).sum())  # bands of text, top to bottom
+    assert lines >= 30, lines  # before: 9 (the headings, the notes, a line of each)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_a_heading_in_an_answer_does_not_pass_for_the_next_students(tmp_path):
+    """An answer ending in "## Student 1" and a line like the page's own (the attack's fake
+    block): its heading is drawn well below the size of the page's heading of a student, the
+    same words (before: the same size)."""
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "shot.png"
+    chromium_page(tmp_path, ["It ends here.\n\n---\n\n## Student 1\n\nExercise 0.1"],
+                  f"--screenshot={out}", "--window-size=1000,1000", "--hide-scrollbars")
+    dark = (np.asarray(Image.open(out).convert("L"))[:, :700] < 100).any(axis=1)
+    starts = np.flatnonzero(dark[1:] & ~dark[:-1]) + 1
+    ends = np.flatnonzero(~dark[1:] & dark[:-1]) + 1
+    bands = [int(e - s) for s, e in zip(starts, ends, strict=True)]  # lines' heights, in order
+    # the title, 2 lines of notes, "Student 0", its note, a rule, "It ends here.", "Student 1"
+    real, fake = bands[3], bands[7]
+    assert fake < 0.8 * real, bands  # before: 18 and 18 px; now 12 (the text's) and 18
 
 
 @pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")

@@ -1052,7 +1052,7 @@ def test_no_answer_or_output_can_add_markup_to_a_page(tmp_path):
     """Each payload as an answer, as what a cell printed, and as HTML and SVG outputs: the page
     holds only the report's own elements, and each payload as text (a PNG output as an image)."""
     folder = tmp_path / "attacks"
-    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(32)).decode()
+    png = base64.b64encode(png_header(1, 1) + bytes(32)).decode()
     graded = {}
     for number, payload in enumerate(PAYLOADS):
         nb = student_nb(payload, extra="print('x')")
@@ -1103,6 +1103,37 @@ def test_a_huge_answer_is_cut_on_the_page():
     html = by_hand.cells_html(cells)
     assert len(html) < 2 * by_hand.MAX_ANSWER
     assert "more cell(s): open the notebook" in html
+
+
+def png_header(width, height):
+    """The start of a PNG: its magic bytes and the header chunk (IHDR) of its size."""
+    return (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + width.to_bytes(4, "big")
+            + height.to_bytes(4, "big") + b"\x08\x06\x00\x00\x00" + bytes(4))
+
+
+def test_the_first_cell_of_an_answer_is_cut_too():
+    """One code cell with 10 figures of 1 MB (a notebook may hold 20 MB): before, the first
+    cell was never cut and all 10 MB went on the page."""
+    cells = [by_hand.Cell("code", "plot()", images=[png_header(100, 100) + bytes(2**20)] * 10)]
+    html = by_hand.cells_html(cells)
+    assert len(html) < 2 * by_hand.MAX_ANSWER
+    assert "more image(s) of this cell" in html
+
+
+def test_an_image_of_too_many_pixels_is_not_shown(tmp_path):
+    """A PNG of 20000 by 20000 pixels (1.5 MB of one colour; 1.6 GB in a browser) is a note;
+    a figure is an image; and an answer's figures share ``MAX_PIXELS``."""
+    nb = {"cells": [{"cell_type": "code", "source": "plot()", "metadata": {}, "outputs": [
+        {"output_type": "display_data", "metadata": {}, "data": {
+            "image/png": base64.b64encode(png_header(w, h) + bytes(8)).decode()}}
+        for w, h in [(20_000, 20_000), (640, 480), (3, 3)]]}]}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(nb))
+    cell, = by_hand.read_cells(tmp_path / "nb.ipynb")
+    assert cell.images == [png_header(640, 480) + bytes(8), png_header(3, 3) + bytes(8)]
+    assert cell.text == ["[an image not shown: 400,000,000 pixels, above 25,000,000; open the "
+                         "notebook]"]
+    html = by_hand.cells_html([by_hand.Cell("code", "", images=[png_header(4000, 4000)] * 3)])
+    assert html.count("<img") == 1 and "2 more image(s) of this cell" in html
 
 
 def test_points_csv_lists_every_by_hand_answer_to_fill_in(reported):

@@ -51,6 +51,9 @@ MAX_TEXT = 20_000  # characters of one cell's source or outputs shown
 MAX_PNG = 2 * 2**20
 MAX_ANSWER = 500_000  # characters (and image bytes) of one answer shown on a page
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# pixels of one image, and of all an answer's images: a PNG's size says nothing of its pixels
+# (20000 by 20000 of one colour is 1.5 MB, and a browser decodes it into 1.6 GB)
+MAX_PIXELS = 25_000_000
 ANSWER_STUB = re.compile(r"^\*\*Your answer to Exercise [\d.]+\.\*\* Replace this line with your "
                          r"answer\.$")
 CODE_STUBS = {"", "# YOUR CODE HERE", "# YOUR CODE HERE\nraise NotImplementedError()"}
@@ -132,13 +135,26 @@ def read_cells(path: Path) -> list[Cell]:
                     except (binascii.Error, ValueError):
                         data = b""
                     if data.startswith(PNG_MAGIC) and len(data) <= MAX_PNG:
-                        item.images.append(data)
+                        pixels = png_pixels(data)
+                        if pixels is not None and pixels <= MAX_PIXELS:
+                            item.images.append(data)
+                        else:
+                            item.text.append("[an image not shown: " + (
+                                f"{pixels:,} pixels, above {MAX_PIXELS:,}" if pixels
+                                else "no PNG header") + "; open the notebook]")
                         continue
                 found = _text(output["data"].get("text/plain"))
                 if found:
                     item.text.append(found)
         cells.append(item)
     return cells
+
+
+def png_pixels(data: bytes) -> int | None:
+    """Width times height from a PNG's header (its first chunk, IHDR); None when it has none."""
+    if len(data) < 24 or data[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(data[16:20], "big") * int.from_bytes(data[20:24], "big")
 
 
 def submission_files(folder: Path) -> dict[str, Path]:
@@ -312,11 +328,24 @@ CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-actio
 # with MathJax beside the pages: its own files only ('self' is the page's folder's scheme;
 # no student text becomes an element, so none can name a file)
 CSP_MATHS = CSP + "; script-src 'self'"
+# An answer's box is at most BOX_PX high, whatever it holds (a \\rule of 10^6 em, 500,000 lines
+# of code): on screen it scrolls, in print it is clipped, with a note where it is cut (the note
+# sits at the box's bottom edge, so it shows only when the answer reaches it). Without the bound
+# one answer made a page of 16 million pixels that chromium could not print in minutes, and
+# nobody's PDF of that exercise was written. Each answer is framed, and its headings are the
+# size of its text: a "## Jones, Bob" in an answer does not pass for the next student's answer.
+BOX_PX = 3000
 STYLE = """body{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;border-left:3px solid #ccc}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.5rem;
+border-left:3px solid #ccc}
 pre.code{border-color:#58a}pre.out{background:#fff;border-color:#ddd}
 section{border-top:1px solid #aaa;margin-top:1.5rem}
-section.student,.said{position:relative;overflow:hidden;contain:paint}
+section.student{position:relative;overflow:hidden;contain:paint}
+.said{position:relative;contain:paint;overflow:auto;max-height:BOX_PXpx;overflow-wrap:anywhere}
+.said mjx-container{max-width:100%;overflow-x:auto;overflow-y:hidden}
+.said{border:1px solid #c9d6e6;padding:0 .5rem}
+.said h1,.said h2,.said h3,.said h4,.said h5,.said h6{font-size:1em;margin:.4rem 0}
+.cut{display:none}
 .math-skipped,.math-error{color:#a00;font-family:monospace}.blank{color:#a00}.note{color:#555}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;
 vertical-align:top}img{max-width:100%}
@@ -327,7 +356,14 @@ vertical-align:top}img{max-width:100%}
 .rubric{background:#f4f7fb;border:1px solid #c9d6e6;padding:.4rem .6rem;align-self:start;
 font-size:92%}.rubric ul{list-style:none;padding:0;margin:.3rem 0}.rubric li{margin:.3rem 0}
 .solution{background:#f4fbf4;border-left:3px solid #7a7;padding:.1rem .75rem}
-@media print{section.student{break-before:page}details{display:none}}"""
+@media print{section.student{break-before:page}details{display:none}
+.said{overflow:clip}.said mjx-container{overflow:visible}
+.said mjx-container>svg{max-width:100%;height:auto}
+.cut{display:block;position:absolute;z-index:1;left:0;right:0;top:calc(BOX_PXpx - 2em);
+height:2em;background:#fee;color:#a00;border-top:2px solid #a00;padding:.2rem .5rem}}
+""".replace("BOX_PX", str(BOX_PX))
+CUT = (f'<p class="cut">[answer cut at {BOX_PX} px; see the notebook (on the page, the '
+       "answer's box scrolls)]</p>")
 
 
 def visible(text: str) -> str:
@@ -361,18 +397,22 @@ def page(title: str, body: str, maths: bool = False) -> str:
 
 
 def markdown_html(text: str) -> str | None:
-    """Markdown as the book renders it, every invisible character shown (None: no renderer)."""
-    return rendering.markdown_html(visible(text))
+    """Markdown as the book renders it, every invisible character shown (None: no renderer):
+    in what was typed and in what the renderer made of it (an entity, &#x202E;, becomes the
+    character it names only there)."""
+    shown = rendering.markdown_html(visible(text))
+    return None if shown is None else visible(shown)
 
 
 def cells_html(cells: list[Cell]) -> str:
     """An answer's cells: markdown rendered (up to ``rendering.MAX_RENDERED`` characters and
     ``rendering.MAX_TABLE_CELLS`` table cells of the answer, and shown as typed below it), code
     and outputs as text, PNG figures as images."""
-    parts, size, rendered, table_cells = [], 0, 0, 0
+    # ``size`` counts what is shown, the first cell included (one cell can carry 20 MB of
+    # figures), and ``pixels`` the figures' pixels
+    parts, size, rendered, table_cells, pixels = [], 0, 0, 0, 0
     for shown_cells, item in enumerate(cells):
-        size += len(item.source) + sum(len(t) for t in item.text) + sum(map(len, item.images))
-        if shown_cells and size > MAX_ANSWER:
+        if size > MAX_ANSWER:
             parts.append(f'<p class="blank">[... {len(cells) - shown_cells} more cell(s): '
                          "open the notebook]</p>")
             break
@@ -396,7 +436,15 @@ def cells_html(cells: list[Cell]) -> str:
             if len(shown) > MAX_TEXT:
                 shown = shown[:MAX_TEXT] + f"\n[... {len(shown) - MAX_TEXT} more characters]"
             parts.append(f'<pre class="out">{esc(shown)}</pre>')
-        for image in item.images:
+        size += len(text) + len(shown)
+        for left, image in enumerate(item.images):
+            size += len(image)
+            pixels += png_pixels(image) or 0
+            if size > MAX_ANSWER or pixels > MAX_PIXELS:
+                parts.append(f'<p class="blank">[... {len(item.images) - left} more image(s) '
+                             "of this cell: the answer's share is used up; open the "
+                             "notebook]</p>")
+                break
             data = base64.b64encode(image).decode("ascii")
             parts.append(f'<img alt="an image the cell printed" src="data:image/png;base64,'
                          f'{data}">')
@@ -465,7 +513,8 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                     f'<p class="note">Exercise {esc(written or exercise)}'
                     f'{" (written)" if written else ""}; '
                     f'student <code>{esc(item.student)}</code>, notebook '
-                    f'<code>{esc(item.notebook)}</code></p><div class="answer"><div class="said">')
+                    f'<code>{esc(item.notebook)}</code></p><div class="answer">'
+                    f'<div class="said">{CUT}')
         if item.problem:
             body.append(f'<p class="blank">{esc(item.problem)}</p>')
         elif item.cells is None:

@@ -459,7 +459,8 @@ class Gradebook:
 
     def chapter_total(self, student: Student, chapter: Chapter) -> float:
         """The chapter's points after the late penalty: what the gradebook and Canvas get."""
-        return self.chapter_points(student, chapter) - self.late_deduction(student, chapter)
+        return self.penalty.after(self.chapter_points(student, chapter),
+                                  self.lateness(student, chapter))
 
     def late_notes(self, student: Student) -> list[str]:
         """One line per chapter handed in late: how late, by whose word, and the penalty."""
@@ -548,7 +549,7 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     for (student_id, chapter), books in handed.items():
         _count(by_id[student_id], chapter, books, rule,
                lambda b: when.get(b.name) or copies.handed_in(b.name, None),
-               lambda b: b.points - penalty.deduction(b.points, lateness.get(b.name)))
+               lambda b: penalty.after(b.points, lateness.get(b.name)))
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
     return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,

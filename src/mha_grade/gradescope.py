@@ -348,7 +348,7 @@ def with_late_penalty(result: dict, penalty: late.Penalty, lateness: late.Latene
     if lateness is None or not penalty.active:
         return
     said = penalty.note(result["score"], lateness)
-    result["score"] = result["score"] - penalty.deduction(result["score"], lateness)
+    result["score"] = penalty.after(result["score"], lateness)
     result["tests"].append({"name": "late penalty", "score": 0.0, "max_score": 0.0,
                             "output": said[0].upper() + said[1:] + ".",
                             "visibility": "visible"})

@@ -17,11 +17,12 @@ set it) or from a name the student chose:
 
 The penalty is one rule per class (``Penalty``, ``--late-penalty``): ``none`` (the default),
 ``P%`` (a flat fraction off once late) or ``P%/day`` (P% per day or part of a day late, at most
-100%). It is taken off a chapter's total (autograded and by-hand points); the points taken off
-are rounded down to the hundredth (in the student's favour), and the result is never below 0
-nor above the points before the penalty. ``mha-grade grade`` writes the rule beside the grades
-(``late_rule.json``) as it does the copies rule; the report, ``--resume`` and ``--regrade``
-follow it.
+100%). The report takes it off a chapter's total (autograded and by-hand points); Gradescope's
+autograder off its own score only (Gradescope's manual grading adds its points itself, with no
+penalty). The points taken off are rounded down to the hundredth (in the student's favour), all
+of them at 100%, and the result is never below 0 nor above the points before the penalty.
+``mha-grade grade`` writes the rule beside the grades (``late_rule.json``) as it does the
+copies rule; the report, ``--resume`` and ``--regrade`` follow it.
 """
 
 from __future__ import annotations
@@ -105,9 +106,17 @@ class Penalty:
         negative, never more than the points (none off a negative or zero score)."""
         if points <= 0 or not math.isfinite(points):
             return 0.0
+        if self.fraction(late) >= 1:  # all of it: 3.083 at 100% keeps nothing, not 0.003
+            return float(points)
         exact = Decimal(repr(float(points))) * self.fraction(late)
         off = exact.quantize(Decimal("0.01"), rounding=ROUND_FLOOR)
         return float(min(max(off, Decimal(0)), Decimal(repr(float(points)))))
+
+    def after(self, points: float, late: Lateness | None) -> float:
+        """``points`` less the ``deduction``, rounded to 9 decimals: 0.1 + 0.2 points less
+        0.30 is 0, not the float residue 5.55e-17 a gradebook would print."""
+        off = self.deduction(points, late)
+        return round(points - off, 9) if off else points
 
     def note(self, points: float, late: Lateness) -> str:
         """Words for a feedback page, a gradebook note and Gradescope's output."""

@@ -10,7 +10,8 @@ django-static-mathjax, the copy the book serves: no network). MathJax's TeX has 
 ``\\class``, ``\\style``, ``\\require`` or ``\\setOptions`` there, and only the parsed maths is
 typeset. One student's maths cannot touch another's: each answer is typeset by a fresh TeX input
 (its macros and labels are its own), within a budget of work (``MAX_MACROS``, ``MAX_NODES``), and
-the page clips each answer to its box (``by_hand.STYLE``). Tables are bounded too
+the page clips each answer to its box, at most ``by_hand.BOX_PX`` high (``by_hand.STYLE``); no
+link, class, id or style of an answer survives typesetting. Tables are bounded too
 (``MAX_TABLE_CELLS``).
 
 When markdown-it-py, mdit-py-plugins or MathJax is missing (an environment without the course's
@@ -50,7 +51,9 @@ MATHJAX_CONFIG = """\
 window.MathJax = {
   loader: {load: ['ui/safe']},
   tex: {packages: {'[-]': ['html', 'require', 'autoload', 'setoptions']}},
-  options: {enableMenu: false, enableAssistiveMml: false},
+  // no address, class, id or style from an answer's TeX (\\mmlToken{mi}[href=...]{x} made links)
+  options: {enableMenu: false, enableAssistiveMml: false,
+            safeOptions: {allow: {URLs: 'none', classes: 'none', cssIDs: 'none', styles: 'none'}}},
   svg: {fontCache: 'local'},
   startup: {
     typeset: false,
@@ -89,7 +92,19 @@ window.MathJax = {
           }
           try {
             var display = node.classList.contains('math-display');
-            node.replaceChildren(MathJax.tex2svg(node.textContent, {display: display}));
+            var drawn = MathJax.tex2svg(node.textContent, {display: display});
+            // the hidden MathML copy is positioned outside the page's flow: a tall one (a
+            // \\rule of 10^6 em) made chromium print 19,000 pages past the answer's clipped box
+            drawn.querySelectorAll('mjx-assistive-mml').forEach(function (copy) {
+              copy.remove();
+            });
+            // no link from an answer (\\mmlToken{mi}[href=...], \\href): ui/safe lets
+            // http:, file: and relative addresses through; the drawing keeps its text
+            drawn.querySelectorAll('a').forEach(function (link) {
+              link.removeAttribute('href');
+              link.removeAttributeNS('http://www.w3.org/1999/xlink', 'href');
+            });
+            node.replaceChildren(drawn);
           } catch (error) {
             node.classList.add('math-error');
           }
