@@ -64,7 +64,7 @@ from mha_grade.limits import (
 from mha_grade.outputs import Writer, summary_line
 from mha_grade.run import CELL_GRACE, Settings
 from mha_grade.submissions import Found, find_submissions
-from mha_grade.workers import _interrupt, grade_all
+from mha_grade.workers import grade_all, raise_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + terminal(summary_line(outcome)), flush=True)
 
     again_alone = False
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         if not args.no_calibrate and any(f.path for f in found):
             chapters = chapters_of([f for f in found if f.path], assignments)

@@ -20,7 +20,7 @@ from pathlib import Path
 from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads, with_hidden
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
-from mha_grade.compare import TIMED_OUT, Outcome, _not_graded, score
+from mha_grade.compare import TIMED_OUT, Outcome, mark_not_graded, score
 from mha_grade.escape import display
 from mha_grade.exercise_format import source
 from mha_grade.files import read_regular
@@ -250,7 +250,7 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
         assignment = by_name(relative, assignments)
         outcome = Outcome(display(relative), assignment,
                           problem="; ".join(filter(None, [str(error), problem])))
-        _not_graded(outcome, str(error))
+        mark_not_graded(outcome, str(error))
         return outcome
     assignment, note = chapter_of(relative, nb, assignments)
     problem = "; ".join(filter(None, [problem, note]))
