@@ -42,7 +42,14 @@ from mha_grade._shared import (
     student_edition,
     uncell,
 )
-from mha_grade.gradebook import Gradebook, exercise_key, fmt_points, number, read_csv
+from mha_grade.gradebook import (
+    Gradebook,
+    Student,
+    exercise_key,
+    fmt_points,
+    number,
+    read_csv,
+)
 from mha_grade.student_edition import asks_for_prose
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # as the grader (submissions.py)
@@ -688,76 +695,107 @@ def read_points(path: Path, book: Gradebook,
     exercise's maximum into ``book.hand_max``); returns one message per entry not taken.
     ``items``: the rubric, for entries whose points are left blank and rubric column filled."""
     rows = read_csv(path)
-    errors: list[str] = []
     if rows and not {"student", "exercise", "points"} <= set(rows[0]):
         return [f"{path.name}: the columns must include student, exercise and points "
                 f"(found: {display(', '.join(k for k in rows[0] if k))})"]
-    by_hand = {e for c in book.chapters for e in c.by_hand} | set(book.written)
-    maxima: dict[str, tuple[float, int]] = {}
-    taken: dict[tuple[str, str], int] = {}
-    pending = []
-    for line, row in enumerate(rows, start=2):
-        where = f"{path.name} line {line}"
+    entries = PointsEntries(book, items)
+    errors = [error for line, row in enumerate(rows, start=2)
+              if (error := entries.take(f"{path.name} line {line}", line, row))]
+    entries.put_into(book)
+    return errors
+
+
+class PointsEntries:
+    """The entries of a points.csv taken so far (at most one per student and exercise, one
+    maximum per exercise), put into the gradebook once every row is read."""
+
+    def __init__(self, book: Gradebook, items: dict[str, list[rubric.Item]] | None):
+        self.book, self.items = book, items
+        self.by_hand = {e for c in book.chapters for e in c.by_hand} | set(book.written)
+        self.maxima: dict[str, tuple[float, int]] = {}
+        self.taken: dict[tuple[str, str], int] = {}
+        self.pending: list[tuple[Student, str, float | None, str]] = []
+
+    def take(self, where: str, line: int, row: dict) -> str:
+        """Take one row, or say why not (``where``: its file and line)."""
         if row.get(None):  # DictReader's fields beyond the header
             columns = display(", ".join(k for k in row if k))
-            errors.append(f"{where}: more fields than the header has columns ({columns}): "
-                          "a decimal comma (1,5) or a comma in a comment, unquoted, shifts the "
-                          "columns; write 1.5, or quote the field (\"1,5\"): row not taken")
-            continue
+            return (f"{where}: more fields than the header has columns ({columns}): "
+                    "a decimal comma (1,5) or a comma in a comment, unquoted, shifts the "
+                    "columns; write 1.5, or quote the field (\"1,5\"): row not taken")
         key = uncell(row.get("student") or "")  # exactly: " alice" is not alice
         exercise = (row.get("exercise") or "").strip()
-        student = book.student(key)
+        student = self.book.student(key)
+        why = self.unknown(where, key, exercise, student, line)
+        if why:
+            return why
+        most, why = self.maximum(where, exercise, row, line)
+        if why:
+            return why
+        points, why = self.points(where, key, exercise, row)
+        if why:
+            return why
+        if points is not None and not 0 <= points <= most:
+            return (f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
+                    f"{exercise} is not between 0 and {fmt_points(most)}")
+        self.pending.append((student, exercise, points, uncell(row.get("comment") or "")))
+        return ""
+
+    def unknown(self, where: str, key: str, exercise: str, student: Student | None,
+                line: int) -> str:
+        """Why a row names no student and by-hand exercise to take (or one already taken:
+        else it is marked taken here), or ""."""
         if student is None:
-            errors.append(f"{where}: unknown student {display(key)!r}: not in the gradebook")
-            continue
-        if exercise not in by_hand:
-            errors.append(f"{where}: exercise {display(exercise)!r} is not graded by hand "
-                          f"(those are: {', '.join(sorted(by_hand, key=exercise_key))})")
-            continue
-        if (key, exercise) in taken:
-            errors.append(f"{where}: {display(key)}, exercise {exercise} again (first on line "
-                          f"{taken[(key, exercise)]}): this one not taken")
-            continue
-        taken[(key, exercise)] = line
+            return f"{where}: unknown student {display(key)!r}: not in the gradebook"
+        if exercise not in self.by_hand:
+            return (f"{where}: exercise {display(exercise)!r} is not graded by hand "
+                    f"(those are: {', '.join(sorted(self.by_hand, key=exercise_key))})")
+        if (key, exercise) in self.taken:
+            return (f"{where}: {display(key)}, exercise {exercise} again (first on line "
+                    f"{self.taken[(key, exercise)]}): this one not taken")
+        self.taken[(key, exercise)] = line
+        return ""
+
+    def maximum(self, where: str, exercise: str, row: dict, line: int) -> tuple[float, str]:
+        """(the row's max_points, else the exercise's; why it cannot be taken, or ""): one
+        positive value per exercise, the first kept."""
         raw_max = (row.get("max_points") or "").strip()
         try:
             most = number(raw_max)
         except ValueError:
-            most = None
-            errors.append(f"{where}: max_points {display(raw_max)!r} is not a number")
-            continue
-        most = book.hand_max[exercise] if most is None else most
+            return 0.0, f"{where}: max_points {display(raw_max)!r} is not a number"
+        most = self.book.hand_max[exercise] if most is None else most
         if most <= 0:
-            errors.append(f"{where}: max_points must be positive, not {fmt_points(most)}")
-            continue
-        if exercise in maxima and maxima[exercise][0] != most:
-            errors.append(f"{where}: exercise {exercise} has max_points {fmt_points(most)} "
-                          f"here but {fmt_points(maxima[exercise][0])} on line "
-                          f"{maxima[exercise][1]}: one value per exercise")
-            continue
-        maxima.setdefault(exercise, (most, line))
+            return most, f"{where}: max_points must be positive, not {fmt_points(most)}"
+        if exercise in self.maxima and self.maxima[exercise][0] != most:
+            return most, (f"{where}: exercise {exercise} has max_points {fmt_points(most)} "
+                          f"here but {fmt_points(self.maxima[exercise][0])} on line "
+                          f"{self.maxima[exercise][1]}: one value per exercise")
+        self.maxima.setdefault(exercise, (most, line))
+        return most, ""
+
+    def points(self, where: str, key: str, exercise: str, row: dict
+               ) -> tuple[float | None, str]:
+        """(the row's points: typed, else the sum of its rubric items, else None; why they
+        cannot be taken, or "")."""
         raw = uncell(row.get("points") or "").strip()
         try:  # a decimal comma (1,5) is read as the decimal mark it is
             points = number(raw.replace(",", ".") if re.fullmatch(r"\d+,\d+", raw) else raw)
         except ValueError:
-            errors.append(f"{where}: points {display(raw)!r} for {display(key)}, exercise "
+            return None, (f"{where}: points {display(raw)!r} for {display(key)}, exercise "
                           f"{exercise} is not a number")
-            continue
         given = uncell(row.get("rubric") or "").strip()
         if given:
             try:
-                from_rubric = rubric_points(given, (items or {}).get(exercise, []))
+                from_rubric = rubric_points(given, (self.items or {}).get(exercise, []))
             except ValueError as error:
-                errors.append(f"{where}: {display(key)}, exercise {exercise}: {error}")
-                continue
+                return None, f"{where}: {display(key)}, exercise {exercise}: {error}"
             points = from_rubric if points is None else points  # typed points win
-        if points is not None and not 0 <= points <= most:
-            errors.append(f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
-                          f"{exercise} is not between 0 and {fmt_points(most)}")
-            continue
-        pending.append((student, exercise, points, uncell(row.get("comment") or "")))
-    for exercise, (most, _) in maxima.items():
-        book.hand_max[exercise] = most
-    for student, exercise, points, comment in pending:
-        student.hand[exercise] = (points, comment)
-    return errors
+        return points, ""
+
+    def put_into(self, book: Gradebook) -> None:
+        """Each exercise's maximum into ``book.hand_max``, each entry into its student's hand."""
+        for exercise, (most, _) in self.maxima.items():
+            book.hand_max[exercise] = most
+        for student, exercise, points, comment in self.pending:
+            student.hand[exercise] = (points, comment)

@@ -64,26 +64,47 @@ from mha_grade.limits import (
 from mha_grade.outputs import Writer, summary_line
 from mha_grade.run import CELL_GRACE, Settings
 from mha_grade.submissions import Found, find_submissions
-from mha_grade.workers import _interrupt, grade_all
+from mha_grade.workers import grade_all, raise_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``mha-grade grade``: settle the options, check the sandbox can run, then grade and write."""
     argv = sys.argv[1:] if argv is None else argv
+    parser = grade_parser()
+    args = parser.parse_args(argv)
+    out = settle_options(parser, args)
+    warn_of_jobs_beyond_cpus(args.jobs)
+    users, refusal = grading_users(args)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else secrets.randbits(48)
+    set_grading_seed(seed)
+    sources = [p.resolve() for p in (args.source or chapter_notebooks(ROOT))]
+    assignments = [a for a in (load_assignment(p) for p in sources) if a.exercises]
+    found = find_submissions(args.submissions, assignments, out, args.copies)
+    settings = settings_from(args, users)
+    regrade = None
+    if args.regrade:
+        try:
+            regrade, found = chosen(args.regrade, found, out)
+        except ValueError as error:
+            parser.error(str(error))
+    writer = open_writer(args, out, regrade)
+    found = announce(args, writer, regrade, found, len(assignments), settings)
+    return grade_and_write(args, out, writer, found, assignments, settings,
+                           {"seed": seed, "sources": sources})
+
+
+def grade_parser() -> argparse.ArgumentParser:
+    """The options of ``mha-grade grade``."""
     parser = argparse.ArgumentParser(prog="mha-grade grade", description=__doc__.splitlines()[0])
     parser.add_argument("submissions", type=Path, help="folder of submitted notebooks")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for grades.csv and grading_log.csv (default: SUBMISSIONS)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="submissions graded at the same time (default 2)")
-    parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds one notebook may run in all (default 300)")
-    parser.add_argument("--cell-timeout", type=float, default=120.0,
-                        help="seconds one cell or call may run before it is interrupted "
-                             f"(default 120; stopped from outside {CELL_GRACE:.0f} s later)")
-    parser.add_argument("--memory-gb", type=float, default=6.0,
-                        help="address space per process in the sandbox, GB (default 6)")
-    parser.add_argument("--disk-mb", type=int, default=512,
-                        help="bytes a submission may write in all, MB (default 512)")
+    add_limit_options(parser)
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the hidden inputs (default: a fresh random one per run)")
     parser.add_argument("--source", type=Path, action="append", default=None,
@@ -100,6 +121,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="grade again only these notebooks (as named in the notebook "
                              "column, or a folder: alice/) and replace their rows in grades.csv "
                              "and grading_log.csv; @FILE reads names from FILE, one a line")
+    add_calibration_options(parser)
+    add_rule_options(parser)
+    parser.add_argument("--again-alone", action="store_true",
+                        help="grade a notebook that reached its time limit beside others once "
+                             "more, alone, at the end (by default its first run is written)")
+    parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The options that bound one notebook's run: time, memory, disk."""
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds one notebook may run in all (default 300)")
+    parser.add_argument("--cell-timeout", type=float, default=120.0,
+                        help="seconds one cell or call may run before it is interrupted "
+                             f"(default 120; stopped from outside {CELL_GRACE:.0f} s later)")
+    parser.add_argument("--memory-gb", type=float, default=6.0,
+                        help="address space per process in the sandbox, GB (default 6)")
+    parser.add_argument("--disk-mb", type=int, default=512,
+                        help="bytes a submission may write in all, MB (default 512)")
+
+
+def add_calibration_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the time limits measured on the instructor's notebooks."""
     parser.add_argument("--calibrate-factor", type=float, default=FACTOR,
                         help="each chapter's time limit is max(--timeout, this x the time its "
                              f"instructor's notebook takes here) (default {FACTOR:g})")
@@ -109,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"time the instructor's notebooks again, even where the output "
                              f"folder keeps limits measured for this course, machine and "
                              f"options ({KEPT})")
+
+
+def add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """The rules written beside the grades, where the report reads them: copies, late penalty."""
     parser.add_argument("--copies", choices=copies.RULES, default=None,
                         help="a student's copies of one chapter: grade the one handed in last "
                              "(latest: Canvas's submission order, else the files' times; the "
@@ -120,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
                         help=late.HELP + "; written beside the grades, where the report reads "
                              "it. Default none, or with --resume and --regrade the rule the "
                              "folder was graded with")
-    parser.add_argument("--again-alone", action="store_true",
-                        help="grade a notebook that reached its time limit beside others once "
-                             "more, alone, at the end (by default its first run is written)")
-    parser.add_argument("--with-stubs", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+
+
+def settle_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+    """Check the options against each other and the output folder (made here, and returned);
+    settle the copies and late-penalty rules (with --resume or --regrade: the folder's)."""
     if args.regrade and args.resume:
         parser.error("--regrade and --resume do not go together")
     folder = args.submissions
@@ -142,117 +191,131 @@ def main(argv: list[str] | None = None) -> int:
                                                   bool(args.resume or args.regrade))
     except ValueError as error:
         parser.error(str(error))
-    if args.jobs > (os.cpu_count() or 1):
-        print(f"warning: --jobs {args.jobs} is more than the {os.cpu_count()} CPU(s): each "
+    return out
+
+
+def warn_of_jobs_beyond_cpus(jobs: int) -> None:
+    """Warn when more notebooks would run at once than there are CPUs to share."""
+    if jobs > (os.cpu_count() or 1):
+        print(f"warning: --jobs {jobs} is more than the {os.cpu_count()} CPU(s): each "
               "sandbox is bounded to one CPU (as root), but then they share them, and a "
               "notebook that uses its whole CPU slows its neighbours", file=sys.stderr)
+
+
+def grading_users(args: argparse.Namespace) -> tuple[list[sandbox.User], str]:
+    """(the users the grading processes run as: one each as root, never the host's root, else
+    none; why grading cannot start here, or "")."""
     users: list[sandbox.User] = []
     if os.geteuid() == 0:  # never the host's root: each grading process gets a user of its own
         try:
             users = sandbox.reserve_users(args.jobs)
         except (OSError, RuntimeError) as error:
-            print(f"cannot grade as root here: {error}", file=sys.stderr)
-            return 2
+            return users, f"cannot grade as root here: {error}"
     if args.no_sandbox and users:
         why = sandbox.cannot_start_python(users[0])
         if why:
-            print(f"cannot grade as root here: {why}", file=sys.stderr)
-            return 2
+            return users, f"cannot grade as root here: {why}"
     if not args.no_sandbox:
         why = sandbox.unavailable(users[0] if users else None)
         if why:
-            print(f"cannot grade untrusted notebooks here: {why}.\nGrade in a Linux machine "
-                  "or container with bubblewrap, or pass --no-sandbox for notebooks you "
-                  "trust.", file=sys.stderr)
-            return 2
-    seed = args.seed if args.seed is not None else secrets.randbits(48)
-    set_grading_seed(seed)
-    sources = [p.resolve() for p in (args.source or chapter_notebooks(ROOT))]
-    assignments = [a for a in (load_assignment(p) for p in sources) if a.exercises]
-    found = find_submissions(folder, assignments, out, args.copies)
-    settings = Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
-                        sandbox.Limits(memory=int(args.memory_gb * 2**30),
-                                       total_memory=int(args.memory_gb * 2**30),
-                                       disk=args.disk_mb * 2**20), args.with_stubs,
-                        users=users)
-    regrade = None
-    if args.regrade:
-        try:
-            regrade, found = chosen(args.regrade, found, out)
-        except ValueError as error:
-            parser.error(str(error))
+            return users, (f"cannot grade untrusted notebooks here: {why}.\nGrade in a Linux "
+                           "machine or container with bubblewrap, or pass --no-sandbox for "
+                           "notebooks you trust.")
+    return users, ""
+
+
+def settings_from(args: argparse.Namespace, users: list[sandbox.User]) -> Settings:
+    """How each notebook runs: its time limits, sandbox, resource limits and user."""
+    return Settings(args.timeout, args.cell_timeout, not args.no_sandbox,
+                    sandbox.Limits(memory=int(args.memory_gb * 2**30),
+                                   total_memory=int(args.memory_gb * 2**30),
+                                   disk=args.disk_mb * 2**20), args.with_stubs,
+                    users=users)
+
+
+def open_writer(args: argparse.Namespace, out: Path, regrade: set[str] | None) -> Writer:
+    """The writer of grades.csv and grading_log.csv, with the run's rules kept beside them;
+    prints what it found in the folder."""
     writer = Writer(out, resume=args.resume, regrade=regrade)
     copies.keep_rule(out, args.copies)
     late.keep_rule(out, args.late_penalty)
     for note in writer.notes:
         print(terminal(note), file=sys.stderr)
+    return writer
+
+
+def announce(args: argparse.Namespace, writer: Writer, regrade: set[str] | None,
+             found: list[Found], chapters: int, settings: Settings) -> list[Found]:
+    """Say what this run grades (with --resume: only the notebooks not graded yet, returned)."""
     if writer.done and args.resume:
         print(f"resuming: {len(writer.done)} notebook(s) already graded", flush=True)
         found = [f for f in found if cell(display(f.relative)) not in writer.done]
     if regrade is not None:
         print(f"grading again {len(found)} notebook(s); the rows of the other "
               f"{len(writer.done)} are kept", flush=True)
-    print(f"grading {sum(1 for f in found if f.path)} notebook(s) against {len(assignments)} "
+    print(f"grading {sum(1 for f in found if f.path)} notebook(s) against {chapters} "
           f"chapter(s), {args.jobs} at a time, "
           f"{'in a sandbox' if settings.sandboxed else 'WITHOUT a sandbox'}", flush=True)
-    prefix = sandbox.Prefix()
-    hide = [str(prefix.root), str(folder.resolve()), str(out.resolve())]
-    start = time.monotonic()
-    graded = 0
-    grading = {"seed": seed, "sources": sources, "prefix": prefix, "hide": hide}
-    by_shown = {display(f.relative): f for f in found}
-    again: list = []  # with --again-alone: stopped at the time limit, graded again alone once
+    return found
 
-    def record(outcome: Outcome) -> None:
-        nonlocal graded
-        if outcome.timed_out and outcome.notebook in by_shown and args.again_alone \
-                and not again_alone:
-            again.append(by_shown[outcome.notebook])
+
+class Recorder:
+    """Writes each outcome as it comes; with --again-alone, holds back a notebook stopped at its
+    time limit beside others, to grade it again alone at the end."""
+
+    def __init__(self, writer: Writer, found: list[Found], again_alone: bool,
+                 with_stubs: bool) -> None:
+        self.writer = writer
+        self.by_shown = {display(f.relative): f for f in found}
+        self.wanted = again_alone  # --again-alone
+        self.with_stubs = with_stubs
+        self.again: list[Found] = []  # stopped at the time limit, graded again alone once
+        self.alone = False  # grading those again now
+        self.graded = 0
+
+    def __call__(self, outcome: Outcome) -> None:
+        """Write ``outcome`` (or hold it back to grade it again alone)."""
+        if outcome.timed_out and outcome.notebook in self.by_shown and self.wanted \
+                and not self.alone:
+            self.again.append(self.by_shown[outcome.notebook])
             print("  " + terminal(f"{outcome.notebook}: stopped after its time limit; "
                                   "graded again alone at the end"), flush=True)
             return
-        if again_alone:
+        if self.alone:
             outcome.problem = "; ".join(filter(None, [outcome.problem, (
                 "graded again alone after it reached the time limit beside other notebooks"
                 if not outcome.timed_out else "also when graded again alone")]))
-        writer.add(outcome, args.with_stubs)
-        graded += 1
+        self.writer.add(outcome, self.with_stubs)
+        self.graded += 1
         print("  " + terminal(summary_line(outcome)), flush=True)
 
-    again_alone = False
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+
+def grade_and_write(args: argparse.Namespace, out: Path, writer: Writer, found: list[Found],
+                    assignments: list, settings: Settings, grading: dict) -> int:
+    """Grade ``found`` (time limits first, the notebooks stopped at theirs again alone last),
+    writing each outcome as it comes; 130 with the .part files kept when interrupted."""
+    prefix = sandbox.Prefix()
+    hide = [str(prefix.root), str(args.submissions.resolve()), str(out.resolve())]
+    start = time.monotonic()
+    grading = {**grading, "prefix": prefix, "hide": hide}
+    record = Recorder(writer, found, args.again_alone, args.with_stubs)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         if not args.no_calibrate and any(f.path for f in found):
-            chapters = chapters_of([f for f in found if f.path], assignments)
-            key = measured_for(sources, args.jobs, args.timeout, args.calibrate_factor)
-            known, when = ({}, "") if args.recalibrate else kept(out, key, args.timeout)
-            todo = [c for c in chapters if c.name not in known]
-            limits = [known[c.name] for c in chapters if c.name in known]
-            if limits:
-                print(f"time limits kept in {KEPT}, measured {when} for this course, machine "
-                      "and options (--recalibrate measures them again):", flush=True)
-                for line in describe(limits)[1:]:
-                    print(terminal(line), flush=True)
-            if todo:
-                measured = calibrate(todo, assignments, settings, factor=args.calibrate_factor,
-                                     jobs=args.jobs, **grading)
-                for line in describe(measured):
-                    print(terminal(line), flush=True)
-                limits += measured
-                keep(out, key, list({**known, **{m.chapter: m for m in measured}}.values()))
-            settings.timeouts = {limit.chapter: limit.limit for limit in limits}
+            settings.timeouts = time_limits(args, out, found, assignments, settings, grading)
         grade_all(found, assignments, settings, jobs=args.jobs, on_outcome=record, **grading)
-        if again:
-            print(f"grading again, one at a time, {len(again)} notebook(s) stopped after "
-                  "their time limit", flush=True)
-            again_alone = True
-            grade_all(again, assignments, settings, jobs=1, on_outcome=record, **grading)
+        if record.again:
+            print(f"grading again, one at a time, {len(record.again)} notebook(s) stopped "
+                  "after their time limit", flush=True)
+            record.alone = True
+            grade_all(record.again, assignments, settings, jobs=1, on_outcome=record,
+                      **grading)
     except KeyboardInterrupt:
         writer.close(finish=False)
-        print(f"interrupted after {time.monotonic() - start:.1f} s: the {graded} notebook(s) "
-              f"graded in this run are kept in grades.csv.part and grading_log.csv.part, "
-              f"{len(found) - graded} are not graded; run again with --resume to grade only "
-              "those", file=sys.stderr)
+        print(f"interrupted after {time.monotonic() - start:.1f} s: the {record.graded} "
+              f"notebook(s) graded in this run are kept in grades.csv.part and "
+              f"grading_log.csv.part, {len(found) - record.graded} are not graded; run again "
+              "with --resume to grade only those", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -262,6 +325,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote grades.csv and grading_log.csv in {out} "
           f"({time.monotonic() - start:.1f} s)")
     return 0
+
+
+def time_limits(args: argparse.Namespace, out: Path, found: list[Found], assignments: list,
+                settings: Settings, grading: dict) -> dict[str, float]:
+    """Each chapter's time limit (chapter name -> seconds): kept in the output folder for this
+    course, machine and options, else measured on the instructor's notebook (and kept)."""
+    chapters = chapters_of([f for f in found if f.path], assignments)
+    key = measured_for(grading["sources"], args.jobs, args.timeout, args.calibrate_factor)
+    known, when = ({}, "") if args.recalibrate else kept(out, key, args.timeout)
+    todo = [c for c in chapters if c.name not in known]
+    limits = [known[c.name] for c in chapters if c.name in known]
+    if limits:
+        print(f"time limits kept in {KEPT}, measured {when} for this course, machine "
+              "and options (--recalibrate measures them again):", flush=True)
+        for line in describe(limits)[1:]:
+            print(terminal(line), flush=True)
+    if todo:
+        measured = calibrate(todo, assignments, settings, factor=args.calibrate_factor,
+                             jobs=args.jobs, **grading)
+        for line in describe(measured):
+            print(terminal(line), flush=True)
+        limits += measured
+        keep(out, key, list({**known, **{m.chapter: m for m in measured}}.values()))
+    return {limit.chapter: limit.limit for limit in limits}
 
 
 def chosen(names: list[str], found: list[Found], out: Path) -> tuple[set[str], list[Found]]:

@@ -21,6 +21,7 @@ grader wrote it: escaped for a terminal, and for a spreadsheet (``cell``).
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -497,6 +498,36 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
     ``Ambiguous`` names every submission to resolve."""
     penalty = penalty or late.Penalty()
     lateness = lateness or {}
+    ordered, notes = chapters_found(notebooks, chapter_names)
+    hands = {e: (hand_max or {}).get(e, default_hand_max) for c in ordered for e in c.by_hand}
+    owners = functools.partial(book_owners, chapter_names=chapter_names,
+                               gradescope=gradescope, exports=exports)
+    students = list(roster or [])
+    matcher = Matcher(students) if roster is not None else None
+    owned = [(book, member) for book in notebooks if book.chapter for member in owners(book)]
+    found = _match(owned, matcher, students, chosen or {})
+    by_key: dict[str, Student] = {}
+    handed: dict[tuple[int, str], list[Notebook]] = {}
+    for book, owner in owned:
+        student = _student(owner, found[identity(owner)], students, by_key, matcher is not None)
+        handed.setdefault((id(student), book.chapter), []).append(book)
+    ignored = ignored_copies(notebooks, owners, by_key)
+    by_id = {id(s): s for s in students}
+    when = handed_in or {}
+    for (student_id, chapter), books in handed.items():
+        _count(by_id[student_id], chapter, books, rule,
+               lambda b: when.get(b.name) or copies.handed_in(b.name, None),
+               lambda b: penalty.after(b.points, lateness.get(b.name)))
+    _unique_keys(students)
+    ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
+    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
+                     ignored=ignored, penalty=penalty, handed_in_late=lateness)
+
+
+def chapters_found(notebooks: list[Notebook], chapter_names: dict[str, str]
+                   ) -> tuple[list[Chapter], list[str]]:
+    """(the chapters graded, by number, each with its exercises in order and their points;
+    notes on an exercise with other points in another notebook)."""
     notes: list[str] = []
     chapters: dict[str, Chapter] = {}
     for book in notebooks:
@@ -515,26 +546,24 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
                              "in another notebook: graded by different versions?")
     for chapter in chapters.values():
         chapter.exercises.sort(key=exercise_key)
-    ordered = [chapters[k] for k in sorted(chapters)]
-    hands = {e: (hand_max or {}).get(e, default_hand_max) for c in ordered for e in c.by_hand}
+    return [chapters[k] for k in sorted(chapters)], notes
 
-    def owners(book: Notebook) -> list[Owner]:
-        owner = owner_of(book.name, chapter_names.get(book.chapter, ""), exports)
-        parts = book.name.split("/")
-        # the submission_NNN folder (or ch03/submission_NNN) the notebook sits in
-        group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
-                      if len(parts) > k.count("/") + 1 and k in (gradescope or {})), None)
-        return group or [owner]
 
-    students = list(roster or [])
-    matcher = Matcher(students) if roster is not None else None
-    owned = [(book, member) for book in notebooks if book.chapter for member in owners(book)]
-    found = _match(owned, matcher, students, chosen or {})
-    by_key: dict[str, Student] = {}
-    handed: dict[tuple[int, str], list[Notebook]] = {}
-    for book, owner in owned:
-        student = _student(owner, found[identity(owner)], students, by_key, matcher is not None)
-        handed.setdefault((id(student), book.chapter), []).append(book)
+def book_owners(book: Notebook, chapter_names: dict[str, str],
+                gradescope: dict[str, list[Owner]] | None, exports: list[str]) -> list[Owner]:
+    """Who handed ``book`` in: the members Gradescope's metadata names for its submission
+    folder, else the owner its path names."""
+    owner = owner_of(book.name, chapter_names.get(book.chapter, ""), exports)
+    parts = book.name.split("/")
+    # the submission_NNN folder (or ch03/submission_NNN) the notebook sits in
+    group = next((gradescope[k] for k in ("/".join(parts[:2]), parts[0])
+                  if len(parts) > k.count("/") + 1 and k in (gradescope or {})), None)
+    return group or [owner]
+
+
+def ignored_copies(notebooks: list[Notebook], owners, by_key: dict[str, Student]
+                   ) -> list[Notebook]:
+    """The copies the grader left out, each noted under its student (when known)."""
     ignored = []
     for book in notebooks:  # a copy the grader left out, named under its student
         if not book.chapter and book.problem.startswith(copies.IGNORED):
@@ -544,16 +573,7 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
                 if student is not None:
                     student.notes.append(f"{book.name}: a copy handed in earlier, not "
                                          "graded")
-    by_id = {id(s): s for s in students}
-    when = handed_in or {}
-    for (student_id, chapter), books in handed.items():
-        _count(by_id[student_id], chapter, books, rule,
-               lambda b: when.get(b.name) or copies.handed_in(b.name, None),
-               lambda b: penalty.after(b.points, lateness.get(b.name)))
-    _unique_keys(students)
-    ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
-    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
-                     ignored=ignored, penalty=penalty, handed_in_late=lateness)
+    return ignored
 
 
 def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,

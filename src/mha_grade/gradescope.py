@@ -400,6 +400,8 @@ def failed(error: BaseException) -> dict:
 
 def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
          hidden_visibility: str | None = None, chapter: str | None = None) -> dict:
+    """``run``'s work: settle the chapter, take the machine from the student's user, grade
+    the submission's notebooks as that user, then write results.json from this process."""
     start = time.monotonic()
     settings_of_zip = zip_settings(root / "source")
     chapter = chapter or settings_of_zip["chapter"]
@@ -412,42 +414,16 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
     lateness, said = submitted_late(root)  # Gradescope's word, read before any student code
     print(said, flush=True)
     sandbox.kill_user(user)  # nothing of the user's may be running when grading starts
-    why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
-    how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
-           if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
-           "without bubblewrap.")
-    # why bubblewrap could not start is the instructor's (the log, hidden from students)
-    print(how if why is None else f"{how[:-1]} ({why}).", flush=True)
+    why, how = isolation_of(user, isolation)
     seed = secrets.randbits(48)
     set_grading_seed(seed)
-    sources = chapter_notebooks(root / "source")  # the instructor's chapters, in the zip
-    assignments = [a for a in map(chapters.load_assignment, sources) if a.exercises]
-    if chapter != ALL:  # only this chapter's notebook is graded: the others are worth nothing
-        chapter = chapter_named(chapter, [a.name for a in assignments])
-        sources = [p for p in sources if p.stem == chapter]
-    # one student's submission: its copies of a chapter are chosen below, not as a class's
-    found, elsewhere = this_chapter(submissions.find_submissions(root / "submission",
-                                                                 assignments, rule=None),
-                                    assignments, chapter)
-    assignments = [a for a in assignments if chapter in (ALL, a.name)]
+    chapter, sources, assignments = graded_chapters(root, chapter)
     rule = settings_of_zip["copies"]
-    found, ignored = one_per_chapter(found, assignments, rule)
-    ignored = elsewhere + ignored
+    found, ignored, assignments = submitted_copies(root, assignments, chapter, rule)
     settings = Settings(timeout, cell_timeout, why is None, sandbox.Limits(), False, user)
-    outcomes: list[Outcome] = []
-    prefix = sandbox.Prefix()
-    try:
-        workers.grade_all(found, assignments, settings, seed=seed, sources=sources, prefix=prefix,
-                        hide=[str(prefix.root), str(root)], jobs=1,
-                        on_outcome=outcomes.append)
-    finally:
-        prefix.remove()
+    outcomes = grade_submission(root, found, assignments, settings, seed, sources)
     killed = sandbox.kill_user(user)  # before anything is written: nothing of theirs is left
-    if rule == "best":
-        outcomes, worse = best_copies(outcomes, found)
-        ignored += worse
-    for outcome in outcomes:
-        print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
+    outcomes, ignored = counted_outcomes(outcomes, found, ignored, rule)
     notes = [how] + ([f"{killed} process(es) of '{user.name}' still running after grading "
                       "were killed."] if killed else [])
     if chapter != ALL and not any(o.assignment for o in outcomes):
@@ -461,6 +437,69 @@ def _run(root: Path, isolation: str, timeout: float, cell_timeout: float,
         json.dump(result, handle, indent=1)
     print(f"wrote results.json: {result['score']:g} points ({time.monotonic() - start:.1f} s)")
     return result
+
+
+def isolation_of(user: sandbox.User, isolation: str) -> tuple[str | None, str]:
+    """(why bubblewrap is not used, or None; how the notebook runs, for the student), the
+    latter printed for the instructor's log with the former."""
+    why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
+    how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
+           if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
+           "without bubblewrap.")
+    # why bubblewrap could not start is the instructor's (the log, hidden from students)
+    print(how if why is None else f"{how[:-1]} ({why}).", flush=True)
+    return why, how
+
+
+def graded_chapters(root: Path, chapter: str) -> tuple[str, list[Path], list]:
+    """(the chapter's name, or ALL; the instructor's notebooks graded against, from the zip;
+    every chapter with exercises)."""
+    sources = chapter_notebooks(root / "source")  # the instructor's chapters, in the zip
+    assignments = [a for a in map(chapters.load_assignment, sources) if a.exercises]
+    if chapter != ALL:  # only this chapter's notebook is graded: the others are worth nothing
+        chapter = chapter_named(chapter, [a.name for a in assignments])
+        sources = [p for p in sources if p.stem == chapter]
+    return chapter, sources, assignments
+
+
+def submitted_copies(root: Path, assignments: list, chapter: str, rule: str
+                     ) -> tuple[list[Found], list[tuple[Found, str]], list]:
+    """(the submission's notebooks to grade, those ignored and why, the chapters graded): one
+    copy per chapter by ``rule`` (every copy with best), other chapters' notebooks ignored."""
+    # one student's submission: its copies of a chapter are chosen below, not as a class's
+    found, elsewhere = this_chapter(submissions.find_submissions(root / "submission",
+                                                                 assignments, rule=None),
+                                    assignments, chapter)
+    assignments = [a for a in assignments if chapter in (ALL, a.name)]
+    found, ignored = one_per_chapter(found, assignments, rule)
+    return found, elsewhere + ignored, assignments
+
+
+def grade_submission(root: Path, found: list[Found], assignments: list, settings: Settings,
+                     seed: int, sources: list[Path]) -> list[Outcome]:
+    """Grade ``found``, one notebook at a time, in a sandbox prefix removed afterwards."""
+    outcomes: list[Outcome] = []
+    prefix = sandbox.Prefix()
+    try:
+        workers.grade_all(found, assignments, settings, seed=seed, sources=sources, prefix=prefix,
+                          hide=[str(prefix.root), str(root)], jobs=1,
+                          on_outcome=outcomes.append)
+    finally:
+        prefix.remove()
+    return outcomes
+
+
+def counted_outcomes(outcomes: list[Outcome], found: list[Found],
+                     ignored: list[tuple[Found, str]], rule: str
+                     ) -> tuple[list[Outcome], list[tuple[Found, str]]]:
+    """The outcomes that count (with best: each chapter's best copy; the others join the
+    ignored), each printed for the instructor's log."""
+    if rule == "best":
+        outcomes, worse = best_copies(outcomes, found)
+        ignored += worse
+    for outcome in outcomes:
+        print("  " + escape.terminal(outputs.summary_line(outcome)), flush=True)
+    return outcomes, ignored
 
 
 def main(argv: list[str] | None = None) -> int:

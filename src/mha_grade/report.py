@@ -195,7 +195,9 @@ def late_work(args: argparse.Namespace, grades: Path, notebooks: list[gradebook.
     return penalty, found, notes + unknown
 
 
-def run(args: argparse.Namespace) -> int:
+def places(args: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """(the grades' folder, the output folder, the default output folder), with a warning when
+    the output is inside SUBMISSIONS."""
     submissions = args.submissions
     if not submissions.is_dir():
         raise ValueError(f"{submissions} is not a folder")
@@ -205,18 +207,24 @@ def run(args: argparse.Namespace) -> int:
     if out.resolve().is_relative_to(submissions.resolve()):
         print(f"warning: {out} is inside SUBMISSIONS: grading that folder again lists "
               "these files as not notebooks", file=sys.stderr)
-    default_max, hand_max = parse_hand_max(args.hand_max)
-    sources = {}
-    for path in args.source or chapter_notebooks(ROOT):
-        source = by_hand.read_source(path)
-        sources[path.stem[:2]] = source
-    names = {number: source.name for number, source in sources.items()}
-    notebooks = gradebook.load_results(grades)
+    return grades, out, default_out
+
+
+def copies_rule(args: argparse.Namespace, grades: Path) -> str:
+    """The copies rule: --copies, else the grading's, else latest (with a warning when best
+    is asked of a grading that kept the latest copies only)."""
     graded_by = copies.graded_rule(grades)
     rule = args.copies or graded_by or copies.DEFAULT_RULE
     if rule == "best" and graded_by == "latest":
         print("warning: --copies best, but the grading kept only each student's latest copy "
               "(--copies latest): grade with --copies best to compare copies", file=sys.stderr)
+    return rule
+
+
+def roster_and_columns(args: argparse.Namespace
+                       ) -> tuple[list | None, list[str], dict[str, str]]:
+    """(the roster or None, its notes, each chapter's Canvas column: the roster's, then
+    --canvas-column)."""
     roster, notes, canvas_columns = None, [], {}
     if args.roster is not None:
         roster, notes, found = gradebook.read_roster(args.roster)
@@ -226,12 +234,35 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not header:
             raise ValueError(f"--canvas-column {value!r}: write NN=HEADER")
         canvas_columns[chapter] = header
+    return roster, notes, canvas_columns
+
+
+def matches(args: argparse.Namespace) -> dict[str, str]:
+    """--match KEY=LOGIN: submission key -> roster login ("" for nobody on the roster)."""
     chosen = {}
     for value in args.match:
         key, sep, token = value.rpartition("=")
         if not sep or not key:
             raise ValueError(f"--match {value!r}: write KEY=LOGIN, or KEY= for nobody")
         chosen[key] = token
+    return chosen
+
+
+def run(args: argparse.Namespace) -> int:
+    """The report: read the grades and the notebooks, build the gradebook, take the by-hand
+    points, write the outputs and the summary; the exit status."""
+    submissions = args.submissions
+    grades, out, default_out = places(args)
+    default_max, hand_max = parse_hand_max(args.hand_max)
+    sources = {}
+    for path in args.source or chapter_notebooks(ROOT):
+        source = by_hand.read_source(path)
+        sources[path.stem[:2]] = source
+    names = {number: source.name for number, source in sources.items()}
+    notebooks = gradebook.load_results(grades)
+    rule = copies_rule(args, grades)
+    roster, notes, canvas_columns = roster_and_columns(args)
+    chosen = matches(args)
     gradescope, metadata_notes = gradebook.gradescope_names(submissions)
     files = by_hand.submission_files(submissions)
     penalty, lateness, late_notes = late_work(args, grades, notebooks)
@@ -281,14 +312,7 @@ def run(args: argparse.Namespace) -> int:
     complete = not (errors or unused)
     canvas, canvas_notes = gradebook.canvas_rows(book, canvas_columns, args.blank_missing)
     if complete:
-        header, rows = gradebook.gradebook_rows(book)
-        write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
-                                          for row in [header, *rows]])
-        write_csv(out / "canvas_import.csv", canvas)
-        pages = folder(out / "feedback")
-        for student in book.students:
-            with create(pages / feedback.file_name(student.key)) as handle:
-                handle.write(feedback.feedback_page(book, student, args.show_hidden))
+        write_gradebook(out, book, canvas, args.show_hidden)
     hand = folder(out / "by_hand")
     answers = by_hand.collect(book, files, sources)
     hand_notes = by_hand.write_pages(hand, answers, sources, dict(book.hand_max))
@@ -299,17 +323,43 @@ def run(args: argparse.Namespace) -> int:
     if not shifted:
         by_hand.write_points(points, by_hand.points_rows(book, existing))
 
+    lines = summary(book, out, complete, len(answers), points, read_from, entered, errors,
+                    shifted, unused, canvas_notes + hand_notes)
+    with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
+        handle.write("\n".join(lines) + "\n")
+    tell(lines, errors, read_from)
+    return 1 if errors or unused else 0
+
+
+def write_gradebook(out: Path, book: gradebook.Gradebook, canvas: list, show_hidden: bool
+                    ) -> None:
+    """gradebook.csv, canvas_import.csv and a feedback page per student."""
+    header, rows = gradebook.gradebook_rows(book)
+    write_csv(out / "gradebook.csv", [[gradebook.cell(v) for v in row]
+                                      for row in [header, *rows]])
+    write_csv(out / "canvas_import.csv", canvas)
+    pages = folder(out / "feedback")
+    for student in book.students:
+        with create(pages / feedback.file_name(student.key)) as handle:
+            handle.write(feedback.feedback_page(book, student, show_hidden))
+
+
+def summary(book: gradebook.Gradebook, out: Path, complete: bool, pages: int, points: Path,
+            read_from: Path | None, entered: int, errors: list[str], shifted: bool,
+            unused: list[dict], more_notes: list[str]) -> list[str]:
+    """The summary's lines: what was written, who handed in nothing or is not on the roster,
+    what is left to grade, notes, the points not taken (summary.txt keeps them)."""
     nothing = book.handed_in_nothing()
     unknown = book.not_on_roster()
     ungraded_hand = sum(1 for s in book.students for c in book.chapters for e in c.by_hand
                         if c.number in s.notebooks and book.points(s, c, e) is None)
     lines = [f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
              f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
-             f"{len(answers)} by-hand page(s) in {out}" if complete else
+             f"{pages} by-hand page(s) in {out}" if complete else
              f"WARNING: {len(book.students)} student(s), {len(book.chapters)} chapter(s): "
              f"gradebook.csv, canvas_import.csv and the feedback pages NOT written (points "
              f"not taken, below; an older copy of each in {out} is not this run's); wrote "
-             f"{len(answers)} by-hand page(s)"]
+             f"{pages} by-hand page(s)"]
     # one a line: a roster's names hold commas ("Reyes, Hana"), and a list is read and counted
     if nothing:
         lines += listed("handed in nothing", [who(s) for s in nothing])
@@ -324,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
     if ungraded_hand:
         lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
                      "run the report again")
-    lines += [f"note: {terminal(note)}" for note in book.notes + canvas_notes + hand_notes]
+    lines += [f"note: {terminal(note)}" for note in book.notes + more_notes]
     lines += [f"not taken: {error}" for error in errors]
     if shifted:
         lines.append(f"WARNING: {points} left as it is (no new rows): correct the rows with "
@@ -332,8 +382,11 @@ def run(args: argparse.Namespace) -> int:
     lines += [f"WARNING: {points} holds points for {terminal(uncell(r.get('student') or ''))}, "
               f"exercise {terminal(r.get('exercise') or '')} that {terminal(str(read_from))} "
               "has not: not in the gradebook" for r in unused]
-    with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
-        handle.write("\n".join(lines) + "\n")
+    return lines
+
+
+def tell(lines: list[str], errors: list[str], read_from: Path | None) -> None:
+    """Print the summary: warnings and the points not taken on stderr, the rest on stdout."""
     print("\n".join(line for line in lines
                     if not line.startswith(("not taken: ", "WARNING: "))))
     for line in lines:
@@ -345,7 +398,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(errors)} entr{'y' if len(errors) == 1 else 'ies'} of "
               f"{read_from} not taken (above); the others are in the outputs",
               file=sys.stderr)
-    return 1 if errors or unused else 0
 
 
 if __name__ == "__main__":

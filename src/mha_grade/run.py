@@ -20,7 +20,7 @@ from pathlib import Path
 from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads, with_hidden
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
-from mha_grade.compare import TIMED_OUT, Outcome, _not_graded, score
+from mha_grade.compare import TIMED_OUT, Outcome, mark_not_graded, score
 from mha_grade.escape import display
 from mha_grade.exercise_format import source
 from mha_grade.files import read_regular
@@ -242,35 +242,85 @@ class Settings:
 
 
 
+def joined(*parts: str | None) -> str:
+    """The problems of one notebook as one field: the parts that say something, "; " apart."""
+    return "; ".join(filter(None, parts))
+
+
 def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: sandbox.Prefix,
               settings: Settings, problem: str, clean: Sanitiser) -> Outcome:
+    """Grade one submission: read it, find its chapter, run it in a sandbox while this process
+    grades each answer it captures, then score it."""
     try:
         nb = read_notebook(read_regular(path, MAX_NOTEBOOK_BYTES))
     except (OSError, ValueError) as error:
-        assignment = by_name(relative, assignments)
-        outcome = Outcome(display(relative), assignment,
-                          problem="; ".join(filter(None, [str(error), problem])))
-        _not_graded(outcome, str(error))
-        return outcome
+        return unreadable(relative, assignments, problem, error)
     assignment, note = chapter_of(relative, nb, assignments)
-    problem = "; ".join(filter(None, [problem, note]))
+    problem = joined(problem, note)
     outcome = Outcome(display(relative), assignment, problem=problem)
     if assignment is None:
-        outcome.problem = "; ".join(filter(None, [
-            "no chapter notebook matches its name or its exercise labels", problem]))
+        outcome.problem = joined("no chapter notebook matches its name or its exercise labels",
+                                 problem)
         return outcome
-    if nb["dropped"]:
-        outcome.problem = "; ".join(filter(None, [
-            outcome.problem, f"{nb['dropped']} malformed cell(s) skipped"]))
-    if nb["odd_tags"]:
-        outcome.problem = "; ".join(filter(None, [
-            outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)"]))
+    note_skipped_cells(outcome, nb)
     outcome.flags = flags(without_check_calls(nb, assignment), assignment)
+    results, unfinished = run_and_check(outcome, nb, assignment, prefix, settings, clean)
+    if unfinished:
+        outcome.problem = joined(unfinished, outcome.problem)
+    score(outcome, results, unfinished, clean, settings.with_stubs)
+    return outcome
+
+
+def unreadable(relative: str, assignments: list[Assignment], problem: str,
+               error: Exception) -> Outcome:
+    """The outcome of a submission that cannot be read as a notebook: nothing graded, and why."""
+    assignment = by_name(relative, assignments)
+    outcome = Outcome(display(relative), assignment, problem=joined(str(error), problem))
+    mark_not_graded(outcome, str(error))
+    return outcome
+
+
+def note_skipped_cells(outcome: Outcome, nb: dict) -> None:
+    """Add to ``outcome``'s problem the cells read from ``nb`` that were skipped or whose tags
+    were ignored."""
+    if nb["dropped"]:
+        outcome.problem = joined(outcome.problem, f"{nb['dropped']} malformed cell(s) skipped")
+    if nb["odd_tags"]:
+        outcome.problem = joined(
+            outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)")
+
+
+def run_and_check(outcome: Outcome, nb: dict, assignment: Assignment, prefix: sandbox.Prefix,
+                  settings: Settings, clean: Sanitiser) -> tuple[dict[str, Result], str]:
+    """Run ``nb``'s plan in a sandbox (or, --no-sandbox, without one) and grade each answer it
+    captures here: (the checks' results by capture key, why the run did not finish or "")."""
     steps = plan(nb, assignment, with_stubs=settings.with_stubs)
     graded_steps = len(plan(nb, assignment)) if settings.with_stubs else len(steps)
     checks = {str(i): i for i in assignment.info} | (
         {f"stub:{i}": i for i in assignment.info} if settings.with_stubs else {})
-    results: dict[str, Result] = {}
+    work, plan_path = write_plan(steps, assignment, settings)
+    start, grader_cpu = time.monotonic(), time.process_time()
+    timeout = settings.timeout_of(assignment)
+    deadline = start + timeout
+    process, cgroup, watchdog = start_run(prefix, plan_path, settings, work, timeout)
+    conversation = None
+    try:
+        conversation = Conversation(process, outcome, assignment, steps, graded_steps, checks,
+                                    clean, deadline, settings.cell_timeout + CELL_GRACE)
+        conversation.run(grader_cpu)
+        unfinished = "" if conversation.finished else why_unfinished(
+            conversation, outcome, settings, grader_cpu, deadline, timeout)
+    except ProtocolError as error:  # pragma: no cover (each check catches its own)
+        unfinished = f"the notebook broke the grading protocol ({error})"
+    finally:
+        outcome.seconds = time.monotonic() - start
+        watchdog.cancel()
+        end_run(outcome, process, cgroup, settings, work)
+    return (conversation.results if conversation else {}), unfinished
+
+
+def write_plan(steps: list[dict], assignment: Assignment, settings: Settings) -> tuple[Path, Path]:
+    """Write the sandbox's plan, read-only, in a fresh folder: (the folder, the plan)."""
     work = Path(tempfile.mkdtemp(prefix="mha-grade-one-"))
     plan_path = work / "plan.json"
     plan_path.write_text(json.dumps({"cells": steps, "checks": graded_checks(assignment),
@@ -278,11 +328,13 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     plan_path.chmod(0o444)
     if settings.user is not None:
         work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing
-    start, grader_cpu = time.monotonic(), time.process_time()
-    timeout = settings.timeout_of(assignment)
-    deadline = start + timeout
-    step_limit = settings.cell_timeout + CELL_GRACE
-    unfinished = ""
+    return work, plan_path
+
+
+def start_run(prefix: sandbox.Prefix, plan_path: Path, settings: Settings, work: Path,
+              timeout: float) -> tuple:
+    """Start the notebook's run, known to RUNNING, with a watchdog that stops it 10 s after
+    ``timeout``: (process, cgroup, watchdog)."""
     if settings.sandboxed:
         process, cgroup = sandbox.start(prefix, plan_path, settings.limits, settings.user)
     else:
@@ -293,96 +345,123 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     watchdog = threading.Timer(timeout + 10, sandbox.stop, (process, cgroup))
     watchdog.daemon = True
     watchdog.start()
-    try:
-        messages = Messages(process.stdout)
-        channel = SandboxChannel(process, messages, deadline, step_limit)
-        finished = started = hidden_started = False  # hidden parts: after all else (run_notebook)
-        while not finished and time.process_time() - grader_cpu < GRADER_CPU_SECONDS:
+    return process, cgroup, watchdog
+
+
+class Conversation:
+    """One run's messages from its sandbox: errors counted, each captured answer graded here by
+    the chapter's check (the last capture of a check counts)."""
+
+    def __init__(self, process, outcome: Outcome, assignment: Assignment, steps: list[dict],
+                 graded_steps: int, checks: dict[str, int], clean: Sanitiser, deadline: float,
+                 step_limit: float):
+        self.process, self.outcome, self.assignment = process, outcome, assignment
+        self.steps, self.graded_steps, self.checks = steps, graded_steps, checks
+        self.clean, self.deadline, self.step_limit = clean, deadline, step_limit
+        self.messages = Messages(process.stdout)
+        self.channel = SandboxChannel(process, self.messages, deadline, step_limit)
+        self.results: dict[str, Result] = {}
+        # hidden parts: after all else (run_notebook)
+        self.finished = self.started = self.hidden_started = False
+
+    def run(self, grader_cpu: float) -> None:
+        """Read messages until the notebook finishes or stops, or its messages and checks have
+        taken GRADER_CPU_SECONDS of this process's CPU since ``grader_cpu``."""
+        while not self.finished and time.process_time() - grader_cpu < GRADER_CPU_SECONDS:
             # every step says when it starts: one that runs past its limit (a cell that ignores
             # SIGALRM) is stopped here, from outside the sandbox. Starting (importing torch)
             # is no step: only the notebook's limit bounds it
-            message = messages.next(min(deadline, time.monotonic() + step_limit)
-                                    if started else deadline)
+            message = self.messages.next(min(self.deadline, time.monotonic() + self.step_limit)
+                                         if self.started else self.deadline)
             if message is None:
                 break
-            started = True
+            self.started = True
             if "cell" in message:
-                if hidden_started or (type(message["cell"]) is int
-                                      and message["cell"] >= graded_steps):
-                    continue  # a stub cell added by --with-stubs, or a forged late error
-                outcome.errors = min(outcome.errors + 1, MAX_ERRORS_COUNTED)
-                if not outcome.first_error and type(message["cell"]) is int:
-                    outcome.first_error = clean(first_error(steps, message))
+                self.count_error(message)
             elif "ready" in message:
-                key = message["ready"]
-                # the last capture of a check counts, as its last call (a key that is no
-                # string, a list say, names no check: it must not reach the dict's hash)
-                hidden = message.get("phase") == "hidden"
-                hidden_started = hidden_started or hidden
-                if type(key) is str and key in checks and (hidden or not hidden_started):
-                    index = checks[key]
-                    info = assignment.info[index]
-                    if "types" in message and isinstance(message["types"], list):
-                        answer = channel.ref(0, [t for t in message["types"][:20]
-                                                 if isinstance(t, str)])
-                        result = evaluate(assignment.checkers[index], info.exercise,
-                                          info.max_points, answer, "hidden" if hidden else "shown")
-                    else:
-                        # the check's cell ran (or was deleted) without handing it an answer
-                        why = "the answer is not defined: its check never received it, and " \
-                              "it does not exist at the end of the notebook"
-                        if outcome.first_error:
-                            why += f" (did the cell defining it raise? {outcome.first_error})"
-                        result = Result(info.exercise, 0, info.max_points, "error", why)
-                    results[key] = with_hidden(results.get(key), result) if hidden else result
+                self.grade_capture(message)
                 try:
-                    process.stdin.write(b'{"op":"done"}\n')
-                    process.stdin.flush()
+                    self.process.stdin.write(b'{"op":"done"}\n')
+                    self.process.stdin.flush()
                 except (OSError, ValueError):
                     break
             elif message.get("finished") is True:
-                finished = True
-        if not finished:
-            if time.process_time() - grader_cpu >= GRADER_CPU_SECONDS:
-                unfinished = (f"stopped: the notebook made the grader work for more than "
-                              f"{GRADER_CPU_SECONDS:.0f} s of CPU (its messages and check calls)")
-            elif time.monotonic() >= deadline:
-                unfinished = f"{TIMED_OUT} of {timeout:.0f} s"
-                outcome.timed_out = True
-            elif messages.junk > MAX_JUNK_LINES:
-                unfinished = (f"stopped: the notebook wrote more than {MAX_JUNK_LINES} lines "
-                              "that are not messages on the grader's channel")
-            elif messages.too_long:
-                unfinished = (f"stopped: the notebook wrote a line of more than "
-                              f"{MAX_MESSAGE_BYTES // 2**20} MB on the grader's channel")
-            elif process.poll() is None:
-                unfinished = (f"stopped: a cell ran past the cell limit of "
-                              f"{settings.cell_timeout:.0f} s and did not let itself be "
-                              "interrupted")
-            else:
-                unfinished = "the notebook stopped before its end (it crashed, exited or " \
-                             "hit a limit)"
-    except ProtocolError as error:  # pragma: no cover (each check catches its own)
-        unfinished = f"the notebook broke the grading protocol ({error})"
-    finally:
-        outcome.seconds = time.monotonic() - start
-        watchdog.cancel()
-        sandbox.stop(process, cgroup)
-        if cgroup is not None:  # the kernel's kills at the memory limit of all its processes
-            outcome.problem = "; ".join(filter(None, [
-                outcome.problem, sandbox.memory_note(cgroup, settings.limits.total_memory)]))
-        if settings.user is not None:  # one submission at a time per user: all of it goes
-            sandbox.wait_for_exit(settings.user)  # a sandbox's processes end with its bwrap
-            left = sandbox.kill_user(settings.user)
-            if left:
-                outcome.problem = "; ".join(filter(None, [
-                    outcome.problem, f"{left} process(es) it left running were killed"]))
-        RUNNING.discard(process)
-        shutil.rmtree(work, ignore_errors=True)
-    if unfinished:
-        outcome.problem = "; ".join(filter(None, [unfinished, outcome.problem]))
-    score(outcome, results, unfinished, clean, settings.with_stubs)
-    return outcome
+                self.finished = True
+
+    def count_error(self, message: dict) -> None:
+        """Count a cell that ended in an error; keep where the first was and what it raised."""
+        if self.hidden_started or (type(message["cell"]) is int
+                                   and message["cell"] >= self.graded_steps):
+            return  # a stub cell added by --with-stubs, or a forged late error
+        self.outcome.errors = min(self.outcome.errors + 1, MAX_ERRORS_COUNTED)
+        if not self.outcome.first_error and type(message["cell"]) is int:
+            self.outcome.first_error = self.clean(first_error(self.steps, message))
+
+    def grade_capture(self, message: dict) -> None:
+        """Grade a captured answer with its check, here (hidden parts after the shown ones)."""
+        key = message["ready"]
+        # the last capture of a check counts, as its last call (a key that is no
+        # string, a list say, names no check: it must not reach the dict's hash)
+        hidden = message.get("phase") == "hidden"
+        self.hidden_started = self.hidden_started or hidden
+        if type(key) is str and key in self.checks and (hidden or not self.hidden_started):
+            result = self.checked(message, self.checks[key], hidden)
+            self.results[key] = with_hidden(self.results.get(key), result) if hidden else result
+
+    def checked(self, message: dict, index: int, hidden: bool) -> Result:
+        """The verdict of check ``index`` on the answer ``message`` captured (or, when the
+        notebook never handed it one, an error saying so)."""
+        info = self.assignment.info[index]
+        if "types" in message and isinstance(message["types"], list):
+            answer = self.channel.ref(0, [t for t in message["types"][:20]
+                                          if isinstance(t, str)])
+            return evaluate(self.assignment.checkers[index], info.exercise,
+                            info.max_points, answer, "hidden" if hidden else "shown")
+        # the check's cell ran (or was deleted) without handing it an answer
+        why = "the answer is not defined: its check never received it, and " \
+              "it does not exist at the end of the notebook"
+        if self.outcome.first_error:
+            why += f" (did the cell defining it raise? {self.outcome.first_error})"
+        return Result(info.exercise, 0, info.max_points, "error", why)
+
+
+def why_unfinished(conversation: Conversation, outcome: Outcome, settings: Settings,
+                   grader_cpu: float, deadline: float, timeout: float) -> str:
+    """Why a run that did not finish stopped, for the grading log (and whether at its time
+    limit, on ``outcome``)."""
+    if time.process_time() - grader_cpu >= GRADER_CPU_SECONDS:
+        return (f"stopped: the notebook made the grader work for more than "
+                f"{GRADER_CPU_SECONDS:.0f} s of CPU (its messages and check calls)")
+    if time.monotonic() >= deadline:
+        outcome.timed_out = True
+        return f"{TIMED_OUT} of {timeout:.0f} s"
+    if conversation.messages.junk > MAX_JUNK_LINES:
+        return (f"stopped: the notebook wrote more than {MAX_JUNK_LINES} lines "
+                "that are not messages on the grader's channel")
+    if conversation.messages.too_long:
+        return (f"stopped: the notebook wrote a line of more than "
+                f"{MAX_MESSAGE_BYTES // 2**20} MB on the grader's channel")
+    if conversation.process.poll() is None:
+        return (f"stopped: a cell ran past the cell limit of {settings.cell_timeout:.0f} s "
+                "and did not let itself be interrupted")
+    return "the notebook stopped before its end (it crashed, exited or hit a limit)"
+
+
+def end_run(outcome: Outcome, process, cgroup, settings: Settings, work: Path) -> None:
+    """Stop the run and everything it left (as root: every process of its user), note the
+    kernel's kills at the memory limit and the processes killed, and remove its folder."""
+    sandbox.stop(process, cgroup)
+    if cgroup is not None:  # the kernel's kills at the memory limit of all its processes
+        outcome.problem = joined(outcome.problem,
+                                 sandbox.memory_note(cgroup, settings.limits.total_memory))
+    if settings.user is not None:  # one submission at a time per user: all of it goes
+        sandbox.wait_for_exit(settings.user)  # a sandbox's processes end with its bwrap
+        left = sandbox.kill_user(settings.user)
+        if left:
+            outcome.problem = joined(outcome.problem,
+                                     f"{left} process(es) it left running were killed")
+    RUNNING.discard(process)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -130,61 +130,87 @@ def find_submissions(folder: Path, assignments: list[Assignment],
     never followed, opened or searched; with ``rule`` "latest", a student's copies of a chapter
     but the last; ``None``: copies left to the caller). The grader's own outputs in ``out``
     are left out."""
-    found: list[Found] = []
-    own = out.resolve() if out is not None else None
-    stack = [folder]
-    skipped: dict[str, int] = {}  # entries not graded, under each top-level folder
-
-    def skip(relative: str, why: str) -> None:
-        top = relative.split("/")[0]
-        skipped[top] = skipped.get(top, 0) + 1
-        if skipped[top] <= MAX_SKIPPED_PER_STUDENT:
-            found.append(Found(relative, None, why))
-
-    while stack:
-        current = stack.pop()
-        ours = own is not None and Path(current).resolve() == own
-        try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name)
-        except OSError as error:
-            if current != folder:
-                relative = Path(current).relative_to(folder).as_posix()
-                found.append(Found(relative, None, f"a folder that cannot be read "
-                                                   f"({error.strerror}): not graded"))
-            continue
-        for entry in entries:
-            relative = Path(entry.path).relative_to(folder).as_posix()
-            if ours and (entry.name in OUTPUT_NAMES or TEMPORARY.match(entry.name)):
-                continue
-            if entry.is_symlink():
-                skip(relative, "a symbolic link: not followed, not graded")
-            elif entry.name.startswith("."):
-                what = "folder" if entry.is_dir(follow_symlinks=False) else "file"
-                skip(relative, (
-                    f"warning: a hidden {what} (its name starts with '.'): not graded"
-                    + (", nothing in it was read" if what == "folder" else "")
-                    + "; rename it to grade it"))
-            elif entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-            elif not entry.is_file(follow_symlinks=False):
-                skip(relative, f"warning: {_kind(entry)}, not a file: not opened, not graded")
-            elif entry.name.endswith(".ipynb"):
-                found.append(Found(relative, Path(entry.path)))
-            elif entry.name.lower().endswith(".ipynb"):
-                skip(relative, "not graded: the name must end in .ipynb (lower case); rename it "
-                               "and grade again")
-            else:
-                skip(relative, "not a notebook (.ipynb): skipped")
-    for top, count in skipped.items():
-        if count > MAX_SKIPPED_PER_STUDENT:
-            found.append(Found(f"{top}/...", None, (
-                f"warning: {count} entries under {display(top)} are not notebooks to grade; "
-                f"the first {MAX_SKIPPED_PER_STUDENT} have rows of their own, the rest "
-                "only this one")))
+    survey = Survey(folder, out)
+    survey.walk()
+    found = survey.found + survey.overflow_rows()
     found.sort(key=lambda f: f.relative)
     if rule is not None:
         mark_copies(found, assignments, rule, gradescope_exports(folder)[0])
     return found
+
+
+class Survey:
+    """One walk of a submissions folder: the notebooks to grade, and a row for each entry that
+    is not (at most MAX_SKIPPED_PER_STUDENT under each top-level folder)."""
+
+    def __init__(self, folder: Path, out: Path | None):
+        self.folder = folder
+        self.own = out.resolve() if out is not None else None
+        self.found: list[Found] = []
+        self.skipped: dict[str, int] = {}  # entries not graded, under each top-level folder
+
+    def skip(self, relative: str, why: str) -> None:
+        """A row for an entry not graded, unless its top-level folder has had its share."""
+        top = relative.split("/")[0]
+        self.skipped[top] = self.skipped.get(top, 0) + 1
+        if self.skipped[top] <= MAX_SKIPPED_PER_STUDENT:
+            self.found.append(Found(relative, None, why))
+
+    def walk(self) -> None:
+        """Visit every folder under ``folder``, never through a link; the grader's outputs in
+        ``out`` are left out."""
+        stack = [self.folder]
+        while stack:
+            current = stack.pop()
+            ours = self.own is not None and Path(current).resolve() == self.own
+            for entry in self.entries(current):
+                if ours and (entry.name in OUTPUT_NAMES or TEMPORARY.match(entry.name)):
+                    continue
+                self.take(entry, stack)
+
+    def entries(self, current) -> list:
+        """The entries of folder ``current`` by name; none (and a row, below the top) when it
+        cannot be read."""
+        try:
+            return sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError as error:
+            if current != self.folder:
+                relative = Path(current).relative_to(self.folder).as_posix()
+                self.found.append(Found(relative, None, f"a folder that cannot be read "
+                                                        f"({error.strerror}): not graded"))
+            return []
+
+    def take(self, entry: os.DirEntry, stack: list[Path]) -> None:
+        """One entry: a folder to visit (onto ``stack``), a notebook, or a row saying why it
+        is skipped."""
+        relative = Path(entry.path).relative_to(self.folder).as_posix()
+        if entry.is_symlink():
+            self.skip(relative, "a symbolic link: not followed, not graded")
+        elif entry.name.startswith("."):
+            what = "folder" if entry.is_dir(follow_symlinks=False) else "file"
+            self.skip(relative, (
+                f"warning: a hidden {what} (its name starts with '.'): not graded"
+                + (", nothing in it was read" if what == "folder" else "")
+                + "; rename it to grade it"))
+        elif entry.is_dir(follow_symlinks=False):
+            stack.append(Path(entry.path))
+        elif not entry.is_file(follow_symlinks=False):
+            self.skip(relative, f"warning: {_kind(entry)}, not a file: not opened, not graded")
+        elif entry.name.endswith(".ipynb"):
+            self.found.append(Found(relative, Path(entry.path)))
+        elif entry.name.lower().endswith(".ipynb"):
+            self.skip(relative, "not graded: the name must end in .ipynb (lower case); "
+                                "rename it and grade again")
+        else:
+            self.skip(relative, "not a notebook (.ipynb): skipped")
+
+    def overflow_rows(self) -> list[Found]:
+        """A row per top-level folder with more entries not graded than rows of their own."""
+        return [Found(f"{top}/...", None, (
+            f"warning: {count} entries under {display(top)} are not notebooks to grade; "
+            f"the first {MAX_SKIPPED_PER_STUDENT} have rows of their own, the rest "
+            "only this one")) for top, count in self.skipped.items()
+            if count > MAX_SKIPPED_PER_STUDENT]
 
 
 def named(items: list[Found]) -> str:

@@ -22,7 +22,7 @@ import torch
 from mha.exercises import set_grading_seed
 from mha_grade import sandbox
 from mha_grade.assignments import Assignment, load_assignment
-from mha_grade.compare import Outcome, _not_graded
+from mha_grade.compare import Outcome, mark_not_graded
 from mha_grade.escape import display
 from mha_grade.run import (
     RUNNING,
@@ -43,7 +43,8 @@ WORKER = ("import sys; del sys.path[0]; from mha_grade.workers import main; "
 
 
 
-def _interrupt(_signum, _frame):
+def raise_interrupt(_signum, _frame):
+    """A signal handler (SIGTERM) that stops the run as Ctrl-C does."""
     raise KeyboardInterrupt
 
 
@@ -63,7 +64,7 @@ def worker(stdin, stdout) -> int:
     """A grading process (``WORKER``): its first line is the run's configuration,
     then one submission per line in, one outcome per line out. SIGTERM stops the sandbox it runs
     and ends it."""
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sends SIGTERM
     config = json.loads(stdin.readline())
     torch.set_num_threads(1)  # the checks' own work: one CPU, as each sandbox gets
@@ -86,7 +87,7 @@ def worker(stdin, stdout) -> int:
                 outcome = Outcome(display(job["relative"]),
                                   by_name(job["relative"], assignments),
                                   problem=f"the grader failed on it ({type(error).__name__})")
-                _not_graded(outcome, "not graded: the grader failed on this notebook")
+                mark_not_graded(outcome, "not graded: the grader failed on this notebook")
                 print(f"  grader error on {display(job['relative'])}: {error!r}",
                       file=sys.stderr)
                 traceback.print_exc()
@@ -220,7 +221,7 @@ def grade_all(found: list[Found], assignments: list[Assignment], settings: Setti
             if data is None:
                 outcome = Outcome(display(item.relative), by_name(item.relative, assignments),
                                   problem="the grader failed on it (its grading process died)")
-                _not_graded(outcome, "not graded: the grader failed on this notebook")
+                mark_not_graded(outcome, "not graded: the grader failed on this notebook")
             else:
                 outcome = outcome_from(data, named)
             on_outcome(outcome)
