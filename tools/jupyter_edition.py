@@ -22,7 +22,9 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   ``(Vaswani et al., 2017)``, ``{cite:t}`` ``Vaswani et al. (2017)``, linked to the book's
   bibliography; ``(label)=`` lines and ``:label:`` options go;
 - headings get the book's section numbers (``## 4.1. h heads, side by side``), and a figure cell
-  (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it.
+  (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it and its
+  anchor in a cell of its own before it; an anchor starts the line of what it names
+  (``<a id="lem-04-two-views"></a>**Lemma 4.1** (title)``), so that a link puts that at the top.
 
 Code cells and their outputs are kept as they are (a solution's are only folded); the setup
 cell installs ``mha`` from the repository and branch named in ``_config.yml`` (an instructor's
