@@ -4,6 +4,7 @@ claim, and every number a verdict (or its one-sentence reason) quotes is asserte
 marked with the claim's id. And the page reads at a glance: each claim's verdict is one of the
 page's five and is the verdict its evidence argues, with a reason of one sentence."""
 
+import json
 import re
 
 import pytest
@@ -19,6 +20,7 @@ from claim_markers import (
     quoted_numbers,
     verdict,
 )
+from conventions import NOTEBOOKS, ROOT
 
 ROWS = claim_rows()
 MARKED = marked_tests()
@@ -210,3 +212,62 @@ def test_only_equalities_assert_a_plain_number(tmp_path, monkeypatch):
 def test_exemptions_are_still_quoted():
     for claim, text in NOT_A_MEASUREMENT:
         assert text in [t for _, t in quoted_numbers(verdict(ROWS[claim]))], (claim, text)
+
+
+# a link of the book: a role that links ({ref}, {numref}, {prf:ref}, {doc}) or a markdown link
+LINK = re.compile(r"\{(?:ref|numref|prf:ref|doc)\}`([^`]*)`|\[[^\]]*\]\([^)]*\)")
+# a place in the course named in plain words, which a reader cannot follow
+PLAIN_PLACE = re.compile(r"\b(?:sections?|chapter|notebook|lemma|figure|fig\.)\s+\d", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("claim", sorted(ROWS))
+def test_where_the_course_shows_it_is_a_link(claim):
+    where = ROWS[claim].evidence["where"]
+    assert LINK.search(where), (
+        f"claim {claim}: 'Where the course shows it' links nowhere: {where!r}")
+    plain = LINK.sub("", where)
+    assert not PLAIN_PLACE.search(plain), (
+        f"claim {claim}: 'Where the course shows it' names a place in plain text, not as a link "
+        f"to its label: {plain!r}")
+
+
+def section_numbers() -> dict[str, str]:
+    """The label of each chapter section -> its number as the book numbers it ("4.3"): the
+    chapter's number, then the count of its ``##`` headings up to the labelled one."""
+    numbers = {}
+    for path in NOTEBOOKS:
+        chapter, counts, label = int(path.name[:2]), [0, 0], None
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                if m := re.fullmatch(r"\(([\w-]+)\)=", line.strip()):
+                    label = m.group(1)
+                    continue
+                if m := re.match(r"(#{2,3}) ", line):
+                    depth = len(m.group(1)) - 2
+                    counts[depth] += 1
+                    if depth == 0:
+                        counts[1] = 0
+                    if label:
+                        numbers[label] = ".".join(map(str, [chapter] + counts[:depth + 1]))
+                if line.strip():
+                    label = None
+    return numbers
+
+
+def test_a_link_that_gives_a_section_number_gives_the_books():
+    numbers = section_numbers()
+    text = (ROOT / "book" / "claims.md").read_text()
+    for link_text, label in re.findall(r"\{ref\}`([^`<]*?)\s*<([\w-]+)>`", text):
+        if label in numbers and (quoted := re.findall(r"\b\d+\.\d+\b", link_text)):
+            assert quoted == [numbers[label]], (
+                f"book/claims.md links {label} as {link_text!r}: that is section "
+                f"{numbers[label]}")
+
+
+def test_a_figure_is_linked_by_its_number():
+    """{numref} shows "Fig. 7.2"; {ref} would make the whole caption the link's text."""
+    text = (ROOT / "book" / "claims.md").read_text()
+    assert not re.findall(r"\{ref\}`[^`]*\bfig-[\w-]+>?`", text)
+    assert re.search(r"\{numref\}`fig-", text)

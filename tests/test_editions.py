@@ -109,7 +109,8 @@ def test_nbconvert_html_shows_no_raw_directive_text(kind, path):
 def test_every_exercise_of_the_source_has_its_numbered_heading_in_order(kind, path):
     exercises = fmt.parse(fmt.load(path))
     text = "\n".join(markdown(MAKE[kind](path)))
-    found = re.findall(r"^\*\*Exercise (\d+\.\d+)\*\*", text, re.MULTILINE)
+    found = re.findall(r"^(?:<a id=\"[^\"]+\"></a>)?\*\*Exercise (\d+\.\d+)\*\*", text,
+                       re.MULTILINE)  # the anchor, if any, starts the line
     assert found == [e.name for e in exercises]
 
 
@@ -146,12 +147,13 @@ def test_references_and_citations_read_as_the_book_says_them():
     assert "[Lemma 4.1](#lem-04-two-views)" in text  # in this notebook: an anchor in it
     assert "[Fig. 4.1](#fig-04-flow)" in text
     assert "[Twelve real heads](#sec-04-real-heads)" in text
-    assert '**Lemma 4.1**<a id="lem-04-two-views"></a> (The two views' in text
+    assert '<a id="lem-04-two-views"></a>**Lemma 4.1** (The two views' in text
     assert '## 4.10. Twelve real heads <a id="sec-04-real-heads"></a>' in text
     assert f"[Exercise 3.4]({BOOK.base_url}notebooks/03_attention_with_weights.html#ex-03-4)" \
         in text
     assert f"([Vaswani et al., 2017]({BOOK.base_url}book/bibliography.html))" in text
-    assert '**Lemma 4.2**<a id="lem-04-h-heads"></a> (h heads serve at most h look-ups)' in text
+    assert ('<a id="lem-04-h-heads"></a>**Lemma 4.2** (h heads serve at most h look-ups)'
+            in text)
     assert "*Proof.* " in text
     assert BOOK.base_url == "https://mha-course.github.io/multi-head-attention/"
 
@@ -181,6 +183,37 @@ def test_references_to_the_same_notebook_are_anchors_in_it(kind, path):
     links = LOCAL_LINK.findall(text)
     assert set(links) <= set(anchors), sorted(set(links) - set(anchors))
     assert not re.search(re.escape(BOOK.url(docname(path))) + r"[#)]", text)
+
+
+@pytest.mark.parametrize("kind,path", EDITIONS, ids=edition_id)
+def test_an_anchor_sits_at_the_top_of_what_it_names(kind, path):
+    """JupyterLab scrolls a link's anchor to the top of the view: it must come before what it
+    names. A lemma's, exercise's or table's anchor starts its title line (after the title, the
+    link put the statement's first lines above the view), a heading's sits in the heading, and
+    a figure's is alone in a cell right above the code cell that draws the picture (in the
+    caption, under the picture, the link left the picture above the view)."""
+    cells = MAKE[kind](path)["cells"]
+    figures = 0
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        for line in fmt.source(cell).split("\n"):
+            for match in ANCHOR.finditer(line):
+                before = line[:match.start()]
+                assert not before.strip() or (re.match(r"#+ ", line) and not line[match.end():]
+                                              .strip()), (
+                    f"{path.name}: the anchor {match.group(1)} comes after {before!r}: a link "
+                    "puts that above the view")
+        label = cell.get("metadata", {}).get("tags", []) == ["anchor"] and ANCHOR.fullmatch(
+            fmt.source(cell).strip())
+        if label:
+            drawn = cells[index + 1].get("metadata", {}).get("mystnb", {}).get("figure", {})
+            assert drawn.get("name") == label.group(1), (
+                f"{path.name}: the anchor {label.group(1)} is not above the cell that draws it")
+            figures += 1
+    drawn = [c for c in cells if c["cell_type"] == "code" and c.get("outputs")
+             and c.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("name")]
+    assert figures == len(drawn), f"{path.name}: {len(drawn)} named figures, {figures} anchors"
 
 
 def test_every_chapter_links_within_itself():
@@ -331,7 +364,8 @@ def plain(html):
     return " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())
 
 
-NUMBERED = re.compile(r"^\*\*(Exercise|Lemma|Theorem|Fig\.|Table) (\d+(?:\.\d+)*)\.?\*\*",
+NUMBERED = re.compile(r"^(?:<a id=\"[^\"]+\"></a>)?"  # the anchor, if any, starts the line
+                      r"\*\*(Exercise|Lemma|Theorem|Fig\.|Table) (\d+(?:\.\d+)*)\.?\*\*",
                       re.MULTILINE)
 
 

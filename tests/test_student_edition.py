@@ -8,7 +8,15 @@ import sys
 import jupyter_edition  # tools/
 import pytest
 import student_jupyter_edition  # tools/
-from exercise_notebooks import ALL, EXAMPLE, WITH_EXERCISES, exercises_of, fmt, student_edition
+from exercise_notebooks import (
+    ALL,
+    EXAMPLE,
+    VERDICT,
+    WITH_EXERCISES,
+    exercises_of,
+    fmt,
+    student_edition,
+)
 
 from conventions import NOTEBOOKS, ROOT
 
@@ -27,6 +35,27 @@ def test_follows_the_exercise_format(path):
         for module, check in exercise.calls:
             assert module == f"ch{path.name[:2]}", f"{exercise.label} calls mha.checks.{module}"
             assert fmt.check_info(module, check).exercise == exercise.name
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=name)
+def test_a_check_cell_prints_only_its_verdict_lines(path):
+    """What the solution prints is part of the folded solution: a check cell, shown unfolded
+    under it, prints nothing but its check's verdict (chapter 2's check once echoed every rate
+    Exercise 2.3 asks for, because the solution's function printed them)."""
+    nb = fmt.load(path)
+    for exercise in fmt.parse(nb):
+        for index in exercise.checks:
+            for output in nb["cells"][index].get("outputs", []):
+                assert output["output_type"] == "stream" and output["name"] == "stdout", (
+                    f"{path.name} cell {index} ({exercise.label}'s check) shows an output "
+                    f"of type {output['output_type']}: only the verdict line may show")
+                text = output["text"]
+                for line in ("".join(text) if isinstance(text, list) else text).splitlines():
+                    verdict = VERDICT.match(line)
+                    assert verdict and verdict.group(1) == exercise.name, (
+                        f"{path.name} cell {index} ({exercise.label}'s check) prints {line!r}, "
+                        "which is not its verdict line: print results in the solution, which "
+                        "the book and the editions fold")
 
 
 def is_placeholder(path):

@@ -22,7 +22,9 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   ``(Vaswani et al., 2017)``, ``{cite:t}`` ``Vaswani et al. (2017)``, linked to the book's
   bibliography; ``(label)=`` lines and ``:label:`` options go;
 - headings get the book's section numbers (``## 4.1. h heads, side by side``), and a figure cell
-  (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it.
+  (a code cell with a ``mystnb.figure`` caption) a numbered caption cell after it and its
+  anchor in a cell of its own before it; an anchor starts the line of what it names
+  (``<a id="lem-04-two-views"></a>**Lemma 4.1** (title)``), so that a link puts that at the top.
 
 Code cells and their outputs are kept as they are (a solution's are only folded); the setup
 cell installs ``mha`` from the repository and branch named in ``_config.yml`` (an instructor's
@@ -282,8 +284,16 @@ class Chapter:
             elif cell["cell_type"] == "code":
                 if in_solution or "solution" in cell.get("metadata", {}).get("tags", []):
                     self.fold(cell)
-                out.append(cell)
                 figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+                if figure is not None and figure.get("name") and cell.get("outputs"):
+                    # the figure's anchor in a cell of its own just above the cell that draws
+                    # it: a link puts the code and then the picture at the top of the view (an
+                    # anchor in the caption, under the picture, left the picture above it; one
+                    # in the outputs would be lost when the student runs the cell)
+                    out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-anchor",
+                                "metadata": {"tags": ["anchor"]},
+                                "source": anchor(figure["name"])})
+                out.append(cell)
                 if figure is not None:
                     number = self.next_number("figure")
                     caption = self.inline(figure.get("caption", ""))
@@ -291,10 +301,9 @@ class Chapter:
                         self.add_target(figure["name"], "figure", number, caption)
                     if not cell.get("outputs"):
                         continue  # a solution stubbed in the student edition draws nothing
-                    here = anchor(figure["name"]) if figure.get("name") else ""
                     out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption",
                                 "metadata": {"tags": ["caption"]},
-                                "source": f"**Fig. {number}.**{here} {caption}".rstrip()})
+                                "source": f"**Fig. {number}.** {caption}".rstrip()})
                     if cell.get("metadata", {}).get("jupyter"):  # a solution's figure
                         self.fold(out[-1])
             else:
@@ -372,8 +381,9 @@ class Chapter:
         content = self.markdown("\n".join(rest).strip("\n")) if rest else ""
         title = self.inline(argument) if argument else ""
         label = options.get("label") or options.get("name")
-        # the anchor right after the bold name ("**Lemma 4.1**<a id=...></a> (title)"): on a
-        # line of its own it would start the paragraph with a space
+        # the anchor starts the title's line ("<a id=...></a>**Lemma 4.1** (title)"), so that a
+        # link puts the title at the top of the view; on a line of its own it would start the
+        # paragraph with a space
         here = anchor(label) if label and self.resolve else ""
         kind = name.split(":")[-1]
         if name == "exercise":
@@ -381,7 +391,7 @@ class Chapter:
             if label:
                 self.add_target(label, "exercise", number, title)
             head = f"**Exercise {number}**" if number else "**Exercise**"
-            return [head + here + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [here + head + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ("solution", "solution-start"):
             target = self.book.targets.get(argument.strip())
             what = f"{target.numbered_name} ({target.title})" if target and target.title else (
@@ -405,7 +415,7 @@ class Chapter:
             if label:
                 self.add_target(label, kind, number, title)
             head = f"**{kind.capitalize()}{' ' + number if number else ''}**"
-            return [head + here + (f" ({title})" if title else ""), "", *content.split("\n")]
+            return [here + head + (f" ({title})" if title else ""), "", *content.split("\n")]
         if name in ADMONITIONS:
             heading = title if name == "admonition" else (
                 "See also" if name == "seealso" else name.capitalize())
@@ -417,7 +427,7 @@ class Chapter:
             if label:
                 self.add_target(label, "table", number, title)
             table = content if name == "table" else self.list_table(rest, options)
-            caption = [f"**Table {number}.**{here} {title}", ""] if number else (
+            caption = [f"{here}**Table {number}.** {title}", ""] if number else (
                 [here, ""] if here else [])
             return [*caption, *table.split("\n")]
         if name == "figure":
@@ -425,8 +435,8 @@ class Chapter:
             if label:
                 self.add_target(label, "figure", number, content.split("\n")[0])
             alt = options.get("alt", "")
-            return [f"![{alt}]({argument.strip()})", "",
-                    f"**Fig. {number}.**{here} {content}".rstrip()]
+            return [f"{here}![{alt}]({argument.strip()})", "",  # the anchor above the picture
+                    f"**Fig. {number}.** {content}".rstrip()]
         if name == "math":
             return ["$$", *rest, "$$"]
         if name in ("code-block", "code", "sourcecode"):
