@@ -231,6 +231,24 @@ def test_heavy_maths_in_one_answer_costs_bounded_time_and_not_the_next_answer(tm
     assert second == typeset(chromium_page(tmp_path / "alone", [victim], "--dump-dom"))[0]
 
 
+@pytest.mark.skipif(BROWSER is None, reason="needs Debian's chromium")
+def test_many_formulas_in_one_answer_cost_bounded_time_and_not_the_next_answer(tmp_path):
+    """1,900 formulas of one CJK character each, a different one each time (chromium measures
+    each glyph MathJax's fonts lack: 26 ms a formula, 66 s for an attack's answer, and the
+    class's PDF failed): past ``MAX_FORMULAS`` the answer's maths is shown as typed, the page
+    is typeset in seconds, and the next student's maths as on a page of its own."""
+    many = " ".join(f"${chr(0x4E00 + i)}$" for i in range(1900))
+    victim = "$\\frac{e^c}{e^c}$"
+    (tmp_path / "both").mkdir(), (tmp_path / "alone").mkdir()
+    start = time.perf_counter()
+    dom = chromium_page(tmp_path / "both", [many, victim], "--dump-dom", seconds=60)
+    assert time.perf_counter() - start < SECONDS and 'data-typeset="done"' in dom
+    first, second = typeset(dom)
+    kinds = [kind for kind, _ in first]
+    assert kinds.count(" math-skipped") == 1900 - rendering.MAX_FORMULAS
+    assert second == typeset(chromium_page(tmp_path / "alone", [victim], "--dump-dom"))[0]
+
+
 def pdf_pages(path):
     return len(re.findall(rb"/Type\s*/Page[^s]", path.read_bytes()))
 

@@ -41,13 +41,18 @@ MATHJAX_BUNDLE = "tex-svg-full.js"  # every TeX package in one file (nothing loa
 # Each answer's maths is typeset by a TeX input of its own (MathJax.startup.getComponents makes a
 # fresh one): no macro (\newcommand, \def, \let), label or option one student defines reaches
 # another's, and nothing in TeX can undo that. Each answer gets a budget of macro expansions and of
-# MathML nodes, so its maths costs bounded time: past it, the rest of its maths is shown as typed.
+# MathML nodes and of formulas, so its maths costs bounded time: past it, the rest of its maths is
+# shown as typed.
 MAX_MACROS = 2_000  # macro expansions in one answer (MathJax's own limit is 10,000 per formula)
 MAX_NODES = 20_000  # MathML nodes made for one answer (a line of softmax draws 56 elements)
+# formulas typeset in one answer: chromium measures each formula's text that MathJax's fonts lack
+# (26 ms a formula in an attack: 2,490 formulas of one CJK character each, within the budgets
+# above, took 66 s and failed the class's PDF); the course's longest cell has 92
+MAX_FORMULAS = 300
 MATHJAX_CONFIG = """\
 // MathJax for the by-hand pages (written by mha-grade report): only the maths the report parsed
 // (elements of class math-inline and math-display, whose text is the TeX) is typeset, each
-// answer (section.student) by a fresh TeX input and within a budget of macros and nodes.
+// answer (section.student) by a fresh TeX input and within a budget of macros, nodes and formulas.
 window.MathJax = {
   loader: {load: ['ui/safe']},
   tex: {packages: {'[-]': ['html', 'require', 'autoload', 'setoptions']}},
@@ -77,7 +82,7 @@ window.MathJax = {
             if (--left.nodes < 0) throw new Error('this answer used up its maths nodes');
             return create.apply(null, arguments);
           };
-          left = {macros: MAX_MACROS, nodes: MAX_NODES};
+          left = {macros: MAX_MACROS, nodes: MAX_NODES, formulas: MAX_FORMULAS};
         }
         var owner;
         document.querySelectorAll('.math-inline, .math-display').forEach(function (node) {
@@ -86,7 +91,7 @@ window.MathJax = {
             owner = section;
             freshInput();
           }
-          if (left.nodes < 0 || left.macros < 0) {  // over budget: as typed
+          if (left.nodes < 0 || left.macros < 0 || --left.formulas < 0) {  // over budget: as typed
             node.classList.add('math-skipped');
             return;
           }
@@ -116,7 +121,8 @@ window.MathJax = {
     }
   }
 };
-""".replace("MAX_MACROS", str(MAX_MACROS)).replace("MAX_NODES", str(MAX_NODES))
+""".replace("MAX_MACROS", str(MAX_MACROS)).replace("MAX_NODES", str(MAX_NODES)).replace(
+    "MAX_FORMULAS", str(MAX_FORMULAS))
 
 
 def mathjax_source() -> Path | None:
