@@ -167,6 +167,24 @@ def test_review_flags_see_more_import_forms(code, flag):
     assert flag in flagging.flags(read(code), assignment)
 
 
+@pytest.mark.parametrize("code, flag", [
+    ('import sys\n_s = getattr (sys, "set" "profile")', "patches the grading"),
+    ('import sys\n_s = getattr (sys, "set" "profile")', "obfuscation"),
+    ('import mha\nsetattr (mha, "x", 1)', "obfuscation"),
+    ("import mha\nx = mha . checks . ch06 . _rotate_reference", "patches the grading"),
+    ("import mha\nx = (mha\n     .checks)", "patches the grading"),
+    ("from mha . checks . ch06 import _rotate_reference as r", "patches the grading"),
+    ("import torch\ntorch . softmax = lambda *a, **k: 0", "patches the grading"),
+    ("import sys\nsys . monitoring", "patches the grading"),
+    ("import sys\nsys . stdout = None", "patches the grading"),
+])
+def test_flags_read_names_however_they_are_spaced(code, flag):
+    """Attack 35: spaces around a dot or before a parenthesis, and a name split into two string
+    literals, hid these from the flags (Python reads them as written without)."""
+    assignment = assignments.load_assignment(EXAMPLE)
+    assert flag in flagging.flags(without_check_calls(read(code), assignment), assignment)
+
+
 # The second attack's forms (round 4, attack2): a check's wrapper patched through an
 # alias of its module (whose honest import the flags do not read), or through its closure; a
 # reference reached through a module's insides.

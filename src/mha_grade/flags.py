@@ -46,7 +46,7 @@ SUSPICIOUS = {
     "touches the grader's files": re.compile(r"/autograder\b|\bgrades\.csv|\bgrading_log\b|"
                                              r"\bresults\.json|\.csv\.part\b"),
     # getattr or setattr with a name written out, built, or held in a variable
-    "obfuscation": re.compile(r"\bgetattr\([^)\n]{0,200}(\+|['\"])|"
+    "obfuscation": re.compile(r"\b[gs]etattr\([^)\n]{0,200}(\+|['\"])|"
                               r"\b[gs]etattr\(\s*[^,()\n]{1,200},\s*\w|"
                               r"\bexec\(|\beval\(|__import__|"
                               r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
@@ -92,7 +92,9 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
         huge.append("x" * (MAX_TOTAL + 1))  # the cells past the total are not read either
     new = read
     sources = [text for text, _ in new]
-    code = "\n".join(sources)
+    # read as written (comments, magics) and as Python reads it: ``getattr (sys, "set"
+    # "profile")`` and ``mha . checks`` are ``getattr(sys, 'setprofile')`` and ``mha.checks``
+    code = "\n".join([*sources, *(_unparsed(text) for text in sources)])
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
     if huge:
         found.append("code too large to read (a cell over 64 KB, or over 256 KB in all)")
@@ -147,6 +149,18 @@ def _trees(text: str) -> list[ast.AST]:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
         return trees
+
+
+def _unparsed(text: str) -> str:
+    """A cell as Python reads it, written back without its spacing, comments and split string
+    literals (``mha . checks`` is ``mha.checks``); "" where it does not parse."""
+    lines = []
+    for tree in _trees(text):
+        try:
+            lines.append(ast.unparse(tree))
+        except (RecursionError, ValueError, MemoryError):
+            continue
+    return "\n".join(lines)
 
 
 def _imports_from_mha(sources: list[str]):
