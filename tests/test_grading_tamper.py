@@ -768,3 +768,32 @@ def test_a_process_that_keeps_changing_its_pid_is_killed_too():
     assert beat.read_text() == before, "the hopper is still forking"
     assert sandbox.processes_of(user.uid) == []
     shutil.rmtree(tmp_path)
+
+
+PRECOMPUTED = '''ROT = {}
+for d in range(2, 66, 2):
+    eye = torch.eye(d, dtype=torch.float64)
+    for p in range(0, 128):
+        ROT[d, p] = mha.apply_rotary(eye, torch.full((d,), p))'''
+READS_IT = '''def rope_complex(x, positions):
+    rows = [x[i] @ ROT[x.shape[1], int(p)].to(x.dtype) for i, p in enumerate(positions)]
+    return torch.stack(rows)'''
+EXPERIMENT = "y = mha.apply_rotary(torch.randn(1, 4, 8), torch.arange(4))\nprint(y.shape)"
+OWN = "def rope_complex(x, positions):\n    return x * 2"
+
+
+@pytest.mark.parametrize("other, answer, flagged", [
+    (PRECOMPUTED, READS_IT, True), (EXPERIMENT, READS_IT.replace("ROT", "y"), True),
+    (EXPERIMENT, OWN, False), (PRECOMPUTED, OWN, False)])
+def test_a_reference_precomputed_in_another_cell_for_the_answer_is_flagged(other, answer,
+                                                                           flagged):
+    """Attack 35 (F3): the rotation matrices of mha.apply_rotary, computed in a new cell before
+    the answer, which only multiplied by them: the reference never ran while the check called
+    the answer, and the chapter's own code uses it, so nothing was flagged."""
+    chapter_6 = assignments.load_assignment(
+        Path(__file__).resolve().parents[1] / "notebooks" / "06_positional_encoding.ipynb")
+    nb = {"cells": [{"cell_type": "code", "source": other, "metadata": {}},
+                    {"cell_type": "code", "source": answer, "metadata": {"tags": ["solution"]}}]}
+    found = flagging.flags(nb, chapter_6)
+    assert any(f.startswith("calls the reference of exercise 6.2") for f in found) == flagged, \
+        found
