@@ -496,3 +496,71 @@ def test_the_watch_costs_little_per_call():
     watched = time.perf_counter() - start
     assert watched / 5 < 0.5, watched
     torch.manual_seed(0)
+
+
+def _toggled_profile(work):
+    """``work`` run with the profile hook switched off and back on (an outside attack)."""
+    import sys
+
+    hook = sys.getprofile()
+    setter = sys.setprofile
+    setter(None)
+    try:
+        return work()
+    finally:
+        setter(hook)
+
+
+def _toggled_trace(work):
+    import sys
+
+    sys.settrace(sys.gettrace())
+    return work()
+
+
+def _toggled_threading_profile(work):
+    import threading
+
+    threading.setprofile(None)
+    return work()
+
+
+def _popped_mode(work):
+    """``work`` run with the ops' dispatch mode popped and pushed back, the profile hook
+    switched off meanwhile (an outside attack)."""
+    def inner():
+        mode = torch._C._pop_torch_dispatch_stack(None)
+        try:
+            return work()
+        finally:
+            torch._C._push_on_torch_dispatch_stack(mode)
+    return _toggled_profile(inner)
+
+
+def _popped_mode_alone(work):
+    mode = torch._C._pop_torch_dispatch_stack(None)
+    try:
+        return torch.zeros(1).add(1), work()  # an op the profile hook sees while popped
+    finally:
+        torch._C._push_on_torch_dispatch_stack(mode)
+
+
+SWITCHES = [_toggled_profile, _toggled_trace, _toggled_threading_profile, _popped_mode,
+            _popped_mode_alone]
+
+
+@pytest.mark.parametrize("switch", SWITCHES, ids=[s.__name__ for s in SWITCHES])
+def test_a_watch_switched_off_and_back_on_during_the_call_is_reported(switch):
+    """Attack 35: ``sys.setprofile(None)`` around the reference (or the dispatch mode popped and
+    pushed around torch.softmax), switched back on before the call returned, went unseen."""
+    from mha.answer_watch import observe
+
+    scores = torch.randn(3, 4)
+    _, found = observe(lambda: switch(lambda: mha.apply_rotary(torch.randn(1, 4, 8),
+                                                               torch.arange(4))),
+                       ("mha.apply_rotary",), ())
+    assert SWITCHED_OFF in found, found
+    _, found = observe(lambda: switch(lambda: torch.softmax(scores, dim=-1)), (), ("softmax",))
+    assert SWITCHED_OFF in found, found
+    _, found = observe(lambda: torch.softmax(scores, dim=-1), ("mha.apply_rotary",), ("exp",))
+    assert not found, found  # an honest call: nothing

@@ -167,6 +167,24 @@ def test_review_flags_see_more_import_forms(code, flag):
     assert flag in flagging.flags(read(code), assignment)
 
 
+@pytest.mark.parametrize("code, flag", [
+    ('import sys\n_s = getattr (sys, "set" "profile")', "patches the grading"),
+    ('import sys\n_s = getattr (sys, "set" "profile")', "obfuscation"),
+    ('import mha\nsetattr (mha, "x", 1)', "obfuscation"),
+    ("import mha\nx = mha . checks . ch06 . _rotate_reference", "patches the grading"),
+    ("import mha\nx = (mha\n     .checks)", "patches the grading"),
+    ("from mha . checks . ch06 import _rotate_reference as r", "patches the grading"),
+    ("import torch\ntorch . softmax = lambda *a, **k: 0", "patches the grading"),
+    ("import sys\nsys . monitoring", "patches the grading"),
+    ("import sys\nsys . stdout = None", "patches the grading"),
+])
+def test_flags_read_names_however_they_are_spaced(code, flag):
+    """Attack 35: spaces around a dot or before a parenthesis, and a name split into two string
+    literals, hid these from the flags (Python reads them as written without)."""
+    assignment = assignments.load_assignment(EXAMPLE)
+    assert flag in flagging.flags(without_check_calls(read(code), assignment), assignment)
+
+
 # The second attack's forms (round 4, attack2): a check's wrapper patched through an
 # alias of its module (whose honest import the flags do not read), or through its closure; a
 # reference reached through a module's insides.
@@ -750,3 +768,32 @@ def test_a_process_that_keeps_changing_its_pid_is_killed_too():
     assert beat.read_text() == before, "the hopper is still forking"
     assert sandbox.processes_of(user.uid) == []
     shutil.rmtree(tmp_path)
+
+
+PRECOMPUTED = '''ROT = {}
+for d in range(2, 66, 2):
+    eye = torch.eye(d, dtype=torch.float64)
+    for p in range(0, 128):
+        ROT[d, p] = mha.apply_rotary(eye, torch.full((d,), p))'''
+READS_IT = '''def rope_complex(x, positions):
+    rows = [x[i] @ ROT[x.shape[1], int(p)].to(x.dtype) for i, p in enumerate(positions)]
+    return torch.stack(rows)'''
+EXPERIMENT = "y = mha.apply_rotary(torch.randn(1, 4, 8), torch.arange(4))\nprint(y.shape)"
+OWN = "def rope_complex(x, positions):\n    return x * 2"
+
+
+@pytest.mark.parametrize("other, answer, flagged", [
+    (PRECOMPUTED, READS_IT, True), (EXPERIMENT, READS_IT.replace("ROT", "y"), True),
+    (EXPERIMENT, OWN, False), (PRECOMPUTED, OWN, False)])
+def test_a_reference_precomputed_in_another_cell_for_the_answer_is_flagged(other, answer,
+                                                                           flagged):
+    """Attack 35 (F3): the rotation matrices of mha.apply_rotary, computed in a new cell before
+    the answer, which only multiplied by them: the reference never ran while the check called
+    the answer, and the chapter's own code uses it, so nothing was flagged."""
+    chapter_6 = assignments.load_assignment(
+        Path(__file__).resolve().parents[1] / "notebooks" / "06_positional_encoding.ipynb")
+    nb = {"cells": [{"cell_type": "code", "source": other, "metadata": {}},
+                    {"cell_type": "code", "source": answer, "metadata": {"tags": ["solution"]}}]}
+    found = flagging.flags(nb, chapter_6)
+    assert any(f.startswith("calls the reference of exercise 6.2") for f in found) == flagged, \
+        found

@@ -31,7 +31,11 @@ them must not read as wrong.
 
 An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
 forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
-seen when the call returns; and, while ops are watched, on every event of the profile hook,
+seen when the call returns; a call, during the watched call, of what switches a watch off
+(``sys.setprofile``, ``sys.settrace``, ``threading.setprofile`` and the like; and, from code
+outside torch, ``torch._C._pop_torch_dispatch_stack``, ``_push_on_torch_dispatch_stack`` and
+torch's other setters of dispatch modes and keys), even when the answer switches it back on
+before it returns; and, while ops are watched, on every event of the profile hook,
 the dispatch mode popped or another pushed (``_pop_mode``), or torch's Python dispatch keys
 excluded (``torch._C._DisableTorchDispatch``, ``_ExcludeDispatchKeyGuard``: outside attacks
 that hid ``torch.softmax`` from the mode), or a tensor subclass with its own
@@ -84,6 +88,29 @@ def _escapes() -> set[int]:
 
 
 _ESCAPES = _escapes()
+
+
+def _switches() -> tuple[set[int], set[int], set[int]]:
+    """What switches a watch off when called during the watched call, by identity: builtins
+    that replace the profile hook (a ``c_call`` from any frame but :func:`observe`'s own), the
+    builtins of torch that pop, push or set dispatch modes and keys (a ``c_call`` from code
+    outside torch: torch's own code pops and pushes modes around its work), and the Python
+    functions of ``threading`` that set hooks (their code's ``call``)."""
+    hooks = [(sys, "setprofile"), (sys, "settrace"), (sys, "_setprofileallthreads"),
+             (sys, "_settraceallthreads")]
+    modes = [(torch._C, name) for name in (
+        "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode",
+        "_unset_dispatch_mode", "_dispatch_tls_set_dispatch_key_excluded",
+        "_dispatch_tls_set_dispatch_key_included")]
+    python = [getattr(threading, name, None) for name in (
+        "setprofile", "settrace", "setprofile_all_threads", "settrace_all_threads")]
+    return ({id(f) for module, name in hooks if (f := getattr(module, name, None)) is not None},
+            {id(f) for module, name in modes if (f := getattr(module, name, None)) is not None},
+            {id(f.__code__) for f in python if isinstance(getattr(f, "__code__", None),
+                                                          types.CodeType)})
+
+
+_HOOK_SWITCHES, _MODE_SWITCHES, _PYTHON_SWITCHES = _switches()
 
 
 def _python_threads() -> set[int]:
@@ -257,6 +284,8 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     found: set[str] = set()
     codes = watched_codes(tuple(references))
     escapes, threads_started = _ESCAPES, _thread._count
+    hook_switches, mode_switches = _HOOK_SWITCHES, _MODE_SWITCHES
+    python_switches = _PYTHON_SWITCHES
     started_before = _BASELINE_COUNT if _BASELINE_COUNT is not None else float("inf")
     previous = sys.getprofile()
     mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
@@ -280,6 +309,12 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
         # Python code and the mode's
         if mode is not None and not mode.dispatching and switched_off() \
                 and code is not _DISPATCH_CODE and not code.co_filename.startswith(_TORCH_FILES):
+            found.add(SWITCHED_OFF)
+        if event == "c_call":  # a switch called, even if switched back on before the end
+            if id(arg) in hook_switches and code is not _OBSERVE_CODE or id(arg) in \
+                    mode_switches and not code.co_filename.startswith(_TORCH_FILES):
+                found.add(SWITCHED_OFF)
+        elif id(code) in python_switches:
             found.add(SWITCHED_OFF)
         if event == "call":
             twins = codes.get(code.co_code)
@@ -312,3 +347,6 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
             if stack_depth() == depth + 1:
                 mode.__exit__(None, None, None)
     return outcome, found
+
+
+_OBSERVE_CODE = observe.__code__  # its own sys.setprofile(previous) switches nothing off

@@ -74,7 +74,9 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
                                  f"its check called the answer: {', '.join(entered)[:300]})")
         # partial credit: a check's points are those of the parts it passed (mha.exercises),
         # so a check that is "wrong" on one part still counts its other parts
-        outcome.points[exercise.name] = tidy(sum(r.points for r in got if r))
+        # never above the exercise's points, however many verdicts a notebook made it send
+        outcome.points[exercise.name] = tidy(max(0, min(
+            sum(r.points for r in got if r), outcome.assignment.max_points(exercise))))
         outcome.parts[exercise.name] = [
             {"name": part.name, "points": part.points, "max_points": part.max_points,
              "hidden": part.hidden, "status": part.status, "message": clean(part.message)}

@@ -46,7 +46,7 @@ SUSPICIOUS = {
     "touches the grader's files": re.compile(r"/autograder\b|\bgrades\.csv|\bgrading_log\b|"
                                              r"\bresults\.json|\.csv\.part\b"),
     # getattr or setattr with a name written out, built, or held in a variable
-    "obfuscation": re.compile(r"\bgetattr\([^)\n]{0,200}(\+|['\"])|"
+    "obfuscation": re.compile(r"\b[gs]etattr\([^)\n]{0,200}(\+|['\"])|"
                               r"\b[gs]etattr\(\s*[^,()\n]{1,200},\s*\w|"
                               r"\bexec\(|\beval\(|__import__|"
                               r"\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
@@ -92,7 +92,9 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
         huge.append("x" * (MAX_TOTAL + 1))  # the cells past the total are not read either
     new = read
     sources = [text for text, _ in new]
-    code = "\n".join(sources)
+    # read as written (comments, magics) and as Python reads it: ``getattr (sys, "set"
+    # "profile")`` and ``mha . checks`` are ``getattr(sys, 'setprofile')`` and ``mha.checks``
+    code = "\n".join([*sources, *(_unparsed(text) for text in sources)])
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
     if huge:
         found.append("code too large to read (a cell over 64 KB, or over 256 KB in all)")
@@ -102,13 +104,55 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
     chapter_lines = {line.strip() for cell in assignment.cells for line in cell.splitlines()}
     used = (mha_names(sources) - assignment.given) | imported(sources) \
         | mha_names([own_lines(text, chapter_lines) for text, answer in new if answer]) \
-        | {f"{module}.{name}" for module in starred for name in bare_names(sources)}
+        | {f"{module}.{name}" for module in starred for name in bare_names(sources)} \
+        | precomputed([text for text, answer in new if not answer],
+                      [text for text, answer in new if answer], sources, assignment.cells)
     for exercise, references in assignment.references.items():
         called = [r for r in references if any(
             u == r or (u.split(".")[-1] == r.split(".")[-1]) for u in used)]
         if called:
             found.append(f"calls the reference of exercise {exercise} ({', '.join(called)})")
     return found
+
+
+def precomputed(others: list[str], answers: list[str], sources: list[str],
+                chapter: set[str]) -> set[str]:
+    """The mha names whose results cells other than answers store in a variable that an answer
+    cell reads (``ROT[d, p] = mha.apply_rotary(eye, ...)`` in a cell of its own, then
+    ``x @ ROT[...]`` in the answer: the reference ran before the check called the answer,
+    where the run-time watch does not look). An assignment the instructor's notebook makes
+    too counts for nothing."""
+    read = {node.id for text in answers for tree in _trees(text) for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    if not read:
+        return set()
+    aliases = {"mha": "mha"}
+    for text in sources:  # the names mha's imports bind, in any cell
+        for tree in _trees(text):
+            _imported_names(tree, aliases, set())
+    found: set[str] = set()
+    own = {ast.unparse(node) for text in chapter for tree in _trees(text)
+           for node in ast.walk(tree) if isinstance(node, ast.Assign | ast.AugAssign)}
+    for text in others:
+        for tree in _trees(text):
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) \
+                        or node.value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {_base(t) for target in targets for t in ast.walk(target)} - {None}
+                if names & read and ast.unparse(node) not in own:
+                    uses: set[str] = set()
+                    _uses(node.value, aliases, uses)
+                    found |= {n for n in uses if "." in n}
+    return found
+
+
+def _base(node: ast.AST) -> str | None:
+    """The variable an assignment's target stores into: ``ROT`` of ``ROT[d, p]``, ``a.b``."""
+    while isinstance(node, ast.Subscript | ast.Attribute | ast.Starred):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def answer_cells(nb: dict) -> set[int]:
@@ -149,6 +193,18 @@ def _trees(text: str) -> list[ast.AST]:
         return trees
 
 
+def _unparsed(text: str) -> str:
+    """A cell as Python reads it, written back without its spacing, comments and split string
+    literals (``mha . checks`` is ``mha.checks``); "" where it does not parse."""
+    lines = []
+    for tree in _trees(text):
+        try:
+            lines.append(ast.unparse(tree))
+        except (RecursionError, ValueError, MemoryError):
+            continue
+    return "\n".join(lines)
+
+
 def _imports_from_mha(sources: list[str]):
     for text in sources:
         for tree in _trees(text):
@@ -185,25 +241,34 @@ def mha_names(sources: list[str]) -> set[str]:
     for text in sources:
         for tree in _trees(text):
             aliases = {"mha": "mha"}
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    for name in node.names:
-                        if name.name.split(".")[0] == "mha":
-                            used.add(name.name)
-                            if name.asname:
-                                aliases[name.asname] = name.name
-                elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] \
-                        == "mha":
-                    for name in node.names:
-                        used.add(f"{node.module}.{name.name}")
-                        aliases[name.asname or name.name] = f"{node.module}.{name.name}"
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Attribute | ast.Name):
-                    dotted = _dotted(node)
-                    if dotted and dotted.split(".")[0] in aliases:
-                        head, _, rest = dotted.partition(".")
-                        used.add(".".join(filter(None, [aliases[head], rest])))
+            _imported_names(tree, aliases, used)
+            _uses(tree, aliases, used)
     return used
+
+
+def _imported_names(tree: ast.AST, aliases: dict[str, str], used: set[str]) -> None:
+    """Add the mha names ``tree`` imports to ``used``, and the names it binds to ``aliases``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for name in node.names:
+                if name.name.split(".")[0] == "mha":
+                    used.add(name.name)
+                    if name.asname:
+                        aliases[name.asname] = name.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mha":
+            for name in node.names:
+                used.add(f"{node.module}.{name.name}")
+                aliases[name.asname or name.name] = f"{node.module}.{name.name}"
+
+
+def _uses(tree: ast.AST, aliases: dict[str, str], used: set[str]) -> None:
+    """Add the dotted mha names ``tree`` reads through ``aliases`` to ``used``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute | ast.Name):
+            dotted = _dotted(node)
+            if dotted and dotted.split(".")[0] in aliases:
+                head, _, rest = dotted.partition(".")
+                used.add(".".join(filter(None, [aliases[head], rest])))
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -161,6 +161,12 @@ def load_results(folder: Path) -> list[Notebook]:
         except (KeyError, ValueError) as error:
             raise ValueError(f"grades.csv: a bad row for {name}, exercise {exercise}: "
                              f"{error}") from None
+        if result.points is not None and not (
+                0 <= result.points <= (result.max_points if result.max_points is not None
+                                       else float("inf"))):
+            raise ValueError(f"grades.csv: {name}, exercise {exercise} has "
+                             f"{fmt_points(result.points)} points, of "
+                             f"{fmt_points(result.max_points) or 'none'}: not from this grader")
     for book in notebooks.values():
         chapters = {chapter_of_exercise(e) for e in book.results}
         if len(chapters) > 1:

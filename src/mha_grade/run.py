@@ -363,6 +363,8 @@ class Conversation:
         self.results: dict[str, Result] = {}
         # hidden parts: after all else (run_notebook)
         self.finished = self.started = self.hidden_started = False
+        self.hidden_done: set[str] = set()  # the checks whose hidden parts were graded
+        self.repeats = 0  # hidden phases sent again for such a check (ignored)
 
     def run(self, grader_cpu: float) -> None:
         """Read messages until the notebook finishes or stops, or its messages and checks have
@@ -404,8 +406,21 @@ class Conversation:
         # string, a list say, names no check: it must not reach the dict's hash)
         hidden = message.get("phase") == "hidden"
         self.hidden_started = self.hidden_started or hidden
-        if type(key) is str and key in self.checks and (hidden or not self.hidden_started):
+        if type(key) is not str or key not in self.checks:
+            return
+        if hidden and key in self.hidden_done:
+            # one hidden phase per check (the runner's): a repeat, sent by the notebook's own
+            # code, would count the hidden parts again (attack 35: 5 of 1 point)
+            if not self.repeats:
+                self.outcome.flags.append("sends a check's hidden parts again from its own "
+                                          "code on the grader's channel (only the first "
+                                          "counted)")
+            self.repeats += 1
+            return
+        if hidden or not self.hidden_started:
             result = self.checked(message, self.checks[key], hidden)
+            if hidden:
+                self.hidden_done.add(key)
             self.results[key] = with_hidden(self.results.get(key), result) if hidden else result
 
     def checked(self, message: dict, index: int, hidden: bool) -> Result:
