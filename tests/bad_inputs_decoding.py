@@ -469,6 +469,10 @@ CASES: list[Bad] = [
                                                               torch.ones(2, 4,
                                                                          dtype=torch.int64)),
         words=("targets",)),
+    Bad("f-token-accuracy-nan-logits", lambda: mha.token_accuracy(
+        torch.full((1, 4, 3), NAN), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
+    Bad("f-token-accuracy-one-nan-class", lambda: mha.token_accuracy(
+        with_nan(x(1, 4, 3), (0, 2, 0)), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
     Bad("f-same-token-weight-float-tokens", lambda: mha.same_token_weight(
         torch.ones(1, 2, 3, 3) / 3, torch.ones(1, 3)), words=("tokens",)),
     # --- the outsider's tally of 2026-11-27, most serious first

@@ -33,6 +33,7 @@ from mha._validation import (
     require_generator,
     require_int,
     require_int_tensor,
+    require_no_nan,
     require_positive,
     require_same_device,
     require_values,
@@ -96,10 +97,13 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
 
     ``logits`` floating, ``targets`` integer. Raises ``ValueError`` naming ``logits`` or
-    ``targets`` for a wrong type, shape or device, targets outside the classes, or no scored
-    position.
+    ``targets`` for a wrong type, shape or device, targets outside the classes, no scored
+    position, or ``logits`` that hold NaN.
     """
     require_float_tensor("logits", logits, dim=3)
+    # argmax takes NaN for the largest value: NaN logits would give a believable accuracy
+    require_no_nan("logits", logits, "check the model's parameters (a NaN or inf weight, or a "
+                   "diverged training)")
     if logits.shape[-1] == 0:
         raise ValueError(f"logits need C >= 1 classes, got shape {tuple(logits.shape)}")
     require_int_tensor("targets", targets, dim=2)
