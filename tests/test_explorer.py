@@ -204,3 +204,19 @@ def test_a_bfloat16_layers_own_weights_are_drawn_and_its_scores_refused():
     scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0)).bfloat16()
     with pytest.raises(ValueError, match="weights must be attention weights.*softmax"):
         attention_explorer(list("abcd"), scores)
+
+
+@pytest.mark.parametrize("token", ["<!--<script>", "</script><p>", "a<b"])
+def test_tokens_with_markup_stay_inside_the_script(token):
+    """A token is free text: "<!--" then "<script" inside the script puts HTML's parser in its
+    escaped state and the page after the chart is swallowed; "</script" ends it early. The
+    snippet's script holds no "<" at all, and its JSON reads back as the spec."""
+    chart = attention_explorer([token, "b"], random_weights(1, 2, 2, 2))
+    snippet = chart.to_html()
+    script = snippet.split('<script type="text/javascript">\n', 1)[1]
+    script = script[: script.rindex("</script>")]
+    assert "<" not in script
+    line = next(t for t in script.splitlines() if t.startswith("  var spec = "))
+    assert json.loads(line.removeprefix("  var spec = ").removesuffix(";")) == \
+        json.loads(chart.json)
+    assert token in chart.json.replace("\\u003c", "<")  # the hover still shows the token

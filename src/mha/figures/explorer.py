@@ -144,8 +144,10 @@ class AttentionExplorer:
             library = f"<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
         fallback = html.escape("An interactive chart: it needs plotly.js, which the course's "
                                "book, JupyterLab and Colab provide.")
-        # "</" inside the JSON would end the script element early
-        spec = self.json.replace("</", "<\\/")
+        # every "<" as JSON's \u003c (the same string to JavaScript): "</script>" would end the
+        # script element early, and "<!--" followed by "<script" would make the HTML parser
+        # swallow the rest of the page (a token is free text)
+        spec = self.json.replace("<", "\\u003c")
         return (
             f"{library}<div id=\"{self.element_id}\" class=\"mha-plotly\" "
             f"style=\"width:100%;height:{self.spec['layout']['height']}px\">{fallback}</div>\n"
