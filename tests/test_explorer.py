@@ -204,6 +204,9 @@ def test_a_bfloat16_layers_own_weights_are_drawn_and_its_scores_refused():
     scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0)).bfloat16()
     with pytest.raises(ValueError, match="weights must be attention weights.*softmax"):
         attention_explorer(list("abcd"), scores)
+    # float8 (no sum in torch) is still checked in float64
+    half = torch.full((1, 2, 2), 0.5).to(torch.float8_e4m3fn)
+    assert decoded(attention_explorer(["a", "b"], half).spec["data"][0]).tolist() == [[0.5] * 2] * 2
 
 
 @pytest.mark.parametrize("token", ["<!--<script>", "</script><p>", "a<b"])

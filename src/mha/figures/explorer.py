@@ -65,8 +65,8 @@ def _as_array(weights: object) -> np.ndarray:
         require_values("weights", weights)  # the chart shows the values: meta has none
         given = weights.detach().cpu()
         weights = given.double().numpy()
-        if not given.is_floating_point():
-            given = None
+        if not given.is_floating_point() or given.dtype.itemsize == 1:
+            given = None  # float8 has no sum in torch: checked in float64, as before
     if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.floating):
         raise ValueError(f"weights must be a float torch.Tensor or numpy array, got "
                          f"{type(weights).__name__}")
