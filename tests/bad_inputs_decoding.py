@@ -30,6 +30,7 @@ from torch import nn
 import mha
 
 NAN, INF = float("nan"), float("inf")
+F8 = torch.float8_e4m3fn
 
 
 def g(seed: int = 0) -> torch.Generator:
@@ -517,4 +518,25 @@ CASES: list[Bad] = [
         make_attention=lambda: mha.MultiHeadAttention(4, 2)), words=("make_attention",
                                                                      "embed_dim")),
     Bad("t-dec-cache-other-batch", lambda: cached_decoder_then(3), words=("cache", "batch")),
+    # --- float8, a storage format: refused by name before torch stops inside (tester 37f F7)
+    Bad("t-f8-apply-rotary-positions", lambda: mha.apply_rotary(
+        x(1, 2, 4, 8), torch.arange(4).to(F8)), words=("positions", "float8")),
+    Bad("t-f8-hard-concrete-sample", lambda: mha.hard_concrete_sample(
+        torch.zeros(3).to(F8), torch.full((3,), 0.5)), words=("log_alpha", "float8")),
+    Bad("t-f8-hard-concrete-sample-u", lambda: mha.hard_concrete_sample(
+        torch.zeros(3), torch.full((3,), 0.5).to(F8)), words=("u", "float8")),
+    Bad("t-f8-prob-nonzero", lambda: mha.prob_nonzero(torch.zeros(3).to(F8)),
+        words=("log_alpha", "float8")),
+    Bad("t-f8-head-confidence", lambda: mha.head_confidence(
+        torch.full((1, 1, 2, 2), 0.5).to(F8)), words=("weights", "float8")),
+    Bad("t-f8-diagonal-violations", lambda: mha.diagonal_violations(
+        torch.full((2, 2), 0.5).to(F8)), words=("weights", "float8")),
+    Bad("t-f8-same-token-weight", lambda: mha.same_token_weight(
+        torch.full((1, 1, 2, 2), 0.5).to(F8), torch.zeros(1, 2, dtype=torch.long)),
+        words=("weights", "float8")),
+    Bad("t-same-token-weight-scores", lambda: mha.same_token_weight(
+        x(1, 2, 3, 3), torch.zeros(1, 3, dtype=torch.long)), words=("weights", "softmax")),
+    Bad("t-f8-translator", lambda: translator().to(F8)(torch.zeros(1, 2, dtype=torch.long),
+                                                      torch.zeros(1, 2, dtype=torch.long)),
+        words=("TinyTranslator", "float8", "model.float()")),
 ]

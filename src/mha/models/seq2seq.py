@@ -268,7 +268,14 @@ class TinyTranslator(nn.Module):
         are floating, in the module's dtype. Raises ``ValueError`` naming ``source``,
         ``target_in`` (not integer ids in their vocabulary of one batch size, or longer than
         ``max_len``) or ``head_mask``; :class:`mha.MemoryBudgetError` when the activations would
-        exceed the memory budget."""
+        exceed the memory budget; ``ValueError`` for a float8 model (a storage format torch
+        does not compute with)."""
+        dtype = self.readout.weight.dtype
+        if dtype.itemsize == 1:  # torch would stop at the first addition ("add_stub")
+            raise ValueError(f"TinyTranslator's parameters are {dtype}, a storage format torch "
+                             f"does not compute with (no matrix products or additions); "
+                             f"convert the model with model.float() (or "
+                             f"model.to(torch.bfloat16))")
         for name, tokens, vocab in [
                 ("source", source, self.source_embedding.num_embeddings),
                 ("target_in", target_in, self.target_embedding.num_embeddings)]:
