@@ -382,3 +382,24 @@ def test_kind_pruning_curves_name_bad_targets_and_importance():
         agreement_pruning_curves(model, torch.rand(3, 2), source, target_in, target_out)
     with pytest.raises(ValueError, match="importance holds NaN"):
         kind_pruning_curves(model, torch.full((3, 1, 2), float("nan")), *batches[0])
+
+
+def test_a_translator_with_one_pruned_layer_says_so_and_gating_gives_its_outputs():
+    model, batches = small_translator_and_batches()
+    source, target_in, _ = batches[0]
+    gates = torch.ones(3, 1, 2)
+    gates[2, 0, 1] = 0.0  # cross-attention's head 1 gated off
+    gated = model(source, target_in, gates)
+    pruned = copy.deepcopy(model)
+    pruned.decoder[0].cross_attn = mha.prune_heads(pruned.decoder[0].cross_attn, [1])
+    with pytest.raises(ValueError, match=r"model.decoder\[0\].cross_attn has 1 heads but "
+                                         r"TinyTranslator gates 2 per layer"):
+        pruned(source, target_in)
+    # what the message advises: the gated model computes what the pruned layer would
+    memory = model.encoder_norm(model.encoder[0](model.source_embedding(source)
+                                                 + model.source_positions[:5])[0])
+    block, y = pruned.decoder[0], model.target_embedding(target_in) + model.target_positions[:5]
+    y = y + block.self_attn(block.norm1(y), is_causal=True, need_weights=False)[0]
+    y = y + block.cross_attn(block.norm2(y), memory, need_weights=False)[0]
+    y = y + block.mlp(block.norm3(y))
+    torch.testing.assert_close(model.readout(model.norm(y)), gated, rtol=1e-5, atol=1e-5)

@@ -255,6 +255,24 @@ class TinyTranslator(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
         self.readout = nn.Linear(embed_dim, num_classes)
 
+    def _require_uniform_heads(self) -> None:
+        """Every attention layer must still have ``num_heads`` heads: ``head_mask`` gates
+        ``(3, layers, heads)``, one row per layer, and a layer made smaller by
+        :func:`mha.prune_heads` would refuse its row with a message about a mask the caller
+        never passed."""
+        layers = [(f"encoder[{i}].attn", b.attn) for i, b in enumerate(self.encoder)]
+        for i, b in enumerate(self.decoder):
+            layers += [(f"decoder[{i}].self_attn", b.self_attn),
+                       (f"decoder[{i}].cross_attn", b.cross_attn)]
+        for name, layer in layers:
+            heads = getattr(layer, "num_heads", self.num_heads)
+            if heads != self.num_heads:
+                raise ValueError(f"model.{name} has {heads} heads but TinyTranslator gates "
+                                 f"{self.num_heads} per layer (head_mask (3, layers, heads)); a "
+                                 f"layer pruned with prune_heads cannot be gated with the others: "
+                                 f"gate its heads off with head_mask (0 = removed, the same "
+                                 f"outputs) instead of pruning it")
+
     def forward(
         self,
         source: torch.Tensor,
@@ -295,6 +313,7 @@ class TinyTranslator(nn.Module):
         if source.shape[0] != target_in.shape[0]:
             raise ValueError(f"source and target_in need the same batch size, got "
                              f"{tuple(source.shape)} and {tuple(target_in.shape)}")
+        self._require_uniform_heads()
         shape = (len(KINDS), self.num_layers, self.num_heads)
         if head_mask is None:
             weight = self.readout.weight  # all gates open, in the model's dtype and device
