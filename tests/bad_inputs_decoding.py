@@ -495,6 +495,15 @@ CASES: list[Bad] = [
     Bad("t-apply-rotary-positions-huge", lambda: mha.apply_rotary(
         x(1, 5, 4), torch.arange(5) - 2**40), words=("positions",)),
     Bad("t-rotary-offset-2-31-documented", rotary_big_offset_keeps_scores, None, check=bool),
+    Bad("t-bootstrap-bfloat16-documented", lambda: bootstrap(
+        torch.tensor([1.0, 3.0, 2.0, 4.0]).bfloat16()), None,
+        check=lambda r: r.difference == bootstrap(torch.tensor([1.0, 3.0, 2.0, 4.0],
+                                                               dtype=torch.float64)).difference),
+    Bad("t-bootstrap-meta", lambda: bootstrap(torch.ones(4, device="meta")),
+        words=("x", "meta")),
+    Bad("t-bootstrap-groups-none", lambda: mha.spearman_difference_bootstrap(
+        [1, 3, 2, 4], [4, 3, 2, 1], [1, 2, 3, 4], [None] * 4, draws=16), words=("groups",
+                                                                                 "NoneType")),
     Bad("t-bootstrap-complex", lambda: bootstrap(torch.tensor([1, 2, 3, 4]) + 1j),
         words=("complex", "real")),
     Bad("t-hc-gates-eval-nan", lambda: nan_log_alpha_gates(False)(), words=("log_alpha",)),
