@@ -30,6 +30,7 @@ from torch import nn
 import mha
 
 NAN, INF = float("nan"), float("inf")
+F8 = torch.float8_e4m3fn
 
 
 def g(seed: int = 0) -> torch.Generator:
@@ -469,6 +470,10 @@ CASES: list[Bad] = [
                                                               torch.ones(2, 4,
                                                                          dtype=torch.int64)),
         words=("targets",)),
+    Bad("f-token-accuracy-nan-logits", lambda: mha.token_accuracy(
+        torch.full((1, 4, 3), NAN), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
+    Bad("f-token-accuracy-one-nan-class", lambda: mha.token_accuracy(
+        with_nan(x(1, 4, 3), (0, 2, 0)), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
     Bad("f-same-token-weight-float-tokens", lambda: mha.same_token_weight(
         torch.ones(1, 2, 3, 3) / 3, torch.ones(1, 3)), words=("tokens",)),
     # --- the outsider's tally of 2026-11-27, most serious first
@@ -490,6 +495,15 @@ CASES: list[Bad] = [
     Bad("t-apply-rotary-positions-huge", lambda: mha.apply_rotary(
         x(1, 5, 4), torch.arange(5) - 2**40), words=("positions",)),
     Bad("t-rotary-offset-2-31-documented", rotary_big_offset_keeps_scores, None, check=bool),
+    Bad("t-bootstrap-bfloat16-documented", lambda: bootstrap(
+        torch.tensor([1.0, 3.0, 2.0, 4.0]).bfloat16()), None,
+        check=lambda r: r.difference == bootstrap(torch.tensor([1.0, 3.0, 2.0, 4.0],
+                                                               dtype=torch.float64)).difference),
+    Bad("t-bootstrap-meta", lambda: bootstrap(torch.ones(4, device="meta")),
+        words=("x", "meta")),
+    Bad("t-bootstrap-groups-none", lambda: mha.spearman_difference_bootstrap(
+        [1, 3, 2, 4], [4, 3, 2, 1], [1, 2, 3, 4], [None] * 4, draws=16), words=("groups",
+                                                                                 "NoneType")),
     Bad("t-bootstrap-complex", lambda: bootstrap(torch.tensor([1, 2, 3, 4]) + 1j),
         words=("complex", "real")),
     Bad("t-hc-gates-eval-nan", lambda: nan_log_alpha_gates(False)(), words=("log_alpha",)),
@@ -513,4 +527,25 @@ CASES: list[Bad] = [
         make_attention=lambda: mha.MultiHeadAttention(4, 2)), words=("make_attention",
                                                                      "embed_dim")),
     Bad("t-dec-cache-other-batch", lambda: cached_decoder_then(3), words=("cache", "batch")),
+    # --- float8, a storage format: refused by name before torch stops inside (tester 37f F7)
+    Bad("t-f8-apply-rotary-positions", lambda: mha.apply_rotary(
+        x(1, 2, 4, 8), torch.arange(4).to(F8)), words=("positions", "float8")),
+    Bad("t-f8-hard-concrete-sample", lambda: mha.hard_concrete_sample(
+        torch.zeros(3).to(F8), torch.full((3,), 0.5)), words=("log_alpha", "float8")),
+    Bad("t-f8-hard-concrete-sample-u", lambda: mha.hard_concrete_sample(
+        torch.zeros(3), torch.full((3,), 0.5).to(F8)), words=("u", "float8")),
+    Bad("t-f8-prob-nonzero", lambda: mha.prob_nonzero(torch.zeros(3).to(F8)),
+        words=("log_alpha", "float8")),
+    Bad("t-f8-head-confidence", lambda: mha.head_confidence(
+        torch.full((1, 1, 2, 2), 0.5).to(F8)), words=("weights", "float8")),
+    Bad("t-f8-diagonal-violations", lambda: mha.diagonal_violations(
+        torch.full((2, 2), 0.5).to(F8)), words=("weights", "float8")),
+    Bad("t-f8-same-token-weight", lambda: mha.same_token_weight(
+        torch.full((1, 1, 2, 2), 0.5).to(F8), torch.zeros(1, 2, dtype=torch.long)),
+        words=("weights", "float8")),
+    Bad("t-same-token-weight-scores", lambda: mha.same_token_weight(
+        x(1, 2, 3, 3), torch.zeros(1, 3, dtype=torch.long)), words=("weights", "softmax")),
+    Bad("t-f8-translator", lambda: translator().to(F8)(torch.zeros(1, 2, dtype=torch.long),
+                                                      torch.zeros(1, 2, dtype=torch.long)),
+        words=("TinyTranslator", "float8", "model.float()")),
 ]

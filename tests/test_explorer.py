@@ -187,3 +187,39 @@ def test_scores_are_refused_as_weights_with_the_fix():
     with pytest.raises(ValueError, match="weights must be attention weights.*softmax"):
         mha.attention_explorer(list("abcd"), scores)
     mha.attention_explorer(list("abcd"), scores.softmax(dim=-1))  # the weights draw
+
+
+def test_a_bfloat16_layers_own_weights_are_drawn_and_its_scores_refused():
+    """bfloat16 softmax rows miss 1 by up to a few 1e-3: the check runs in the weights' dtype
+    (its tolerance 10 eps), not after the copy to float64 (1e-3)."""
+    for seed in range(8):
+        torch.manual_seed(seed)
+        layer = mha.MultiHeadAttention(32, 4).to(torch.bfloat16)
+        with torch.no_grad():
+            _, w = layer(torch.randn(1, 32, 32, dtype=torch.bfloat16) * 3)
+        spec = attention_explorer([str(i) for i in range(32)], w[0]).spec
+        for head, trace in enumerate(spec["data"]):
+            expected = np.round(w[0, head].double().numpy(), 3).astype(np.float32)
+            np.testing.assert_array_equal(decoded(trace), expected)
+    scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0)).bfloat16()
+    with pytest.raises(ValueError, match="weights must be attention weights.*softmax"):
+        attention_explorer(list("abcd"), scores)
+    # float8 (no sum in torch) is still checked in float64
+    half = torch.full((1, 2, 2), 0.5).to(torch.float8_e4m3fn)
+    assert decoded(attention_explorer(["a", "b"], half).spec["data"][0]).tolist() == [[0.5] * 2] * 2
+
+
+@pytest.mark.parametrize("token", ["<!--<script>", "</script><p>", "a<b"])
+def test_tokens_with_markup_stay_inside_the_script(token):
+    """A token is free text: "<!--" then "<script" inside the script puts HTML's parser in its
+    escaped state and the page after the chart is swallowed; "</script" ends it early. The
+    snippet's script holds no "<" at all, and its JSON reads back as the spec."""
+    chart = attention_explorer([token, "b"], random_weights(1, 2, 2, 2))
+    snippet = chart.to_html()
+    script = snippet.split('<script type="text/javascript">\n', 1)[1]
+    script = script[: script.rindex("</script>")]
+    assert "<" not in script
+    line = next(t for t in script.splitlines() if t.startswith("  var spec = "))
+    assert json.loads(line.removeprefix("  var spec = ").removesuffix(";")) == \
+        json.loads(chart.json)
+    assert token in chart.json.replace("\\u003c", "<")  # the hover still shows the token

@@ -74,3 +74,18 @@ def test_bad_parameters():
         mha.HardConcreteGates((2,), stretch=(0.0, 1.1))
     with pytest.raises(ValueError, match="strictly inside"):
         mha.hard_concrete_sample(torch.zeros(2), torch.tensor([0.0, 0.5]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_training_gates_have_log_alphas_dtype_and_the_float32_values(dtype):
+    """The sample is computed in float32 (1 - 1e-6 rounds to 1 in these dtypes) and returned in
+    log_alpha's dtype, as the docstring says, so it fits a model of that dtype as head_mask."""
+    gates = mha.HardConcreteGates((2, 3), init_log_alpha=0.5).to(dtype).train()
+    reference = mha.HardConcreteGates((2, 3), init_log_alpha=0.5).train()
+    sampled = gates(4, torch.Generator().manual_seed(0))
+    assert sampled.dtype == dtype and sampled.shape == (4, 2, 3)
+    expected = reference(4, torch.Generator().manual_seed(0)).detach().to(dtype)
+    assert torch.equal(sampled.detach(), expected)
+    layer = mha.MultiHeadAttention(6, 3).to(dtype)
+    out, _ = layer(torch.randn(2, 5, 6, dtype=dtype), head_mask=gates(2)[:, 0])
+    assert out.dtype == dtype

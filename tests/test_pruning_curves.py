@@ -56,6 +56,34 @@ def test_iterative_order_adapts_where_one_shot_cannot():
     assert mha.iterative_pruning_order(lambda m: fixed, (2, 2)) == mha.pruning_order(fixed)
 
 
+def test_pruning_curves_take_the_models_dtype():
+    """A float64 model's head_mask refuses float32 masks: dtype= passes its own, and without it
+    the message points to dtype= rather than to a head_mask the caller never passed."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2).double()
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+
+    def evaluate(mask):
+        return float(layer(x, head_mask=mask[0])[0].detach().abs().sum())
+
+    def importance(mask):
+        return torch.stack([layer(x, head_mask=mask[0] * (1 - torch.eye(2, dtype=mask.dtype)[h])
+                                  )[0].detach().abs().sum() for h in range(2)])[None]
+
+    expected = [evaluate(torch.tensor([[1.0, 1.0]], dtype=torch.float64)),
+                evaluate(torch.tensor([[0.0, 1.0]], dtype=torch.float64))]
+    assert mha.pruning_curve(evaluate, [(0, 0)], (1, 2), dtype=torch.float64) == expected
+    assert mha.masks_along([(0, 0)], (1, 2), dtype=torch.float64).dtype == torch.float64
+    assert mha.iterative_pruning_order(importance, (1, 2), dtype=torch.float64) == \
+        mha.pruning_order(importance(torch.ones(1, 2, dtype=torch.float64)))
+    with pytest.raises(ValueError, match=r"pass the model's dtype as dtype="):
+        mha.pruning_curve(evaluate, [(0, 0)], (1, 2))
+    with pytest.raises(ValueError, match=r"pass the model's dtype as dtype="):
+        mha.iterative_pruning_order(importance, (1, 2))
+    with pytest.raises(ValueError, match="dtype must be a floating"):
+        mha.masks_along([(0, 0)], (1, 2), dtype=torch.int64)
+
+
 def test_lookup_targets_against_a_loop():
     tokens, targets = mha.lookup_batch(20, 7, 5, torch.Generator().manual_seed(0))
     assert tokens.shape == targets.shape == (20, 8)

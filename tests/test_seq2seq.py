@@ -1,5 +1,7 @@
 """The toy translator: the task, the encoder-decoder, and seed claim 7.5 (pruning by kind)."""
 
+import copy
+
 import pytest
 import torch
 
@@ -340,3 +342,95 @@ def test_with_the_best_single_head_of_each_kind_kept_the_encoder_decoder_attenti
     assert [spread([best[s, kind] for s in nets], 2) for kind in KINDS] == [
         "0.89-1.00", "0.85-1.00", "0.35-0.49"]
     assert sum(best[s, cross] < min(best[s, enc], best[s, dec]) for s in nets) == 6
+
+
+def small_translator_and_batches():
+    torch.manual_seed(0)
+    model = mha.TinyTranslator(5, 11, 10, max_len=6, embed_dim=16, num_heads=2, num_layers=1)
+    dictionary = mha.translation_dictionary(5)
+    gen = torch.Generator().manual_seed(0)
+    return model, [mha.translation_batch(4, 5, dictionary, gen) for _ in range(2)]
+
+
+def test_kind_importance_sums_each_batch_mean_loss_gradient_then_normalises_layers():
+    """What the docstring says, against autograd on the model's own loss, batch by batch."""
+    model, batches = small_translator_and_batches()
+    model = model.double()
+    total = torch.zeros(3, 1, 2, dtype=torch.float64)
+    for source, target_in, target_out in batches:
+        gates = torch.ones(3, 1, 2, dtype=torch.float64, requires_grad=True)
+        logits = model(source, target_in, gates)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target_out.flatten())
+        loss.backward()
+        total += gates.grad.abs()
+    expected = total / total.norm(dim=-1, keepdim=True)
+    result = kind_importance(model, batches)
+    assert result.dtype == torch.float64  # the gates follow the model's dtype
+    torch.testing.assert_close(result, expected, rtol=1e-10, atol=0)
+
+
+def test_kind_importance_and_curves_refuse_a_nan_model():
+    model, batches = small_translator_and_batches()
+    with torch.no_grad():
+        model.readout.bias[0] = float("nan")
+    with pytest.raises(ValueError, match="loss of model on batches.0. is nan"):
+        kind_importance(model, batches)
+    importance = torch.rand(3, 1, 2)
+    # argmax counts NaN as the largest score: the accuracy would be the share of class 0
+    for curves in (kind_pruning_curves, agreement_pruning_curves):
+        with pytest.raises(ValueError, match="scores of model holds NaN"):
+            curves(model, importance, *batches[0])
+
+
+def test_kind_importance_and_curves_in_float64_agree_with_float32():
+    model, batches = small_translator_and_batches()
+    wide = copy.deepcopy(model).double()
+    torch.testing.assert_close(kind_importance(wide, batches),
+                               kind_importance(model, batches).double(), rtol=1e-4, atol=1e-6)
+    importance = torch.rand(3, 1, 2, generator=torch.Generator().manual_seed(1))
+    assert kind_pruning_curves(wide, importance, *batches[0]) == \
+        kind_pruning_curves(model, importance, *batches[0])
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda b: [(b[0], b[1], b[2] + 50)], "target_out of batches.0. must lie in 0..9"),
+    (lambda b: [(b[0], b[1], b[2][:, :3])], "target_out of batches.0. must have target_in's"),
+    (lambda b: [(b[0], b[1], b[2].float())], "target_out of batches.0. must be an integer"),
+    (lambda b: [(b[0], b[1])], "batches.0. must be a triple"),
+])
+def test_kind_importance_names_a_bad_batch(make, words):
+    model, batches = small_translator_and_batches()
+    with pytest.raises(ValueError, match=words):
+        kind_importance(model, make(batches[0]))
+
+
+def test_kind_pruning_curves_name_bad_targets_and_importance():
+    model, batches = small_translator_and_batches()
+    source, target_in, target_out = batches[0]
+    with pytest.raises(ValueError, match="target_out must have target_in's shape"):
+        kind_pruning_curves(model, torch.rand(3, 1, 2), source, target_in, target_out[:, :3])
+    with pytest.raises(ValueError, match=r"importance must have shape \(3, 1, 2\)"):
+        agreement_pruning_curves(model, torch.rand(3, 2), source, target_in, target_out)
+    with pytest.raises(ValueError, match="importance holds NaN"):
+        kind_pruning_curves(model, torch.full((3, 1, 2), float("nan")), *batches[0])
+
+
+def test_a_translator_with_one_pruned_layer_says_so_and_gating_gives_its_outputs():
+    model, batches = small_translator_and_batches()
+    source, target_in, _ = batches[0]
+    gates = torch.ones(3, 1, 2)
+    gates[2, 0, 1] = 0.0  # cross-attention's head 1 gated off
+    gated = model(source, target_in, gates)
+    pruned = copy.deepcopy(model)
+    pruned.decoder[0].cross_attn = mha.prune_heads(pruned.decoder[0].cross_attn, [1])
+    with pytest.raises(ValueError, match=r"model.decoder\[0\].cross_attn has 1 heads but "
+                                         r"TinyTranslator gates 2 per layer"):
+        pruned(source, target_in)
+    # what the message advises: the gated model computes what the pruned layer would
+    memory = model.encoder_norm(model.encoder[0](model.source_embedding(source)
+                                                 + model.source_positions[:5])[0])
+    block, y = pruned.decoder[0], model.target_embedding(target_in) + model.target_positions[:5]
+    y = y + block.self_attn(block.norm1(y), is_causal=True, need_weights=False)[0]
+    y = y + block.cross_attn(block.norm2(y), memory, need_weights=False)[0]
+    y = y + block.mlp(block.norm3(y))
+    torch.testing.assert_close(model.readout(model.norm(y)), gated, rtol=1e-5, atol=1e-5)

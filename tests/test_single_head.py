@@ -362,6 +362,57 @@ def test_one_head_learns_the_single_lookup_and_a_projection_cannot():
     assert abs(residual.square().mean() / flat.square().mean() - (1 - 1 / n**2)) < 0.005
 
 
+def lookup_model(n: int = 8, m: int = 4) -> mha.LookupModel:
+    torch.manual_seed(0)
+    return mha.LookupModel(mha.MultiHeadAttention(2 * n + m, 2, head_dim=4), 2 * n + m, m)
+
+
+def test_train_lookup_that_diverges_raises_and_puts_the_parameters_back():
+    model = lookup_model()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with pytest.raises(ValueError, match=r"loss of model is (inf|nan) at step \d+: training "
+                                         r"diverged \(try a smaller lr than 1000000.0\)"):
+        mha.train_lookup(model, 8, 4, steps=40, batch=16, lr=1e6)
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name
+    assert mha.relative_error(model, 8, 4) == mha.relative_error(lookup_model(), 8, 4)
+
+
+def test_train_lookup_refuses_a_frozen_or_float16_model_by_name():
+    with pytest.raises(ValueError, match="model has no trainable parameter"):
+        mha.train_lookup(lookup_model().requires_grad_(False), 8, 4, steps=2)
+    with pytest.raises(ValueError, match="model has float16 parameters"):
+        mha.train_lookup(lookup_model().half(), 8, 4, steps=2)
+
+
+def test_train_lookup_trains_only_what_requires_grad():
+    """Adam over the trainable parameters only: a frozen read-out stays as it was, and the
+    losses equal those of Adam over every parameter (frozen ones get no gradient)."""
+    model, reference = lookup_model(), lookup_model()
+    model.readout.requires_grad_(False)
+    reference.readout.requires_grad_(False)
+    frozen = model.readout.weight.detach().clone()
+    losses = mha.train_lookup(model, 8, 4, steps=5, batch=16, seed=3)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    generator, expected = torch.Generator().manual_seed(3), []
+    for _ in range(5):
+        x, y, _ = mha.lookup_task(16, 8, 4, generator=generator)
+        loss = (reference(x) - y).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        expected.append(loss.item())
+    assert losses == expected and torch.equal(model.readout.weight, frozen)
+
+
+def test_relative_error_refuses_a_nan_model():
+    model = lookup_model()
+    with torch.no_grad():
+        model.readout.bias[0] = float("nan")
+    with pytest.raises(ValueError, match="model's predictions holds? NaN"):
+        mha.relative_error(model, 8, 4)
+
+
 def test_relative_error_of_the_zero_predictor_is_one():
     class Zero(torch.nn.Module):
         def forward(self, x):

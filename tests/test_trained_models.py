@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import mha
+from mha.models import trained_models
 from mha.models.trained_models import (
     AGREEMENT_RECIPE,
     DECODER_RECIPE,
@@ -112,3 +113,19 @@ def test_stopping_early_runs_the_first_steps_of_the_whole_schedule():
     for step in prefix:  # the learning rate follows the 10-step cosine, not a 3-step one
         for a, b in zip(whole[step], prefix[step], strict=True):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("train", [
+    lambda: mha.train_lookup_encoder(stop_after=1),
+    lambda: trained_models.train_translator(stop_after=1),
+    lambda: trained_models.train_agreement_translator(stop_after=1),
+    lambda: trained_models.train_decoder_variant("mha", stop_after=1),
+], ids=["lookup_encoder", "translator", "agreement_translator", "decoder_variant"])
+def test_training_by_a_recipe_leaves_the_callers_global_rng_as_it_was(train):
+    """The recipes seed their own stream (torch.random.fork_rng, as train_position_model):
+    the draws a caller makes after training are those it would have made without it."""
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    train()
+    assert torch.equal(torch.rand(3), expected)

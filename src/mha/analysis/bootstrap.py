@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha._validation import check_allocation, require_int, require_number
+from mha._validation import check_allocation, require_int, require_number, require_values
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,17 @@ def _is_complex(values: object) -> bool:
         return False
 
 
+def _tensor_to_numpy(name: str, values: torch.Tensor) -> np.ndarray:
+    """A tensor's values as numpy: meta has none, and numpy has no bfloat16 (float64 holds
+    every floating value exactly)."""
+    require_values(name, values)
+    values = values.detach().cpu()
+    return (values.double() if values.is_floating_point() else values).numpy()
+
+
 def _vector(name: str, values: object) -> np.ndarray:
     if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
+        values = _tensor_to_numpy(name, values)
     if _is_complex(values):  # np.asarray(..., float64) would drop the imaginary part
         raise ValueError(f"{name} must be real numbers, got complex ones; pass their real part "
                          f"or magnitude explicitly")
@@ -102,7 +110,7 @@ def spearman_difference_bootstrap(
     if not level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level:g}")
     if isinstance(groups, torch.Tensor):
-        groups = groups.detach().cpu().numpy()
+        groups = _tensor_to_numpy("groups", groups)
     groups = np.asarray(groups)
     if groups.ndim != 1:
         raise ValueError(f"groups must be 1-D, got shape {groups.shape}")
@@ -110,7 +118,11 @@ def spearman_difference_bootstrap(
     if not len(y) == len(grades) == len(groups) == n:
         raise ValueError(f"x, y, grades and groups must have the same length, got {len(x)}, "
                          f"{len(y)}, {len(grades)} and {len(groups)}")
-    labels, inverse = np.unique(groups, return_inverse=True)
+    try:
+        labels, inverse = np.unique(groups, return_inverse=True)
+    except TypeError:  # numpy sorts the labels: None, or numbers mixed with objects, do not
+        raise ValueError(f"groups must hold labels of one sortable kind (ints or strings), "
+                         f"got {sorted({type(g).__name__ for g in groups.tolist()})}") from None
     counts = np.bincount(inverse)
     if len(labels) < 2:
         raise ValueError(f"groups must hold at least 2 groups, got {len(labels)}")

@@ -6,6 +6,8 @@ import torch
 
 from mha._validation import (
     check_output_allocation,
+    may_read_values,
+    refuse_float8,
     require_finite,
     require_float_tensor,
     require_int_tensor,
@@ -25,10 +27,12 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     neighbour holds the same symbol.
 
     ``weights`` floating; the result has its dtype. Raises ``ValueError`` naming ``weights`` or
-    ``tokens`` for a wrong type, shape, device or non-finite weights;
+    ``tokens`` for a wrong type, shape, device, non-finite weights or weights outside [0, 1]
+    (scores, not softmax outputs);
     :class:`mha.MemoryBudgetError` when the product would exceed the memory budget.
     """
     require_float_tensor("weights", weights, min_dim=4)
+    refuse_float8("weights", weights)  # torch has no isfinite or arithmetic for it
     if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[0] == 0:
         raise ValueError(f"weights must have shape (batch, heads, n, n) with batch >= 1, got "
                          f"{tuple(weights.shape)}")
@@ -45,6 +49,13 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     require_values("weights", weights)  # the score is read off the values
     require_finite("weights", weights, "attention weights are numbers in [0, 1]; check the "
                    "model that produced them")
+    # raw scores would give a "weight" below 0 or above 1 that reads like a finding; rows need
+    # not sum to 1 (chapter 7 drops the start token's key)
+    if may_read_values(weights) and weights.numel() and (
+            float(weights.min()) < 0 or float(weights.max()) > 1 + 1e-3):
+        raise ValueError(f"weights must be attention weights in [0, 1], got values from "
+                         f"{float(weights.min()):.3g} to {float(weights.max()):.3g}; pass "
+                         f"softmax outputs, not scores")
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, n, n)
     same &= ~torch.eye(n, dtype=torch.bool, device=tokens.device)  # other positions only
     return (weights * same[:, None].to(weights.dtype)).sum(dim=-1).mean(dim=(0, 2))

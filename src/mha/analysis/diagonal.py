@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from mha._validation import check_output_allocation, require_float_tensor, require_values
+from mha._validation import (
+    check_output_allocation,
+    refuse_float8,
+    require_float_tensor,
+    require_values,
+)
 
 
 def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
@@ -23,6 +28,7 @@ def diagonal_violations(weights: torch.Tensor) -> torch.Tensor:
     comparison would exceed the memory budget.
     """
     require_float_tensor("weights", weights, min_dim=2)
+    refuse_float8("weights", weights)  # torch has no isfinite for it
     n_q, n_k = weights.shape[-2:]
     if n_q != n_k:
         raise ValueError(

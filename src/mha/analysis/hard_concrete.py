@@ -25,6 +25,7 @@ from mha._validation import (
     broadcast_batch,
     check_allocation,
     check_output_allocation,
+    refuse_float8,
     require_float_tensor,
     require_generator,
     require_int,
@@ -66,6 +67,8 @@ def hard_concrete_sample(
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
     require_float_tensor("u", u, min_dim=0)
+    refuse_float8("log_alpha", log_alpha)  # torch would stop at the dtype promotion
+    refuse_float8("u", u)
     require_same_device(("log_alpha", log_alpha), ("u", u))
     shape = broadcast_batch(("log_alpha", log_alpha.shape), ("u", u.shape))
     # before any look at the values: a stride-0 view of u costs nothing, the gates do
@@ -94,6 +97,7 @@ def prob_nonzero(
     :class:`mha.MemoryBudgetError` when the result would exceed the memory budget."""
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
+    refuse_float8("log_alpha", log_alpha)  # torch has no arithmetic for it
     check_output_allocation("prob_nonzero's output", "log_alpha", log_alpha, log_alpha.shape,
                             log_alpha.dtype, "use fewer gates")
     require_no_nan("log_alpha", log_alpha, NAN_LOG_ALPHA)
@@ -152,8 +156,11 @@ class HardConcreteGates(nn.Module):
         size = self.log_alpha.shape if batch is None else (batch, *self.log_alpha.shape)
         check_allocation("HardConcreteGates", size, self.log_alpha.dtype, "use a smaller batch")
         # keep u away from 0 and 1 so that logit(u) stays finite
+        # (in float32: 1 - 1e-6 rounds to 1 in float16 and bfloat16, whose gates are computed
+        # in float32 and returned in log_alpha's dtype, as documented, for its head_mask)
         u = torch.rand(size, generator=generator).clamp(1e-6, 1 - 1e-6)
-        return hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)
+        gates = hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)
+        return gates.to(self.log_alpha.dtype)
 
     def prob_nonzero(self) -> torch.Tensor:
         """``P(z != 0)`` for every gate, the shape of ``log_alpha``.

@@ -6,6 +6,7 @@ import torch
 
 from mha._validation import (
     check_output_allocation,
+    refuse_float8,
     require_bool_tensor,
     require_distributions,
     require_float_tensor,
@@ -18,6 +19,7 @@ from mha._validation import (
 def _check(weights: torch.Tensor, token_mask: torch.Tensor | None,
            name: str = "token_mask") -> torch.Tensor:
     require_float_tensor("weights", weights, min_dim=4)
+    refuse_float8("weights", weights)  # torch has no isfinite or sum for it
     if weights.dim() != 4 or weights.shape[0] == 0 or weights.shape[2] == 0:
         raise ValueError(f"weights must be self-attention weights of shape (batch, heads, n, n) "
                          f"with batch, n >= 1, got {tuple(weights.shape)}")

@@ -11,6 +11,7 @@ from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_callable,
+    require_float_dtype,
     require_shape,
     require_tensor,
     require_values,
@@ -72,45 +73,64 @@ def pruning_order(scores: torch.Tensor) -> list[tuple[int, int]]:
     return [(i // heads, i % heads) for i in flat]
 
 
-def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int]) -> torch.Tensor:
+def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int], *,
+                dtype: torch.dtype | None = None) -> torch.Tensor:
     """Gates after removing the first k heads of ``order``, for k = 0..len(order).
 
-    Returns a float tensor ``(len(order) + 1, layers, heads)``: row k is one everywhere except
-    zeros at the first k heads of the order.
+    Returns a float tensor ``(len(order) + 1, layers, heads)`` of ``dtype`` (``None``: torch's
+    default): row k is one everywhere except zeros at the first k heads of the order.
 
-    Raises ``ValueError`` naming ``shape`` or ``order`` (heads outside ``shape`` or repeated);
-    :class:`mha.MemoryBudgetError` when the masks would exceed the memory budget.
+    Raises ``ValueError`` naming ``shape``, ``order`` (heads outside ``shape`` or repeated) or
+    ``dtype``; :class:`mha.MemoryBudgetError` when the masks would exceed the memory budget.
     """
     shape = require_shape("shape", shape, 2)
-    check_allocation("masks_along", shape, torch.float32, "use a smaller shape")
+    dtype = require_float_dtype("dtype", dtype)
+    check_allocation("masks_along", shape, dtype, "use a smaller shape")
     order = _check_order(order, shape)
-    check_allocation("masks_along", (len(order) + 1, *shape), torch.float32,
+    check_allocation("masks_along", (len(order) + 1, *shape), dtype,
                      "use a smaller shape or a shorter order")
     layers, heads = shape
-    masks = torch.ones(len(order) + 1, layers, heads)
+    masks = torch.ones(len(order) + 1, layers, heads, dtype=dtype)
     for k, (layer, head) in enumerate(order, start=1):
         masks[k:, layer, head] = 0.0
     return masks
+
+
+def _dtype_hint(error: ValueError, function: str, dtype: torch.dtype) -> ValueError:
+    """The model refused the masks' dtype deep inside the callable, in a message about a
+    ``head_mask`` the caller never passed: point to ``dtype=`` (as head_importance does)."""
+    return ValueError(f"{error}. {function}'s masks are {dtype}: pass the model's dtype as "
+                      f"dtype= (e.g. {function}(..., dtype=torch.float64))")
 
 
 def pruning_curve(
     evaluate: Callable[[torch.Tensor], float],
     order: Sequence[tuple[int, int]],
     shape: tuple[int, int],
+    *,
+    dtype: torch.dtype | None = None,
 ) -> list[float]:
     """``[evaluate(mask_k) for k = 0..len(order)]``, the masks of ``masks_along``.
 
     ``evaluate(mask)`` runs the model with ``head_mask=mask`` (``(layers, heads)``) and returns
-    a score such as the accuracy.
+    a score such as the accuracy. The masks have ``dtype``: pass the model's (its ``head_mask``
+    refuses another float dtype); ``None`` is torch's default dtype.
 
     Each mask is float ``(layers, heads)``. Raises ``ValueError`` as :func:`masks_along` does,
-    naming ``evaluate`` when it is not callable or does not return a number;
-    :class:`mha.MemoryBudgetError` when the masks would exceed the memory budget.
+    naming ``evaluate`` when it is not callable or does not return a number, and ``dtype=``
+    when the model refuses the masks' dtype; :class:`mha.MemoryBudgetError` when the masks
+    would exceed the memory budget.
     """
     require_callable("evaluate", evaluate)
+    masks = masks_along(order, shape, dtype=dtype)
     scores = []
-    for mask in masks_along(order, shape):
-        score = evaluate(mask)
+    for mask in masks:
+        try:
+            score = evaluate(mask)
+        except ValueError as error:
+            if "head_mask" not in str(error) or "dtype" not in str(error):
+                raise
+            raise _dtype_hint(error, "pruning_curve", masks.dtype) from error
         try:
             scores.append(float(score))
         except (TypeError, ValueError, RuntimeError):
@@ -120,7 +140,8 @@ def pruning_curve(
 
 
 def iterative_pruning_order(
-    importance: Callable[[torch.Tensor], torch.Tensor], shape: tuple[int, int]
+    importance: Callable[[torch.Tensor], torch.Tensor], shape: tuple[int, int], *,
+    dtype: torch.dtype | None = None,
 ) -> list[tuple[int, int]]:
     """Remove heads one at a time, re-scoring the survivors after each removal.
 
@@ -129,17 +150,25 @@ def iterative_pruning_order(
     scores once, with every head present; this variant lets the ranking adapt to the heads that
     are gone, at the price of one importance computation per head.
 
-    ``mask`` and the scores are float ``(layers, heads)``. Raises ``ValueError`` naming
-    ``importance`` (not callable, or returning scores of another shape or type) or ``shape``;
+    ``mask`` and the scores are float ``(layers, heads)``; ``mask`` has ``dtype``: pass the
+    model's (its ``head_mask`` refuses another float dtype); ``None`` is torch's default.
+    Raises ``ValueError`` naming ``importance`` (not callable, or returning scores of another
+    shape or type), ``shape`` or ``dtype`` (also when the model refuses the mask's dtype);
     :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
     """
     require_callable("importance", importance)
     shape = require_shape("shape", shape, 2)
-    check_allocation("iterative_pruning_order", shape, torch.float32, "use a smaller shape")
-    mask = torch.ones(shape)
+    dtype = require_float_dtype("dtype", dtype)
+    check_allocation("iterative_pruning_order", shape, dtype, "use a smaller shape")
+    mask = torch.ones(shape, dtype=dtype)
     order = []
     for _ in range(shape[0] * shape[1]):
-        scores = importance(mask.clone())
+        try:
+            scores = importance(mask.clone())
+        except ValueError as error:
+            if "head_mask" not in str(error) or "dtype" not in str(error):
+                raise
+            raise _dtype_hint(error, "iterative_pruning_order", dtype) from error
         # removed heads' scores are ignored
         _check_scores(scores, shape, nan_ok=True, name="the scores importance(mask) returned")
         scores = scores.double().masked_fill(mask == 0, float("inf"))

@@ -60,9 +60,13 @@ def _as_array(weights: object) -> np.ndarray:
         check_output_allocation("attention_explorer's copy", "weights", weights,
                                 weights.shape, torch.float64,
                                 "show fewer layers, heads or tokens")
+    given = None  # a float tensor as passed: checked as distributions in its own dtype
     if isinstance(weights, torch.Tensor):
         require_values("weights", weights)  # the chart shows the values: meta has none
-        weights = weights.detach().cpu().double().numpy()
+        given = weights.detach().cpu()
+        weights = given.double().numpy()
+        if not given.is_floating_point() or given.dtype.itemsize == 1:
+            given = None  # float8 has no sum in torch: checked in float64, as before
     if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.floating):
         raise ValueError(f"weights must be a float torch.Tensor or numpy array, got "
                          f"{type(weights).__name__}")
@@ -74,7 +78,9 @@ def _as_array(weights: object) -> np.ndarray:
     if not np.isfinite(weights).all():
         raise ValueError("weights must be finite (no NaN or inf)")
     # the colour scale and the hover say "weight": raw scores would be drawn without a word
-    require_distributions("weights", torch.from_numpy(weights))
+    # in the input's dtype: the tolerance for a bfloat16 softmax's rows (10 eps) is lost in
+    # float64, where real bfloat16 softmax outputs would read as "not softmax outputs"
+    require_distributions("weights", torch.from_numpy(weights) if given is None else given)
     return weights
 
 
@@ -138,8 +144,10 @@ class AttentionExplorer:
             library = f"<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
         fallback = html.escape("An interactive chart: it needs plotly.js, which the course's "
                                "book, JupyterLab and Colab provide.")
-        # "</" inside the JSON would end the script element early
-        spec = self.json.replace("</", "<\\/")
+        # every "<" as JSON's \u003c (the same string to JavaScript): "</script>" would end the
+        # script element early, and "<!--" followed by "<script" would make the HTML parser
+        # swallow the rest of the page (a token is free text)
+        spec = self.json.replace("<", "\\u003c")
         return (
             f"{library}<div id=\"{self.element_id}\" class=\"mha-plotly\" "
             f"style=\"width:100%;height:{self.spec['layout']['height']}px\">{fallback}</div>\n"

@@ -62,6 +62,8 @@ def apply_rotary(
     require_tensor("positions", positions)
     if positions.dtype == torch.bool or positions.is_complex():
         raise ValueError(f"positions must be integer or real, got {positions.dtype}")
+    if positions.is_floating_point():
+        refuse_float8("positions", positions)  # torch has no isfinite or arithmetic for it
     require_same_device(("x", x), ("positions", positions))
     if positions.dim() not in (1, x.dim() - 1):
         # (B, n) against x (B, h, n, d) would line B up with the heads: refuse, as for masks

@@ -38,6 +38,8 @@ from mha._validation import (
     require_generator,
     require_int,
     require_int_tensor,
+    require_module,
+    require_no_nan,
     require_nonempty,
     require_optional_int,
     require_tensor,
@@ -253,6 +255,24 @@ class TinyTranslator(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
         self.readout = nn.Linear(embed_dim, num_classes)
 
+    def _require_uniform_heads(self) -> None:
+        """Every attention layer must still have ``num_heads`` heads: ``head_mask`` gates
+        ``(3, layers, heads)``, one row per layer, and a layer made smaller by
+        :func:`mha.prune_heads` would refuse its row with a message about a mask the caller
+        never passed."""
+        layers = [(f"encoder[{i}].attn", b.attn) for i, b in enumerate(self.encoder)]
+        for i, b in enumerate(self.decoder):
+            layers += [(f"decoder[{i}].self_attn", b.self_attn),
+                       (f"decoder[{i}].cross_attn", b.cross_attn)]
+        for name, layer in layers:
+            heads = getattr(layer, "num_heads", self.num_heads)
+            if heads != self.num_heads:
+                raise ValueError(f"model.{name} has {heads} heads but TinyTranslator gates "
+                                 f"{self.num_heads} per layer (head_mask (3, layers, heads)); a "
+                                 f"layer pruned with prune_heads cannot be gated with the others: "
+                                 f"gate its heads off with head_mask (0 = removed, the same "
+                                 f"outputs) instead of pruning it")
+
     def forward(
         self,
         source: torch.Tensor,
@@ -266,7 +286,14 @@ class TinyTranslator(nn.Module):
         are floating, in the module's dtype. Raises ``ValueError`` naming ``source``,
         ``target_in`` (not integer ids in their vocabulary of one batch size, or longer than
         ``max_len``) or ``head_mask``; :class:`mha.MemoryBudgetError` when the activations would
-        exceed the memory budget."""
+        exceed the memory budget; ``ValueError`` for a float8 model (a storage format torch
+        does not compute with)."""
+        dtype = self.readout.weight.dtype
+        if dtype.itemsize == 1:  # torch would stop at the first addition ("add_stub")
+            raise ValueError(f"TinyTranslator's parameters are {dtype}, a storage format torch "
+                             f"does not compute with (no matrix products or additions); "
+                             f"convert the model with model.float() (or "
+                             f"model.to(torch.bfloat16))")
         for name, tokens, vocab in [
                 ("source", source, self.source_embedding.num_embeddings),
                 ("target_in", target_in, self.target_embedding.num_embeddings)]:
@@ -286,6 +313,7 @@ class TinyTranslator(nn.Module):
         if source.shape[0] != target_in.shape[0]:
             raise ValueError(f"source and target_in need the same batch size, got "
                              f"{tuple(source.shape)} and {tuple(target_in.shape)}")
+        self._require_uniform_heads()
         shape = (len(KINDS), self.num_layers, self.num_heads)
         if head_mask is None:
             weight = self.readout.weight  # all gates open, in the model's dtype and device
@@ -305,21 +333,73 @@ class TinyTranslator(nn.Module):
         return self.readout(self.norm(y))
 
 
+def _check_targets(model: TinyTranslator, target_in: torch.Tensor, target_out: object,
+                   name: str = "target_out") -> torch.Tensor:
+    """``target_out`` the classes ``(B, n_y)`` of ``model``'s read-out, one per position of
+    ``target_in`` (checked by the model's forward): torch would stop inside cross_entropy, or
+    compare tensors of other shapes."""
+    require_int_tensor(name, target_out, dim=2)
+    if target_out.shape != target_in.shape:
+        raise ValueError(f"{name} must have target_in's shape {tuple(target_in.shape)} (one "
+                         f"class per target position), got {tuple(target_out.shape)}")
+    return require_token_ids(name, target_out, model.readout.out_features)
+
+
+def _scores(model: TinyTranslator, source: torch.Tensor, target_in: torch.Tensor,
+            gates: torch.Tensor) -> torch.Tensor:
+    """``model``'s scores, refused when NaN: argmax takes NaN for the largest score and an
+    accuracy of NaN logits would look like a real one."""
+    return require_no_nan("the scores of model", model(source, target_in, gates),
+                          "check model's parameters (a NaN or inf weight, or a diverged "
+                          "training)")
+
+
+def _gates(model: TinyTranslator, shape: tuple[int, ...]) -> torch.Tensor:
+    """All-open gates in the model's dtype and device: its head_mask refuses another float
+    dtype, with a message about a mask the caller never passed."""
+    weight = model.readout.weight
+    return torch.ones(shape, dtype=weight.dtype, device=weight.device)
+
+
 def kind_importance(
     model: TinyTranslator, batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 ) -> torch.Tensor:
-    r"""Michel et al.'s head importance ``E |dL/d xi|`` for every head of ``model``, shape
-    ``(3, layers, heads)`` (kinds in the order of :data:`mha.models.seq2seq.KINDS`), each layer's
-    scores divided by their l2 norm. ``batches`` hold ``(source, target_in, target_out)``."""
+    r"""Head importance after Michel et al. for every head of ``model``, shape
+    ``(3, layers, heads)`` (kinds in the order of :data:`mha.models.seq2seq.KINDS`):
+    ``sum_B |dL_B / d xi|``, the absolute gradient of each batch's *mean* cross-entropy
+    ``L_B`` with respect to the head's gate, summed over the batches, then each layer's scores
+    divided by their l2 norm (a batch variant of the paper's per-example ``E |dL/d xi|``, as
+    :func:`mha.head_importance` computes). ``batches`` hold ``(source, target_in, target_out)``.
+
+    The result has the model's dtype. Raises ``ValueError`` naming ``model`` (not a
+    :class:`TinyTranslator`), ``batches`` (none, or an item that is not a triple),
+    ``target_out`` (not the model's classes, or not one per position of ``target_in``), or a
+    NaN or inf loss or gradient (the importances would be NaN).
+    """
     from mha.tasks.neighbour_task import cross_entropy
 
+    require_module("model", model, TinyTranslator)
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
     shape = (len(KINDS), model.num_layers, model.num_heads)
-    total = torch.zeros(shape)
-    for source, target_in, target_out in batches:
-        gates = torch.ones(shape, requires_grad=True)
-        loss = cross_entropy(model(source, target_in, gates), target_out)
+    total = _gates(model, shape).zero_()
+    for index, batch in enumerate(batches):
+        if not isinstance(batch, tuple | list) or len(batch) != 3:
+            raise ValueError(f"batches[{index}] must be a triple (source, target_in, "
+                             f"target_out), got {type(batch).__name__} of length "
+                             f"{len(batch) if isinstance(batch, tuple | list) else '-'}")
+        source, target_in, target_out = batch
+        gates = _gates(model, shape).requires_grad_()
+        scores = model(source, target_in, gates)
+        _check_targets(model, target_in, target_out, f"target_out of batches[{index}]")
+        loss = cross_entropy(scores, target_out)
+        if not torch.isfinite(loss.detach()):  # as head_importance: never NaN importances
+            raise ValueError(f"the loss of model on batches[{index}] is {loss.item()}: head "
+                             f"importance would be NaN; check model's parameters (a NaN or "
+                             f"inf weight) and the batch")
         (grad,) = torch.autograd.grad(loss, gates)
+        if not torch.isfinite(grad).all():
+            raise ValueError(f"the gradient of model's loss with respect to the gates is not "
+                             f"finite for batches[{index}]: head importance would be NaN")
         total += grad.abs()
     return total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)
 
@@ -343,14 +423,21 @@ def kind_pruning_curves(
     ``{kind: {"token": [...], "word": [...], "bit": [...]}}``: the token accuracy and, apart,
     how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
     right.
+
+    Raises ``ValueError`` naming ``model`` (not a :class:`TinyTranslator`, or scores that hold
+    NaN: argmax would count NaN as the largest score and give a believable accuracy),
+    ``importance`` (not ``(3, layers, heads)``, or NaN) or ``target_out`` (not the model's
+    classes, one per position of ``target_in``).
     """
+    _check_curve_inputs(model, importance, target_in, target_out)
+
     def accuracies(gates):
-        predicted = model(source, target_in, gates).argmax(-1)
+        predicted = _scores(model, source, target_in, gates).argmax(-1)
         return {"token": (predicted == target_out).double().mean().item(),
                 "word": (predicted // 2 == target_out // 2).double().mean().item(),
                 "bit": (predicted % 2 == target_out % 2).double().mean().item()}
 
-    curves = _pruned_by_kind(importance, accuracies)
+    curves = _pruned_by_kind(model, importance, accuracies)
     return curves if by_part else {kind: parts["token"] for kind, parts in curves.items()}
 
 
@@ -368,27 +455,45 @@ def agreement_pruning_curves(
     positions ``FREE_POSITIONS .. n-1`` (the earlier agreement bits are free choices).
 
     The parts of token ``y = 4 word + 2 sense + agreement``: ``y // 4``, ``(y // 2) mod 2``,
-    ``y mod 2``; chance is ``1/V``, 1/2 and 1/2."""
+    ``y mod 2``; chance is ``1/V``, 1/2 and 1/2.
+
+    Raises ``ValueError`` as :func:`kind_pruning_curves` does."""
+    _check_curve_inputs(model, importance, target_in, target_out)
     target = target_out[:, FREE_POSITIONS:]
 
     def accuracies(gates):
-        predicted = model(source, target_in, gates).argmax(-1)[:, FREE_POSITIONS:]
+        predicted = _scores(model, source, target_in, gates).argmax(-1)[:, FREE_POSITIONS:]
         return {"token": (predicted == target).double().mean().item(),
                 "word": (predicted // 4 == target // 4).double().mean().item(),
                 "sense": (predicted // 2 % 2 == target // 2 % 2).double().mean().item(),
                 "agreement": (predicted % 2 == target % 2).double().mean().item()}
 
-    return _pruned_by_kind(importance, accuracies)
+    return _pruned_by_kind(model, importance, accuracies)
 
 
-def _pruned_by_kind(importance, accuracies) -> dict[str, dict[str, list[float]]]:
+def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: torch.Tensor,
+                        target_out: object) -> None:
+    require_module("model", model, TinyTranslator)
+    require_tensor("importance", importance)
+    shape = (len(KINDS), model.num_layers, model.num_heads)
+    if tuple(importance.shape) != shape:
+        raise ValueError(f"importance must have shape {shape} (kinds, layers, heads), as "
+                         f"kind_importance(model, batches) returns, got "
+                         f"{tuple(importance.shape)}")
+    require_no_nan("importance", importance, "a NaN has no place in a ranking: check the model "
+                   "kind_importance read")
+    require_tensor("target_in", target_in)  # the model checks its ids; the shape is read here
+    _check_targets(model, target_in, target_out)
+
+
+def _pruned_by_kind(model, importance, accuracies) -> dict[str, dict[str, list[float]]]:
     """``{kind: {part: [accuracies(gates) with 0, 1, ..., all of that kind's heads gated off,
     least important first]}}``."""
     from mha.analysis.pruning_curves import pruning_order
 
     curves = {}
     for kind, name in enumerate(KINDS):
-        gates = torch.ones(importance.shape)
+        gates = _gates(model, importance.shape)  # the model's dtype, as its head_mask wants
         points = [accuracies(gates)]
         for layer, head in pruning_order(importance[kind]):
             gates[kind, layer, head] = 0.0

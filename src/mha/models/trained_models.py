@@ -88,12 +88,13 @@ def train_lookup_encoder(stop_after: int | None = None) -> tuple[TinyEncoder, di
 
     Raises ``ValueError`` naming ``stop_after`` (a positive int or None)."""
     r = ENCODER_RECIPE
-    torch.manual_seed(r["init_seed"])
-    model = build_lookup_encoder()
-    data = torch.Generator().manual_seed(r["data_seed"])
-    log = train(model, lambda step: lookup_batch(r["batch_size"], r["symbols"], r["vocab_size"],
-                                                 data), r["steps"], lr=r["lr"],
-                stop_after=stop_after)
+    with torch.random.fork_rng(devices=[]):  # the recipe's seed, not the caller's RNG state
+        torch.manual_seed(r["init_seed"])
+        model = build_lookup_encoder()
+        data = torch.Generator().manual_seed(r["data_seed"])
+        log = train(model, lambda step: lookup_batch(r["batch_size"], r["symbols"],
+                                                     r["vocab_size"], data),
+                    r["steps"], lr=r["lr"], stop_after=stop_after)
     return model, log
 
 
@@ -145,10 +146,11 @@ def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[Tin
 
     r = DECODER_RECIPE
     text, _ = text_splits()
-    torch.manual_seed(r["init_seed"])
-    model = build_decoder(name)
-    log = train_decoder(model, text, r["steps"], lr=r["lr"], batch_size=r["batch_size"],
-                        length=r["length"], seed=r["data_seed"], stop_after=stop_after)
+    with torch.random.fork_rng(devices=[]):  # the recipe's seed, not the caller's RNG state
+        torch.manual_seed(r["init_seed"])
+        model = build_decoder(name)
+        log = train_decoder(model, text, r["steps"], lr=r["lr"], batch_size=r["batch_size"],
+                            length=r["length"], seed=r["data_seed"], stop_after=stop_after)
     return model.eval(), log
 
 
@@ -167,16 +169,17 @@ def train_translator(init_seed: int = 0,
     r = TRANSLATOR_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(translator_data_seed(init_seed))
-    torch.manual_seed(init_seed)
-    model = build_translator()
 
     def batches(step):
         source, target_in, target_out = translation_batch(
             r["batch_size"], r["seq_len"], dictionary, generator)
         return (source, target_in), target_out
 
-    log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
-                stop_after=stop_after)
+    with torch.random.fork_rng(devices=[]):  # init_seed, not the caller's RNG state
+        torch.manual_seed(init_seed)
+        model = build_translator()
+        log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
+                    stop_after=stop_after)
     return model, log
 
 
@@ -191,16 +194,17 @@ def train_agreement_translator(init_seed: int = 0,
     r = AGREEMENT_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(r["data_seed"] + 100 * init_seed)
-    torch.manual_seed(init_seed)
-    model = build_agreement_translator()
 
     def batches(step):
         source, target_in, target_out = agreement_translation_batch(
             r["batch_size"], r["seq_len"], dictionary, generator)
         return (source, target_in), target_out
 
-    log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
-                stop_after=stop_after)
+    with torch.random.fork_rng(devices=[]):  # init_seed, not the caller's RNG state
+        torch.manual_seed(init_seed)
+        model = build_agreement_translator()
+        log = train(model, batches, r["steps"], lr=r["lr"], forward=lambda pair: model(*pair),
+                    stop_after=stop_after)
     return model, log
 
 

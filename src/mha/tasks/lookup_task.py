@@ -15,6 +15,7 @@ from torch import nn
 from mha._validation import (
     check_allocation,
     require_callable,
+    require_finite,
     require_generator,
     require_int,
     require_positive,
@@ -104,13 +105,17 @@ def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups:
                    batch: int = 2048, seed: int = 12345) -> float:
     r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero.
 
-    Raises ``ValueError`` naming ``model`` (not callable) or a size, or what the model raises on
+    Raises ``ValueError`` naming ``model`` (not callable, or predictions that hold NaN or inf:
+    the error would be NaN, not a number to compare) or a size, or what the model raises on
     ``x``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
     require_callable("model", model)
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return ((_predict(model, x, y) - y).square().mean() / y.square().mean()).item()
+        predictions = require_finite("model's predictions", _predict(model, x, y),
+                                     "check model's parameters (a NaN or inf weight, or a "
+                                     "diverged training)")
+        return ((predictions - y).square().mean() / y.square().mean()).item()
 
 
 def _predict(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -131,21 +136,48 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     reproducible given the model's initial weights.
 
     Raises ``ValueError`` naming ``model``, a size, ``steps``, ``lr`` or ``seed``, or ``x`` when
-    the model does not fit the task's tokens; :class:`mha.MemoryBudgetError` when a batch would
-    exceed the memory budget.
+    the model does not fit the task's tokens; naming ``model`` when nothing is trainable, a
+    trainable parameter is float16 (Adam's ``eps = 1e-8`` is 0 in float16), or the loss or a
+    parameter becomes NaN or inf (training diverged): the parameters are then put back as they
+    were before the call (the rules of :func:`mha.tasks.neighbour_task.train`);
+    :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
     require_int("steps", steps)
     require_positive("lr", lr)
     generator = torch.Generator().manual_seed(require_int("seed", seed, minimum=0))
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:  # autograd would say "element 0 of tensors does not require grad"
+        raise ValueError("model has no trainable parameter (every requires_grad is False): "
+                         "unfreeze what should learn, e.g. model.requires_grad_(True)")
+    if any(p.dtype == torch.float16 for p in trainable):
+        raise ValueError("model has float16 parameters: Adam's eps (1e-8) is 0 in float16, so "
+                         "one step makes them NaN; train in float32 (model.float()) or "
+                         "bfloat16 (model.to(torch.bfloat16)), and convert afterwards")
+    with torch.no_grad():  # to put back if the call raises: it leaves model as it was
+        before = [p.detach().clone() for p in trainable]
+    optimizer = torch.optim.Adam(trainable, lr=lr)
     losses = []
-    for _ in range(steps):
-        x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
-        loss = (_predict(model, x, y) - y).square().mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    try:
+        for step in range(steps):
+            x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
+            loss = (_predict(model, x, y) - y).square().mean()
+            if not torch.isfinite(loss.detach()):
+                raise ValueError(f"the loss of model is {loss.item()} at step {step}: "
+                                 f"training diverged (try a smaller lr than {lr}), or model's "
+                                 f"parameters hold NaN or inf")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        with torch.no_grad():  # the last step's update is not seen by any loss
+            if not all(bool(torch.isfinite(p).all()) for p in trainable):
+                raise ValueError(f"model's parameters hold NaN or inf after the last step: "
+                                 f"training diverged (try a smaller lr than {lr})")
+    except BaseException:
+        with torch.no_grad():
+            for p, saved in zip(trainable, before, strict=True):
+                p.copy_(saved)
+        raise
     return losses

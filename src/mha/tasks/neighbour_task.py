@@ -28,6 +28,7 @@ from torch import nn
 from mha._validation import (
     check_allocation,
     check_output_allocation,
+    may_read_values,
     require_callable,
     require_float_tensor,
     require_generator,
@@ -96,8 +97,8 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     ``logits``: ``(B, n, C)``; ``targets``: ``(B, n)``.
 
     ``logits`` floating, ``targets`` integer. Raises ``ValueError`` naming ``logits`` or
-    ``targets`` for a wrong type, shape or device, targets outside the classes, or no scored
-    position.
+    ``targets`` for a wrong type, shape or device, targets outside the classes, no scored
+    position, or ``logits`` that hold NaN.
     """
     require_float_tensor("logits", logits, dim=3)
     if logits.shape[-1] == 0:
@@ -116,6 +117,11 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
         raise ValueError(f"targets must lie in 0..{classes - 1} (or be IGNORE = {IGNORE}) for "
                          f"{classes} classes, got values from {int(targets[scored].min())} to "
                          f"{int(targets[scored].max())}")
+    # argmax takes NaN for the largest value: NaN logits would give a believable accuracy.
+    # amax propagates NaN and is (B, n): no logits-sized mask, even for an expanded view
+    if may_read_values(logits) and bool(logits.amax(dim=-1).isnan().any()):
+        raise ValueError("logits holds NaN: argmax would count it as the largest score; check "
+                         "the model's parameters (a NaN or inf weight, or a diverged training)")
     return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
 
 
