@@ -1,6 +1,6 @@
 """Lock the course's environments: every package at an exact version (`make lock`).
 
-    python tools/lock.py [--date YYYY-MM-DD] [--out FOLDER]
+    python tools/lock.py [--date YYYY-MM-DD] [--out FOLDER] [--keep]
 
 A person edits the short files on the left; this writes the locks on the right:
 
@@ -9,12 +9,15 @@ A person edits the short files on the left; this writes the locks on the right:
     requirements.txt         -> binder/requirements.txt   the course with torch's CPU build
 
 uv resolves them from the releases PyPI had before --date (default: today, UTC) and every lock
-records that date, so resolving again with it gives the same files on any later day
-(tests/test_locks.py does). Every package not pinned in an input moves to its newest release
+records that date; a registry that copies a release late (dated before --date) can still change
+a resolution with the same date, so tests/test_locks.py resolves with --keep. Without it, every
+package not pinned in an input moves to its newest release
 before the date; when none moved, the locks are left as they are (no new date, no rebuild).
 On Python 3.11 and newer the grading lock takes the course lock's versions (its constraint),
 so grading runs what the course's outputs were computed with.
---out writes the three files under FOLDER instead of in place.
+--out writes the three files under FOLDER instead of in place. --keep prefers the committed
+locks' versions (what tests/test_locks.py checks: the locks are complete and consistent with
+the inputs, whatever was released, or copied late into the registry, since).
 """
 
 import argparse
@@ -54,14 +57,16 @@ def resolved_date(lock: Path) -> str:
 
 
 def compile_lock(source: str, python: str, date: str, tmp: Path, excludes: Path,
-                 course: str | None = None) -> str:
+                 course: str | None = None, keep: str | None = None) -> str:
     """uv's universal lock of ``source`` (a path relative to the repository) for ``python``
     and newer, without its header. No setting of the caller's that changes a resolution counts
     (no uv.toml, no UV_* variable but :data:`UV_KEPT`): the same inputs and date give the same
     lock on every machine. The fewest versions in all: a package differs between Pythons only
     where one cannot run it.
     With ``course`` (the course's lock), its versions are the lock's on Python 3.11 and newer
-    (a constraint) and preferred on older Pythons (uv keeps what its output file holds)."""
+    (a constraint) and preferred on older Pythons (uv keeps what its output file holds).
+    With ``keep`` (a lock of this ``source``), its versions are preferred instead: nothing moves
+    that still resolves, so a release (or a registry's late copy of one) changes nothing."""
     output = Path(tmp, "lock.txt")
     output.write_text("")
     command = [sys.executable, "-m", "uv", "pip", "compile", source, "--quiet", "--no-config",
@@ -75,6 +80,9 @@ def compile_lock(source: str, python: str, date: str, tmp: Path, excludes: Path,
             for pin, marker in pins(course)))
         output.write_text("".join(f"{pin}\n" for pin, _ in pins(course)))
         command += ["--constraints", str(constraints)]
+    if keep:
+        output.write_text("".join(f"{pin}" + (f" ; {marker}" if marker else "") + "\n"
+                                  for pin, marker in pins(keep)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in UV_KEPT}
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     if run.returncode:
@@ -102,6 +110,9 @@ def main() -> None:
                         help="resolve from the releases before this day (default: today, UTC)")
     parser.add_argument("--out", type=Path, default=ROOT,
                         help="write the locks under this folder (default: in place)")
+    parser.add_argument("--keep", action="store_true",
+                        help="prefer the committed locks' versions (check that they are complete "
+                             "and consistent with the inputs; nothing moves that still resolves)")
     args = parser.parse_args()
     if args.date > today.isoformat():
         sys.exit(f"--date {args.date} is after today: PyPI's releases of that day are not known")
@@ -114,9 +125,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp, "cuda-only.txt")
         excludes.write_text("\n".join(CUDA_ONLY) + "\n")
-        course = compile_lock("requirements.in", "3.11", args.date, tmp, excludes)
+        kept = {name: (ROOT / name).read_text() if args.keep else None
+                for name in ("requirements.txt", "requirements-grading.txt")}
+        course = compile_lock("requirements.in", "3.11", args.date, tmp, excludes,
+                              keep=kept["requirements.txt"])
         grading = compile_lock("requirements-grading.in", "3.10", args.date, tmp, excludes,
-                               course)
+                               course, keep=kept["requirements-grading.txt"])
     torch = [pin for pin, marker in pins(course) if pin.startswith("torch==") and not marker]
     if len(torch) != 1:
         sys.exit(f"requirements.txt locks torch as {torch}: Binder's lock needs one torch line")
