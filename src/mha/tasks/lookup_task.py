@@ -20,6 +20,7 @@ from mha._validation import (
     require_int,
     require_positive,
 )
+from mha.tasks.training_guard import put_back_if_raising, require_finite_loss, require_trainable
 
 
 def lookup_task(
@@ -148,36 +149,16 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     require_positive("lr", lr)
     generator = torch.Generator().manual_seed(require_int("seed", seed, minimum=0))
     trainable = [p for p in model.parameters() if p.requires_grad]
-    if not trainable:  # autograd would say "element 0 of tensors does not require grad"
-        raise ValueError("model has no trainable parameter (every requires_grad is False): "
-                         "unfreeze what should learn, e.g. model.requires_grad_(True)")
-    if any(p.dtype == torch.float16 for p in trainable):
-        raise ValueError("model has float16 parameters: Adam's eps (1e-8) is 0 in float16, so "
-                         "one step makes them NaN; train in float32 (model.float()) or "
-                         "bfloat16 (model.to(torch.bfloat16)), and convert afterwards")
-    with torch.no_grad():  # to put back if the call raises: it leaves model as it was
-        before = [p.detach().clone() for p in trainable]
+    require_trainable(trainable)
     optimizer = torch.optim.Adam(trainable, lr=lr)
     losses = []
-    try:
+    with put_back_if_raising(trainable, lr):
         for step in range(steps):
             x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
             loss = (_predict(model, x, y) - y).square().mean()
-            if not torch.isfinite(loss.detach()):
-                raise ValueError(f"the loss of model is {loss.item()} at step {step}: "
-                                 f"training diverged (try a smaller lr than {lr}), or model's "
-                                 f"parameters hold NaN or inf")
+            require_finite_loss(loss, step, lr, "parameters")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-        with torch.no_grad():  # the last step's update is not seen by any loss
-            if not all(bool(torch.isfinite(p).all()) for p in trainable):
-                raise ValueError(f"model's parameters hold NaN or inf after the last step: "
-                                 f"training diverged (try a smaller lr than {lr})")
-    except BaseException:
-        with torch.no_grad():
-            for p, saved in zip(trainable, before, strict=True):
-                p.copy_(saved)
-        raise
     return losses

@@ -38,6 +38,7 @@ from mha._validation import (
     require_same_device,
     require_values,
 )
+from mha.tasks.training_guard import put_back_if_raising, require_finite_loss, require_trainable
 
 #: The target of the start position: ignored by the loss and the accuracy.
 IGNORE = -100
@@ -170,43 +171,23 @@ def train(
     groups = [{**group, "params": [group["params"]] if isinstance(group["params"], torch.Tensor)
                else list(group["params"])} for group in groups]
     trainable = [p for group in groups for p in group["params"] if p.requires_grad]
-    if not trainable:  # autograd would say "element 0 of tensors does not require grad"
-        raise ValueError("model has no trainable parameter (every requires_grad is False): "
-                         "unfreeze what should learn, e.g. model.requires_grad_(True)")
-    if any(p.dtype == torch.float16 for p in trainable):
-        raise ValueError("model has float16 parameters: Adam's eps (1e-8) is 0 in float16, so "
-                         "one step makes them NaN; train in float32 (model.float()) or "
-                         "bfloat16 (model.to(torch.bfloat16)), and convert afterwards")
-    with torch.no_grad():  # to put back if the call raises: it leaves model as it was
-        before = [p.detach().clone() for p in trainable]
+    require_trainable(trainable)
     optimizer = torch.optim.Adam(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     model.train()
     start = time.perf_counter()
-    try:
+    with put_back_if_raising(trainable, lr):
         for step in range(steps if stop_after is None else min(steps, stop_after)):
             tokens, targets = batches(step)
             loss = cross_entropy(forward(tokens), targets)
             if extra_loss is not None:
                 loss = loss + extra_loss()
-            if not torch.isfinite(loss.detach()):
-                raise ValueError(f"the loss of model is {loss.item()} at step {step}: "
-                                 f"training diverged (try a smaller lr than {lr}), or model's "
-                                 f"parameters or inputs hold NaN or inf")
+            require_finite_loss(loss, step, lr, "parameters or inputs")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
             if on_step is not None:
                 on_step(step)
-        with torch.no_grad():  # the last step's update is not seen by any loss
-            if not all(bool(torch.isfinite(p).all()) for p in trainable):
-                raise ValueError(f"model's parameters hold NaN or inf after the last step: "
-                                 f"training diverged (try a smaller lr than {lr})")
-    except BaseException:
-        with torch.no_grad():
-            for p, saved in zip(trainable, before, strict=True):
-                p.copy_(saved)
-        raise
     model.eval()
     return {"loss": loss.item(), "seconds": time.perf_counter() - start}

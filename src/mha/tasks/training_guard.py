@@ -1,0 +1,49 @@
+"""What every training loop of the course checks (the look-up task's and the shared ``train``):
+something to train, no float16 parameter, a finite loss at every step and finite parameters at
+the end; a call that raises puts the parameters back as they were."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+def require_trainable(trainable: list[torch.Tensor]) -> None:
+    """Raise ``ValueError`` naming ``model`` when ``trainable`` (its parameters that train) is
+    empty or holds float16: Adam's ``eps = 1e-8`` is 0 in float16, so one step makes NaN."""
+    if not trainable:  # autograd would say "element 0 of tensors does not require grad"
+        raise ValueError("model has no trainable parameter (every requires_grad is False): "
+                         "unfreeze what should learn, e.g. model.requires_grad_(True)")
+    if any(p.dtype == torch.float16 for p in trainable):
+        raise ValueError("model has float16 parameters: Adam's eps (1e-8) is 0 in float16, so "
+                         "one step makes them NaN; train in float32 (model.float()) or "
+                         "bfloat16 (model.to(torch.bfloat16)), and convert afterwards")
+
+
+def require_finite_loss(loss: torch.Tensor, step: int, lr: float, suspects: str) -> None:
+    """Raise ``ValueError`` naming ``model`` when ``loss`` is NaN or inf (``suspects``: what
+    else may hold NaN, e.g. "parameters or inputs")."""
+    if not torch.isfinite(loss.detach()):
+        raise ValueError(f"the loss of model is {loss.item()} at step {step}: training diverged "
+                         f"(try a smaller lr than {lr}), or model's {suspects} hold NaN or inf")
+
+
+@contextlib.contextmanager
+def put_back_if_raising(trainable: list[torch.Tensor], lr: float) -> Iterator[None]:
+    """Run a training loop; after it, the parameters must be finite (the last step's update is
+    seen by no loss). Whatever raises inside, the parameters are put back as they were."""
+    with torch.no_grad():
+        before = [p.detach().clone() for p in trainable]
+    try:
+        yield
+        with torch.no_grad():
+            if not all(bool(torch.isfinite(p).all()) for p in trainable):
+                raise ValueError(f"model's parameters hold NaN or inf after the last step: "
+                                 f"training diverged (try a smaller lr than {lr})")
+    except BaseException:
+        with torch.no_grad():
+            for p, saved in zip(trainable, before, strict=True):
+                p.copy_(saved)
+        raise
