@@ -62,7 +62,8 @@ $(STAMP): $(LOCKED) pyproject.toml
 lock: $(STAMP)
 	$(BIN)/python tools/lock.py
 
-# The book, then its Jupyter edition (no MyST left: what Colab and Binder open; tools/jupyter_edition.py).
+# The book (whose download buttons serve the Jupyter edition: book/_ext/jupyter_download.py), then
+# its Jupyter edition (no MyST left: what Colab and Binder open; tools/jupyter_edition.py).
 book: $(STAMP)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(BIN)/python tools/jupyter_edition.py --out _build/jupyter
@@ -133,8 +134,9 @@ execute: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
-# The Jupyter edition (what the book's launch buttons open: no MyST left, solutions folded, links
-# within a chapter as anchors in it) written to _build/jupyter/ and opened in JupyterLab.
+# The Jupyter edition (what the book's launch and download buttons open: no MyST left, solutions
+# folded, links within a chapter as anchors in it) written to _build/jupyter/ and opened in
+# JupyterLab. A notebook the student changed there since it was written is kept, and named.
 jupyter: $(STAMP)
 	$(BIN)/python tools/jupyter_edition.py --out _build/jupyter
 	$(BIN)/jupyter lab _build/jupyter/notebooks/

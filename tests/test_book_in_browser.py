@@ -220,6 +220,33 @@ def test_exercises_are_shown_and_solutions_folded(open_page, path):
             assert not body.nth(j).is_visible(), f"solution {i + 1} of {path} is not folded"
 
 
+def test_the_download_button_saves_the_jupyter_edition(open_page, tmp_path):
+    """A reader's click on the arrow, then ".ipynb", saves the chapter's Jupyter edition
+    (book/_ext/jupyter_download.py), not its MyST source; tests/test_editions.py checks the
+    file of every chapter page, this the click."""
+    import json
+
+    import jupyter_edition  # tools/
+
+    page = open_page(CHAPTERS[1], fresh=True)
+    page.locator(".dropdown-download-buttons button").first.click()
+    link = page.locator(".dropdown-download-buttons a.btn-download-source-button")
+    assert link.is_visible() and link.inner_text().strip() == ".ipynb"
+    # (Bootstrap moves a tooltip's title to data-bs-original-title once it has set it up)
+    tooltip = link.get_attribute("data-bs-original-title") or link.get_attribute("title")
+    assert "Jupyter edition" in tooltip
+    link.evaluate("a => a.removeAttribute('target')")  # its new tab would download and close
+    with page.expect_download() as download:
+        link.click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    source = ROOT / CHAPTERS[1].replace(".html", ".ipynb")
+    book = jupyter_edition.load_book(ROOT)
+    expected = jupyter_edition.convert_notebook(json.loads(source.read_text(encoding="utf-8")),
+                                                book, CHAPTERS[1].removesuffix(".html"))
+    assert json.loads(saved.read_text(encoding="utf-8")) == expected
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_no_page_reports_a_script_error(open_page, path):
     """Every script on the page runs without an error (a script included twice once declared

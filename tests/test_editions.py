@@ -126,7 +126,9 @@ def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
         assert {k: v for k, v in copy["metadata"].items() if k not in folding} == \
             {k: v for k, v in original["metadata"].items() if k not in folding}
         if fmt.source(original) != setup_cell_source():
-            assert fmt.source(copy) == fmt.source(original)
+            # a folded solution's code starts with the line its folded view shows (below)
+            assert fmt.source(copy).removeprefix(
+                jupyter_edition.FOLDED_CODE_FIRST_LINE + "\n") == fmt.source(original)
     assert edition["metadata"] == source["metadata"]
 
 
@@ -242,6 +244,7 @@ def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
         if cell["cell_type"] == "code":
             assert folded(cell) == {"source_hidden": True, "outputs_hidden": True}, cell_id
             assert cell["metadata"]["cellView"] == "form", cell_id  # Colab's folding
+            assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_CODE_FIRST_LINE
         else:
             assert folded(cell) == {"source_hidden": True}, cell_id
             assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_FIRST_LINE
@@ -255,14 +258,32 @@ def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
     assert all(not folded(by_id[f"{i}-head"]) for i in solution_ids if f"{i}-head" in by_id)
 
 
-def test_a_folded_solution_previews_nothing_of_itself():
-    """The issue's case: chapter 2's prose solution began with maths, which JupyterLab showed,
-    raw, as the collapsed cell's preview."""
+def test_a_folded_solution_previews_a_plain_line_for_the_reader():
+    """JupyterLab shows a collapsed cell as the raw first line of its source. Chapter 2's prose
+    solution began with maths (shown as raw LaTeX), then with an HTML comment (shown as
+    markup), and the second code cell of Exercise 2.3 with "### BEGIN SOLUTION". Every folded
+    cell now previews a plain sentence saying it is the folded solution: no maths, no HTML,
+    no markdown, no grading marker, nothing of the solution."""
     path = ROOT / "notebooks" / "02_diagonal_problem.ipynb"
-    previews = [fmt.source(c).split("\n")[0] for c in jupyter(path)["cells"] if folded(c)
-                and c["cell_type"] == "markdown"]
-    assert previews and set(previews) == {jupyter_edition.FOLDED_FIRST_LINE}
-    assert not re.search(r"[$\\]", jupyter_edition.FOLDED_FIRST_LINE)
+    cells = [c for c in jupyter(path)["cells"] if folded(c)]
+    previews = {c["cell_type"]: set() for c in cells}
+    for cell in cells:
+        previews[cell["cell_type"]].add(fmt.source(cell).split("\n")[0])
+    assert previews == {"markdown": {jupyter_edition.FOLDED_FIRST_LINE},
+                        "code": {jupyter_edition.FOLDED_CODE_FIRST_LINE}}
+    line = jupyter_edition.FOLDED_FIRST_LINE
+    assert re.fullmatch(r"[A-Z][\w ,:.']+\.", line) and "solution" in line.lower(), line
+    assert len(jupyter_edition.FOLDED_CODE_FIRST_LINE) <= 79  # one line in a narrow window
+    # the issue's code cell: its source starts with the grading marker
+    second = [c for c in cells if c["cell_type"] == "code"
+              and fmt.source(c).split("\n")[1] == "### BEGIN SOLUTION"]
+    assert second, "Exercise 2.3's second cell starts with its marker no more: find another"
+    # book/how_to_use.md quotes it
+    assert line in " ".join((ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8").split())
+    # rendered (the cell opened), the line is a paragraph of its own, the solution after it
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            assert fmt.source(cell).startswith(line + "\n\n")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
@@ -311,6 +332,81 @@ def test_the_student_edition_grades_like_the_myst_one():
         assert labels(plain) == labels(myst) != set()
         assert plan(plain, assignment, with_stubs=True) == \
             plan(myst, assignment, with_stubs=True)
+
+
+# -- writing it where students work (`make jupyter` opens _build/jupyter/notebooks/)
+
+
+def test_writing_the_edition_again_keeps_a_notebook_the_student_changed(tmp_path, capsys):
+    """`make jupyter` run again wrote every notebook over the student's edited copy. Now a
+    notebook changed since it was written (or never written by the tool) is kept and named,
+    with how to get a fresh copy; an unchanged one is written anew (a newer edition)."""
+    first, second = NOTEBOOKS[0], NOTEBOOKS[1]
+    run = [str(first), str(second), "--out", str(tmp_path)]
+    written = {p: tmp_path / "notebooks" / p.name for p in (first, second)}
+    edition = {p: jupyter_edition.serialize(jupyter(p)) for p in (first, second)}
+    assert jupyter_edition.main(run) == 0
+    assert all(written[p].read_text(encoding="utf-8") == edition[p] for p in written)
+
+    # the student works in the first; the second is an older edition nobody touched
+    nb = json.loads(edition[first])
+    nb["cells"][1]["source"] += "\n\nMy notes."
+    mine = json.dumps(nb, indent=1)
+    written[first].write_text(mine, encoding="utf-8")
+    older = json.loads(edition[second])
+    older["cells"][1]["source"] += " (an older edition)"
+    jupyter_edition.write_keeping_changes({f"notebooks/{second.name}": older}, tmp_path)
+    capsys.readouterr()
+    assert jupyter_edition.main(run) == 0
+    said = capsys.readouterr().out
+    assert written[first].read_text(encoding="utf-8") == mine
+    assert written[second].read_text(encoding="utf-8") == edition[second]
+    assert f"kept {written[first]}" in said and "fresh copy" in said and "delete it" in said
+    assert second.name not in said.replace("notebook(s)", "")
+
+    # and again: still kept (the record is not updated to the student's bytes)
+    assert jupyter_edition.main(run) == 0
+    assert written[first].read_text(encoding="utf-8") == mine
+    # saved by JupyterLab without a change (its own layout: sources as lists of lines): not the
+    # student's work, so written anew
+    import nbformat
+
+    relaid = nbformat.writes(nbformat.reads(edition[second], as_version=4))
+    assert relaid != edition[second]
+    written[second].write_text(relaid, encoding="utf-8")
+    capsys.readouterr()
+    assert jupyter_edition.main(run) == 0
+    assert written[second].read_text(encoding="utf-8") == edition[second]
+    assert f"kept {written[second]}" not in capsys.readouterr().out
+    # deleted, it comes back fresh
+    written[first].unlink()
+    assert jupyter_edition.main(run) == 0
+    assert written[first].read_text(encoding="utf-8") == edition[first]
+
+    # a notebook the tool never wrote (an older _build without the record) is kept too
+    (tmp_path / jupyter_edition.RECORD).unlink()
+    written[second].write_text(mine, encoding="utf-8")
+    capsys.readouterr()
+    assert jupyter_edition.main(run) == 0
+    assert written[second].read_text(encoding="utf-8") == mine
+    assert f"kept {written[second]}" in capsys.readouterr().out
+    assert written[first].read_text(encoding="utf-8") == edition[first]  # same bytes: fine
+    assert not list(tmp_path.rglob("*.writing"))
+
+
+def test_a_notebook_that_cannot_be_converted_writes_nothing(tmp_path, monkeypatch):
+    """Every notebook is converted before any is written: no half-written edition."""
+    convert = jupyter_edition.convert_notebook
+
+    def failing(nb, book, docname, **kwargs):
+        if docname.endswith(NOTEBOOKS[1].stem):
+            raise ValueError(f"{docname}: no plain-markdown form for the role {{unknown}}")
+        return convert(nb, book, docname, **kwargs)
+
+    monkeypatch.setattr(jupyter_edition, "convert_notebook", failing)
+    with pytest.raises(ValueError, match="unknown"):
+        jupyter_edition.main([str(NOTEBOOKS[0]), str(NOTEBOOKS[1]), "--out", str(tmp_path)])
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_publish_script_puts_the_edition_on_its_branch_with_the_environment(tmp_path):
@@ -367,6 +463,29 @@ def plain(html):
 NUMBERED = re.compile(r"^(?:<a id=\"[^\"]+\"></a>)?"  # the anchor, if any, starts the line
                       r"\*\*(Exercise|Lemma|Theorem|Fig\.|Table) (\d+(?:\.\d+)*)\.?\*\*",
                       re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=edition_id)
+def test_the_download_button_serves_the_jupyter_edition(path):
+    """The ".ipynb" download served the MyST source (_sources/, a copy of notebooks/): every
+    solution open, its markup raw. book/_ext/jupyter_download.py writes the edition there."""
+    html = built(path)
+    button = re.search(r'<a href="([^"]+\.ipynb)"[^>]*\bbtn-download-source-button\b[^>]*>',
+                       html, re.DOTALL)
+    assert button, "no download button"
+    served = (HTML / docname(path)).parent / button.group(1)
+    assert served.resolve().is_relative_to(HTML / "_sources"), button.group(1)
+    nb = json.loads(served.read_text(encoding="utf-8"))
+    assert nb == jupyter(path)
+    # what the issue saw, directly: no MyST left, the solutions folded
+    assert nb != fmt.load(path)
+    for text in markdown(nb):
+        assert not any(pattern.search(text) for pattern in MYST.values()), text[:200]
+    if path in NOTEBOOKS and fmt.parse(fmt.load(path)):  # a chapter with exercises
+        assert any(folded(c) for c in nb["cells"])
+    assert "Jupyter edition" in re.search(r'btn-download-source-button[^>]*title="([^"]*)"',
+                                          html, re.DOTALL).group(1)
+    assert "download button" in (ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=edition_id)

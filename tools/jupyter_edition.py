@@ -26,17 +26,21 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   anchor in a cell of its own before it; an anchor starts the line of what it names
   (``<a id="lem-04-two-views"></a>**Lemma 4.1** (title)``), so that a link puts that at the top.
 
-Code cells and their outputs are kept as they are (a solution's are only folded); the setup
-cell installs ``mha`` from the repository and branch named in ``_config.yml`` (an instructor's
-fork names its own). The published book is ``html.baseurl`` in ``_config.yml`` if set, else the
-GitHub Pages site of that repository (``https://OWNER.github.io/NAME/``): a fork's edition links
-to the fork's book.
+Code cells and their outputs are kept as they are (a solution's are folded, behind a first
+line saying so); the setup cell installs ``mha`` from the repository and branch named in
+``_config.yml`` (an instructor's fork names its own). The published book is ``html.baseurl``
+in ``_config.yml`` if set, else the GitHub Pages site of that repository
+(``https://OWNER.github.io/NAME/``): a fork's edition links to the fork's book.
 
 The numbers follow the rules the book's Sphinx extensions use, computed from the sources: the
 chapter number is the position in the numbered part of ``_toc.yml``; sections, exercises, figures
 and tables count in document order within a chapter, each proof type (lemma, theorem, ...) has
 its own counter, and ``:nonumber:`` ones are not counted. tests/test_editions.py compares them
 with the built book's HTML.
+
+A notebook under ``--out`` that changed since this tool wrote it (a student's work: ``make
+jupyter`` opens the edition where it is written) is kept, and the run says so; a digest of
+what was written is kept in ``--out``/``.jupyter_edition_written.json``.
 
 Existing tools were tried first (see the note at the end of this file).
 """
@@ -45,7 +49,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -79,9 +85,12 @@ PROOF_TYPES = {"lemma", "theorem", "definition", "corollary", "proposition", "co
                "property", "assumption", "notation"}
 # what {prf:ref}, {numref} and captions call each kind of numbered thing
 NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
-# The first line of a folded solution's text: JupyterLab shows a collapsed cell as its first
-# line, which would otherwise preview the solution (as raw LaTeX, at that).
-FOLDED_FIRST_LINE = "<!-- folded solution: click the dots or the bar on its left to open it -->"
+# The first line of a folded solution's cell: JupyterLab shows a collapsed cell as its first
+# line of source, raw (no markdown rendered, no comment hidden), which would otherwise preview
+# the solution (as raw LaTeX, or a "### BEGIN SOLUTION" marker). So it is a plain sentence for
+# the reader, in code a comment; once the cell is open it reads as the solution's first line.
+FOLDED_FIRST_LINE = "Solution, folded: click the dots to open it, the bar on its left to fold it."
+FOLDED_CODE_FIRST_LINE = "# " + FOLDED_FIRST_LINE
 FOLDED = {"source_hidden": True, "outputs_hidden": True}
 LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
 ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
@@ -322,6 +331,7 @@ class Chapter:
                 cell["source"] = FOLDED_FIRST_LINE + "\n\n" + source(cell)
             cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(source_hidden=True)
         else:
+            cell["source"] = FOLDED_CODE_FIRST_LINE + "\n" + source(cell)
             cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(FOLDED)
             cell["metadata"]["cellView"] = "form"  # Colab's mark: code hidden, "Show code"
 
@@ -618,9 +628,67 @@ def edition_notebooks(root: Path = ROOT) -> list[Path]:
     return [root / f"{d}.ipynb" for d, _ in toc_pages(root) if (root / f"{d}.ipynb").exists()]
 
 
+def serialize(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
 def write(nb: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(serialize(nb), encoding="utf-8")
+
+
+# In the output folder: the digest of every notebook as this tool last wrote it. Students open
+# and edit the edition where it was written (`make jupyter`), so a notebook whose content no
+# longer matches is theirs and is never written over.
+RECORD = ".jupyter_edition_written.json"
+
+
+def digest(text: str) -> str | None:
+    """SHA-256 of the notebook's content, not its bytes: JupyterLab saves an unchanged notebook
+    in its own layout (sources as lists of lines, keys sorted), which is not the student's work.
+    None for a file that is no notebook."""
+    import nbformat
+
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception:  # noqa: BLE001 - whatever it is, it is not what this tool wrote
+        return None
+    canonical = json.dumps(nb, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a half-written notebook would read as the
+    student's from then on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.writing")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def write_keeping_changes(editions: dict[str, dict], out: Path) -> list[str]:
+    """Write each notebook (``relative path -> notebook``) under ``out``, except one that was
+    changed since this function wrote it (or that it never wrote). Returns those kept."""
+    record_path = out / RECORD
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        record = {}
+    kept = []
+    for relative, nb in editions.items():
+        path, text = out / relative, serialize(nb)
+        new = digest(text)
+        if path.exists():
+            now = digest(path.read_text(encoding="utf-8", errors="replace"))
+            if now != new and (now is None or record.get(relative) != now):
+                kept.append(relative)
+                continue
+        if not path.exists() or path.read_text(encoding="utf-8", errors="replace") != text:
+            replace_file(path, text)
+        record[relative] = new
+        # after every notebook: a run stopped half way still knows what it wrote
+        replace_file(record_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -632,11 +700,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     book = load_book(ROOT)
     paths = [p.resolve() for p in args.notebooks] or edition_notebooks(ROOT)
+    editions = {}  # every notebook converted before any is written: a bad one writes nothing
     for path in paths:
-        relative = path.relative_to(ROOT).with_suffix("")
+        relative = path.relative_to(ROOT).with_suffix("").as_posix()
         nb = json.loads(path.read_text(encoding="utf-8"))
-        write(convert_notebook(nb, book, relative.as_posix()), args.out / f"{relative}.ipynb")
-    print(f"Jupyter edition of {len(paths)} notebook(s) written to {args.out}")
+        editions[f"{relative}.ipynb"] = convert_notebook(nb, book, relative)
+    kept = write_keeping_changes(editions, args.out)
+    print(f"Jupyter edition of {len(paths) - len(kept)} notebook(s) written to {args.out}")
+    for relative in kept:
+        print(f"kept {args.out / relative}: it was changed since it was written (your work?), "
+              f"so it is not written over. For a fresh copy, move it elsewhere (or delete it) "
+              f"and run this again.")
     return 0
 
 
