@@ -10,6 +10,7 @@ page's source only when it writes the page, so every build writes them all again
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -18,12 +19,13 @@ TOOLTIP = "Download the notebook (Jupyter edition: solutions folded)"
 
 
 def jupyter_edition(srcdir: Path):
-    tools = str(srcdir / "tools")
-    if tools not in sys.path:
-        sys.path.insert(0, tools)
-    import jupyter_edition
-
-    return jupyter_edition
+    """tools/jupyter_edition.py, loaded from its file (the tool is not a package's module)."""
+    name = "jupyter_edition"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, srcdir / "tools" / f"{name}.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def write_editions(app, exception) -> None:
