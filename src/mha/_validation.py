@@ -575,6 +575,27 @@ def require_finite(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     return x
 
 
+def require_binary_mask(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Return ``x`` if it is a 0/1 padding mask (1/True = real token): bool, integer, or
+    floating holding only 0.0 and 1.0. BERT's additive "extended" form (0 real, -10000 pad)
+    would otherwise be read backwards, and a 2 differently by each reader. The values are
+    read where :func:`may_read_values` says yes."""
+    require_tensor(name, x)
+    if x.is_complex() or (x.is_floating_point() and x.dtype.itemsize == 1):
+        raise ValueError(f"{name} must be a 0/1 mask (bool, integer or float), got {x.dtype}; "
+                         f"pass {name}.real.long() or a bool tensor, True = real token")
+    if may_read_values(x) and x.numel():
+        bad = (x != 0) & (x != 1)  # NaN is != 0 and != 1
+        if bool(bad.any()):
+            shown = sorted({float(v) for v in x[bad].flatten()[:1000].tolist()})[:5]
+            raise ValueError(
+                f"{name} must hold only 0 (padding) and 1 (real token), got values such as "
+                f"{shown}; an additive mask (0 real, -10000 or -inf padding) is not read "
+                f"here: pass ({name} == 0).long() for one of those, or "
+                f"({name} != 0).long() to count every non-zero value as a real token")
+    return x
+
+
 def require_within(name: str, x: torch.Tensor, limit: float, hint: str) -> torch.Tensor:
     """Return ``x`` if every ``|value| <= limit`` (reads its values: skipped where
     :func:`may_read_values` says no, as inside ``torch.compile`` and ``torch.export``)."""
