@@ -210,8 +210,8 @@ class MultiHeadAttention(nn.Module):
         Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
         the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
         cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
-        ``cache`` of another batch or head size or with a ``key``/``value`` other than
-        ``query``; :class:`mha.MemoryBudgetError` (before
+        ``cache`` of another batch or head size, filled by another layer, or with a
+        ``key``/``value`` other than ``query``; :class:`mha.MemoryBudgetError` (before
         allocating) when the weights or projections would exceed the memory budget (with
         ``need_weights=False`` too when the inputs hold NaN or inf: the weights are then
         computed in the open). A call that raises leaves ``cache`` as it was.
@@ -239,6 +239,8 @@ class MultiHeadAttention(nn.Module):
                              f"model.new_caches() for a TinyDecoder)")
         if cache is not None and cache.keys is not None:
             self._check_cache_fits(cache)
+        if cache is not None:  # after the sizes: a cache of another shape is named by them
+            cache._check_layer(self)
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
         self._check_projections(query, key)
         if need_weights:
@@ -269,6 +271,7 @@ class MultiHeadAttention(nn.Module):
             explicit = True
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, n_k, d)
+            cache._bind(self)
         dropout = self.dropout if self.training else 0.0
         if explicit:
             heads, weights = self._explicit_attention(q, k, v, mask, is_causal, dropout)
