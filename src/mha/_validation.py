@@ -557,6 +557,18 @@ def may_read_values(x: torch.Tensor) -> bool:
 
 
 
+def under_vmap() -> bool:
+    """Whether the code runs inside ``torch.func.vmap`` (at any level of torch.func's stack);
+    False inside ``torch.compile``, which would not trace the look."""
+    if torch.compiler.is_compiling():
+        return False
+    try:
+        from torch._C._functorch import TransformType, get_interpreter_stack
+    except ImportError:  # a torch without this private API: assume not
+        return False
+    return any(level.key() == TransformType.Vmap for level in get_interpreter_stack() or ())
+
+
 def require_no_nan(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     """Return ``x`` if it holds no NaN (reads its values: skipped where
     :func:`may_read_values` says no); ``hint`` says where the NaN probably came from."""
