@@ -445,3 +445,16 @@ def test_overlapping_calls_from_two_threads_give_the_training_mode_back(call):
     assert not errors and not a.is_alive() and not b.is_alive()
     assert model.training and model.blocks[0].training
     assert not model.blocks[1].mlp.training and not model.blocks[1].mlp[0].training
+
+
+@pytest.mark.parametrize("sizes", [{"kdim": 8}, {"vdim": 8}, {"kdim": 8, "vdim": 8}])
+def test_a_decoder_refuses_attention_with_kdim_or_vdim_other_than_embed_dim_when_made(sizes):
+    """The block passes no key or value (they are x): such a layer used to be accepted and
+    the first forward failed asking for a key the caller cannot pass."""
+    with pytest.raises(ValueError, match=r"make_attention\(\) has kdim=.*self-attention"):
+        mha.TinyDecoder(20, 16, embed_dim=16,
+                        make_attention=lambda: mha.MultiHeadAttention(16, 4, **sizes))
+    with pytest.raises(ValueError, match=r"attn has kdim=.*self-attention"):
+        mha.DecoderBlock(mha.MultiHeadAttention(16, 4, **sizes), 16, 32)
+    # kdim = vdim = embed_dim given explicitly is the default layer: accepted
+    mha.DecoderBlock(mha.MultiHeadAttention(16, 4, kdim=16, vdim=16), 16, 32)

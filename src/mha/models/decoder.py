@@ -48,6 +48,13 @@ def require_decoder_attention(name: str, attn: object, embed_dim: int) -> nn.Mod
     if attn.embed_dim != embed_dim:
         raise ValueError(f"{name} has width {attn.embed_dim}, but embed_dim is {embed_dim}: "
                          f"they must be equal")
+    # self-attention passes no key or value: they default to x, so kdim and vdim must be
+    # embed_dim too (else the first forward fails asking for a key the block never passes)
+    sizes = (getattr(attn, "kdim", embed_dim), getattr(attn, "vdim", embed_dim))
+    if sizes != (embed_dim, embed_dim):
+        raise ValueError(f"{name} has kdim={sizes[0]} and vdim={sizes[1]}, but a decoder block "
+                         f"is self-attention (keys and values are x, of width {embed_dim}): "
+                         f"make it without kdim and vdim (or with kdim=vdim={embed_dim})")
     return attn
 
 
@@ -59,9 +66,9 @@ class DecoderBlock(nn.Module):
     :class:`mha.MultiHeadAttention` (with or without ``num_kv_heads``) or
     :class:`mha.MultiHeadLatentAttention`.
 
-    Raises ``ValueError`` naming ``attn`` (not a self-attention layer of width ``embed_dim``
-    that takes a cache), ``embed_dim`` or ``mlp_dim``; :class:`mha.MemoryBudgetError` when the
-    MLP would exceed the memory budget.
+    Raises ``ValueError`` naming ``attn`` (not a self-attention layer of width ``embed_dim``,
+    with ``kdim`` and ``vdim`` equal to it, that takes a cache), ``embed_dim`` or
+    ``mlp_dim``; :class:`mha.MemoryBudgetError` when the MLP would exceed the memory budget.
     """
 
     def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
@@ -125,7 +132,8 @@ class TinyDecoder(nn.Module):
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
 
     Raises ``ValueError`` naming a bad size or ``make_attention`` (not a function, a module
-    itself, or one returning the same layer twice); :class:`mha.MemoryBudgetError` when the
+    itself, one returning the same layer twice, or a layer a block cannot call, e.g. one
+    with ``kdim`` or ``vdim`` other than ``embed_dim``); :class:`mha.MemoryBudgetError` when the
     weights would exceed the memory budget.
     """
 
