@@ -139,12 +139,14 @@ def require_same_dtype(*named: tuple[str, torch.Tensor]) -> torch.dtype:
     return x.dtype
 
 
-def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor) -> None:
+def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor,
+                         fresh: str = "mha.KVCache()") -> None:
     """A cache's new entries must have the dtype of what it holds (``fields``: its two tensor
     attributes). ``torch.autocast`` is blamed only where it is on now, or where the cache holds
     its low precision and the new entries do not (filled under autocast, read without);
     otherwise the module was converted (``.double()``, ``.half()``) since it filled the cache,
-    or the cache is another model's: the message names the dtypes and the fix, a new cache."""
+    or the cache is another model's: the message names the dtypes and the fix, a new cache
+    (``fresh``: how to make one for this kind of cache)."""
     if new.dtype == held.dtype:
         return
     first, second = fields
@@ -163,7 +165,7 @@ def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch
     raise ValueError(
         f"{mismatch}: the cache was filled in {held.dtype} (by this module before it was "
         f"converted, e.g. with .double() or .half(), or by another model). Start a new cache "
-        f"(mha.KVCache(), or model.new_caches() for a TinyDecoder), or convert this one: "
+        f"({fresh}, or model.new_caches() for a TinyDecoder), or convert this one: "
         f"`{convert}`")
 
 

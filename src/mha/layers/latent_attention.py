@@ -90,7 +90,8 @@ class LatentCache(LayerBound):
         refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
         require_same_dtype(("latents", latents), ("rope_keys", rope_keys))
         if self.latents is not None:
-            require_cached_dtype(("latents", "rope_keys"), self.latents, latents)
+            require_cached_dtype(("latents", "rope_keys"), self.latents, latents,
+                                 fresh="layer.new_cache()")
         require_same_device(("latents", latents), ("rope_keys", rope_keys))
         batch, n_new = latents.shape[:2]
         if rope_keys.shape[:3] != (batch, 1, n_new):
