@@ -99,7 +99,8 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
     ``logits`` floating, ``targets`` integer. Raises ``ValueError`` naming ``logits`` or
     ``targets`` for a wrong type, shape or device, targets outside the classes, no scored
-    position, or ``logits`` that hold NaN.
+    position, or ``logits`` that hold NaN or a largest score of +-inf shared by several
+    classes at a position (a tie argmax would break by taking the first class).
     """
     require_float_tensor("logits", logits, dim=3)
     if logits.shape[-1] == 0:
@@ -123,6 +124,19 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     if may_read_values(logits) and bool(logits.amax(dim=-1).isnan().any()):
         raise ValueError("logits holds NaN: argmax would count it as the largest score; check "
                          "the model's parameters (a NaN or inf weight, or a diverged training)")
+    if may_read_values(logits):
+        # a largest score of +-inf held by two classes (a row of all +inf) is a tie argmax
+        # breaks by taking the first class: no prediction. Only those rows are gathered
+        top = logits.amax(dim=-1)  # (B, n)
+        infinite = top.isinf()
+        if bool(infinite.any()):
+            tied = (logits[infinite] == top[infinite][:, None]).sum(dim=-1) > 1  # (rows,)
+            if bool(tied.any()):
+                raise ValueError(
+                    f"logits has {int(tied.sum())} position(s) whose largest score, +inf or "
+                    f"-inf, is shared by several classes (e.g. a row of all +inf): argmax "
+                    f"would pick the first of them, which the model did not predict; check "
+                    f"the model's parameters (an inf weight, or a diverged training)")
     return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
 
 
