@@ -521,10 +521,12 @@ def set_debug(flag: bool) -> bool:
     setting. On by default (``MHA_DEBUG=0`` in the environment starts with them off).
 
     Only one such check sits on a main path: the fused path of :class:`mha.MultiHeadAttention`
-    looks at ``isfinite(Q.sum() + K.sum() + V.sum())`` and, for NaN or inf inputs, computes in
-    the open so that nothing non-finite is hidden (the rule of :func:`mha.attention`). That
-    look is a host synchronisation per call on a GPU and a data-dependent branch that
-    ``torch.compile(fullgraph=True)`` and ``torch.func.vmap`` cannot trace. With the switch
+    looks at Q, K and V (and the cache's keys and values) element by element
+    (``isfinite(t).all()``: a sum of finite float16 values could overflow) and at a float mask
+    (``isnan``), and for NaN or inf computes in the open so that nothing non-finite is hidden
+    (the rule of :func:`mha.attention`). That look is a host synchronisation per call on a
+    GPU and a data-dependent branch that ``torch.compile(fullgraph=True)`` and
+    ``torch.func.vmap`` cannot trace. With the switch
     off, and always inside ``torch.compile`` or a ``torch.func`` transform and on ``meta``
     tensors (shapes without values: the layer then runs on meta, as torch's does), it is skipped:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
