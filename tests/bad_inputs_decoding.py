@@ -474,6 +474,12 @@ CASES: list[Bad] = [
         torch.full((1, 4, 3), NAN), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
     Bad("f-token-accuracy-one-nan-class", lambda: mha.token_accuracy(
         with_nan(x(1, 4, 3), (0, 2, 0)), torch.tensor([[0, 0, 1, 0]])), words=("logits", "nan")),
+    Bad("f-token-accuracy-all-inf-logits", lambda: mha.token_accuracy(
+        torch.full((2, 3, 4), float("inf")), torch.zeros(2, 3, dtype=torch.long)),
+        words=("logits", "inf", "several classes")),
+    Bad("f-token-accuracy-two-inf-classes", lambda: mha.token_accuracy(
+        torch.tensor([[[0.0, float("inf"), float("inf")]]]), torch.tensor([[1]])),
+        words=("logits", "1 position", "first")),
     Bad("f-same-token-weight-float-tokens", lambda: mha.same_token_weight(
         torch.ones(1, 2, 3, 3) / 3, torch.ones(1, 3)), words=("tokens",)),
     # --- the outsider's tally of 2026-11-27, most serious first

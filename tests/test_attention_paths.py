@@ -160,3 +160,21 @@ def test_chunked_attention_unbatched_causal_longer_than_a_chunk(n_q, n_k):
     allowed = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)  # bottom-right aligned
     expected = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=allowed)[0]
     torch.testing.assert_close(got, expected)
+
+
+def test_chunked_attention_takes_is_causal_as_the_other_functions_do():
+    """It took only causal=; is_causal= (every other function's name) was a TypeError."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 7, 4, dtype=torch.float64, generator=g) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = mha.chunked_attention(q, k, v, chunk_size=3, is_causal=True)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(mha.chunked_attention(q, k, v, chunk_size=3, causal=True), got)
+    torch.testing.assert_close(mha.chunked_attention(q, k, v, chunk_size=3, causal=True,
+                                                     is_causal=True), got)
+    torch.testing.assert_close(mha.chunked_attention(q, k, v, chunk_size=3, is_causal=False),
+                               F.scaled_dot_product_attention(q, k, v))
+    with pytest.raises(ValueError, match="causal=True and is_causal=False disagree"):
+        mha.chunked_attention(q, k, v, causal=True, is_causal=False)
+    with pytest.raises(ValueError, match="is_causal"):
+        mha.chunked_attention(q, k, v, is_causal=1.5)

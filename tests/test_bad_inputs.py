@@ -105,6 +105,22 @@ def test_set_debug_is_process_wide_as_its_docstring_says():
         mha.set_debug(before)
 
 
+def test_set_debug_docstring_describes_the_look_the_fused_path_takes():
+    """It described a sum check (isfinite(Q.sum() + K.sum() + V.sum())) the code no longer
+    does; the look is element by element and covers a float mask's NaN, as shown here."""
+    doc = mha.set_debug.__doc__
+    assert "Q.sum()" not in doc and "element by element" in doc and "float mask" in doc
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, 3, 8)
+    mask = torch.zeros(3, 3)
+    mask[1, 2] = float("nan")
+    fused, _ = layer(x, mask=mask, need_weights=False)
+    open_, _ = layer(x, mask=mask)
+    torch.testing.assert_close(fused, open_, equal_nan=True)  # query 1 is NaN in both
+    assert fused[0, 1].isnan().all() and not fused[0, 0].isnan().any()
+
+
 @pytest.mark.parametrize("setting", ["block", "setter"])
 def test_a_memory_budget_is_the_calling_threads_only(setting):
     """``with mha.memory_budget(...)`` or ``set_memory_budget`` in one thread must not make

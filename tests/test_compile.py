@@ -132,6 +132,42 @@ def test_vmap_over_a_leading_dimension_equals_a_loop(num_kv_heads, need_weights,
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("mapped", [False, True], ids=["shared-mask", "mapped-mask"])
+def test_vmap_with_a_float_mask_that_needs_a_gradient_equals_a_loop(mapped):
+    """need_weights=False under vmap with a learned float mask (a relative-position bias):
+    PyTorch's fused CPU kernel raised 'not differentiable with respect to argument
+    attn_mask'. Outputs and the mask's gradient equal a loop of eager weights-path calls."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(16, 4).eval()
+    xs = torch.randn(3, 2, 5, 16, generator=torch.Generator().manual_seed(1))
+    shape = (3, 5, 5) if mapped else (5, 5)
+    bias = torch.randn(shape, generator=torch.Generator().manual_seed(2)).requires_grad_()
+
+    def forward(x, m, need_weights):
+        return layer(x, mask=m, need_weights=need_weights)[0]
+
+    if mapped:
+        got = torch.func.vmap(lambda x, m: forward(x, m, False))(xs, bias)
+        expected = torch.stack([forward(x, m, True) for x, m in zip(xs, bias, strict=True)])
+    else:
+        got = torch.func.vmap(lambda x: forward(x, bias, False))(xs)
+        expected = torch.stack([forward(x, bias, True) for x in xs])
+    torch.testing.assert_close(got, expected)
+    (grad_got,) = torch.autograd.grad(got.square().sum(), bias)
+    (grad_expected,) = torch.autograd.grad(expected.square().sum(), bias)
+    torch.testing.assert_close(grad_got, grad_expected)
+
+
+def test_vmap_of_conv_to_attention_equals_a_loop():
+    """Its scores reach MultiHeadAttention as a float mask that needs a gradient (the same
+    fused-kernel refusal as above)."""
+    torch.manual_seed(0)
+    grid = mha.conv_to_attention(torch.nn.Conv2d(3, 4, 3, padding=1)).eval()
+    images = torch.randn(2, 2, 3, 6, 7, generator=torch.Generator().manual_seed(3))
+    got = torch.func.vmap(grid)(images)
+    torch.testing.assert_close(got, torch.stack([grid(image) for image in images]))
+
+
 def test_vmap_over_the_decode_step():
     layer, _ = layer_and_input(num_kv_heads=2)
     seqs = torch.randn(3, 2, 6, 16, generator=torch.Generator().manual_seed(9))

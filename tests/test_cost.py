@@ -87,6 +87,11 @@ def test_loglog_slope_recovers_a_power_law():
         measure.loglog_slope([1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match=r"sizes and values .* length >= 2"):
         measure.loglog_slope([1], [1])
+    # one size repeated: numpy's polyfit only warned (RankWarning) and returned 0.43 here
+    with pytest.raises(ValueError, match="at least two different sizes"):
+        measure.loglog_slope([2, 2, 2], [1, 2, 3])
+    # two distinct sizes among repeats still fit: the slope of the two means' line
+    assert measure.loglog_slope([2, 2, 4, 4], [1, 1, 4, 4]) == pytest.approx(2.0)
 
 
 def test_time_call_is_the_fastest_run():

@@ -400,3 +400,61 @@ def test_one_cache_object_given_for_two_layers_is_refused(kind):
     with pytest.raises(ValueError, match=r"caches holds one cache object.*model\.new_caches\(\)"):
         model(tokens, caches=[cache, cache])
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize("call", ["generate", "bits_per_byte"])
+def test_overlapping_calls_from_two_threads_give_the_training_mode_back(call):
+    """Thread A enters, thread B enters, A ends, then B ends: each call used to save the mode
+    it found, so B saved A's eval mode and put it back last. Events fix the order."""
+    import threading
+
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(50, 40, embed_dim=16, num_heads=4).train()
+    model.blocks[1].mlp.eval()  # a mixed tree comes back as it was, not all in one mode
+    b_inside, a_done = threading.Event(), threading.Event()
+    errors = []
+
+    def hook(module, inputs, output):
+        if threading.current_thread().name == "A":
+            assert b_inside.wait(10)
+        elif threading.current_thread().name == "B":
+            b_inside.set()
+            assert a_done.wait(10)
+
+    model.blocks[0].register_forward_hook(hook)
+    prompt = torch.randint(0, 50, (1, 4), generator=torch.Generator().manual_seed(1))
+    data = torch.randint(0, 50, (200,), generator=torch.Generator().manual_seed(2))
+
+    def run():
+        try:
+            if call == "generate":
+                mha.generate(model, prompt, 1)
+            else:
+                mha.bits_per_byte(model, data, length=16, num_windows=4)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    a = threading.Thread(target=run, name="A")
+    b = threading.Thread(target=run, name="B")
+    a.start()
+    b.start()
+    a.join(20)
+    assert not model.training  # B is still inside: eval mode stays for it
+    a_done.set()
+    b.join(20)
+    assert not errors and not a.is_alive() and not b.is_alive()
+    assert model.training and model.blocks[0].training
+    assert not model.blocks[1].mlp.training and not model.blocks[1].mlp[0].training
+
+
+@pytest.mark.parametrize("sizes", [{"kdim": 8}, {"vdim": 8}, {"kdim": 8, "vdim": 8}])
+def test_a_decoder_refuses_attention_with_kdim_or_vdim_other_than_embed_dim_when_made(sizes):
+    """The block passes no key or value (they are x): such a layer used to be accepted and
+    the first forward failed asking for a key the caller cannot pass."""
+    with pytest.raises(ValueError, match=r"make_attention\(\) has kdim=.*self-attention"):
+        mha.TinyDecoder(20, 16, embed_dim=16,
+                        make_attention=lambda: mha.MultiHeadAttention(16, 4, **sizes))
+    with pytest.raises(ValueError, match=r"attn has kdim=.*self-attention"):
+        mha.DecoderBlock(mha.MultiHeadAttention(16, 4, **sizes), 16, 32)
+    # kdim = vdim = embed_dim given explicitly is the default layer: accepted
+    mha.DecoderBlock(mha.MultiHeadAttention(16, 4, kdim=16, vdim=16), 16, 32)

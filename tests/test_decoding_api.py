@@ -287,3 +287,65 @@ def test_a_cache_filled_inside_vmap_is_refused_outside_with_the_fix():
     torch.func.vmap(step)(torch.randn(2, 1, 3, 8))
     with pytest.raises(ValueError, match="inside torch.func.vmap.*new KVCache"):
         layer(torch.randn(1, 1, 8), cache=cache, is_causal=True)
+
+
+@pytest.mark.parametrize("name", CACHED_LAYERS)
+def test_a_cache_filled_by_one_layer_is_refused_by_another_of_the_same_shape(name):
+    """Two layers of one shape fit each other's caches; the second used to read the first's
+    keys silently (0.46 off). Refused, and the cache is unchanged; its own layer still works,
+    and so do a deepcopy (same layer), a model deepcopied with its caches (the copied layer)
+    and a pickle round trip (unbound, then bound to the next layer)."""
+    import copy
+    import pickle
+
+    make, new_cache = CACHED_LAYERS[name]
+    torch.manual_seed(0)
+    first, second = make().eval(), make().eval()
+    x = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        cache = new_cache()
+        first(x[:, :4], cache=cache, is_causal=True)
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            second(x[:, 4:], cache=cache, is_causal=True)
+        assert len(cache) == 4
+        expected = first(x, is_causal=True)[0][:, 4:]
+        twin = copy.deepcopy(cache)
+        torch.testing.assert_close(first(x[:, 4:], cache=cache, is_causal=True)[0], expected)
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            second(x[:, 4:], cache=twin, is_causal=True)
+        torch.testing.assert_close(first(x[:, 4:], cache=twin, is_causal=True)[0], expected)
+
+        fresh = new_cache()
+        first(x[:, :4], cache=fresh, is_causal=True)
+        layer_copy, cache_copy = copy.deepcopy((first, fresh))
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            first(x[:, 4:], cache=cache_copy, is_causal=True)
+        torch.testing.assert_close(layer_copy(x[:, 4:], cache=cache_copy, is_causal=True)[0],
+                                   expected)
+
+        fresh = new_cache()
+        first(x[:, :4], cache=fresh, is_causal=True)
+        unpickled = pickle.loads(pickle.dumps(fresh))
+        torch.testing.assert_close(first(x[:, 4:], cache=unpickled, is_causal=True)[0],
+                                   expected)
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            second(x[:, 4:], cache=unpickled, is_causal=True)
+
+
+def test_a_decoder_refuses_caches_reversed_or_from_another_model_and_keeps_them():
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(50, 32, embed_dim=16, num_heads=4, num_layers=2).eval()
+    other = mha.TinyDecoder(50, 32, embed_dim=16, num_heads=4, num_layers=2).eval()
+    tokens = torch.randint(0, 50, (1, 8), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(tokens)[:, -1]
+        caches = model.new_caches()
+        model(tokens[:, :7], caches=caches)
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            model(tokens[:, 7:], caches=caches[::-1])
+        theirs = other.new_caches()
+        other(tokens[:, :7], caches=theirs)
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            model(tokens[:, 7:], caches=theirs)
+        assert [len(c) for c in caches + theirs] == [7, 7, 7, 7]
+        torch.testing.assert_close(model(tokens[:, 7:], caches=caches)[:, -1], full)

@@ -97,6 +97,26 @@ def test_pruned_encoder_equals_gated_encoder_with_fewer_parameters(keep):
     torch.testing.assert_close(model(tokens)[0], small_encoder()(tokens)[0])  # original intact
 
 
+def test_an_encoder_pruned_to_unequal_heads_prunes_again_with_one_row_per_layer():
+    """Rows of unequal length cannot form a (layers, heads) tensor: a list of rows is taken,
+    and a tensor gets a message naming the heads per layer (it said 'keep at least one')."""
+    model = small_encoder()
+    tokens = torch.randint(7, (2, 9), generator=torch.Generator().manual_seed(5))
+    first = torch.tensor([[True, False, True, True], [False, False, True, True]])
+    once = model.pruned(first)
+    assert once.heads_per_layer == [3, 2]
+    with pytest.raises(ValueError, match=r"row 1 has 3 entries .* 2 heads .* list of one"):
+        once.pruned(torch.tensor([[True, True, False], [True, True, False]]))
+    twice = once.pruned([torch.tensor([True, False, True]), torch.tensor([False, True])])
+    # the original encoder gated to the heads both prunings keep: heads 0 and 3; head 3
+    gated, _ = model(tokens, head_mask=torch.tensor([[1.0, 0, 0, 1], [0, 0, 0, 1]]).double())
+    torch.testing.assert_close(twice(tokens)[0], gated)
+    with pytest.raises(ValueError, match="layer 1 must keep at least one head"):
+        once.pruned([torch.tensor([True, True, True]), torch.tensor([False, False])])
+    with pytest.raises(ValueError, match="one 1-D bool tensor per layer"):
+        once.pruned([torch.tensor([True, True, True])])
+
+
 def test_bad_inputs_raise_value_errors_naming_the_shape():
     model = small_encoder()
     with pytest.raises(ValueError, match=r"1 <= n <= 9, got \(2, 10\)"):

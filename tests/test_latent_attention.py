@@ -317,3 +317,12 @@ def test_a_latent_cache_filled_inside_vmap_is_refused_outside_with_the_fix():
     fresh = att.new_cache()
     att(torch.randn(1, 1, WIDTH), cache=fresh)  # the fix the message names works
     assert len(fresh) == 1
+
+
+def test_a_latent_cache_of_another_dtype_names_the_way_to_a_new_latent_cache():
+    layer = mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4)
+    cache = layer.new_cache()
+    layer(torch.randn(1, 3, 16), cache=cache)
+    with pytest.raises(ValueError, match=r"Start a new cache \(layer\.new_cache\(\)") as raised:
+        layer.double()(torch.randn(1, 1, 16, dtype=torch.float64), cache=cache)
+    assert "KVCache" not in str(raised.value)

@@ -126,6 +126,42 @@ def test_mean_pool_against_a_loop():
         torch.testing.assert_close(got[b], mean / mean.norm())
 
 
+@pytest.mark.parametrize("bad", [
+    pytest.param(lambda m: (1.0 - m.float()) * -10000.0, id="additive-0-minus-10000"),
+    pytest.param(lambda m: torch.where(m.bool(), 0.0, float("-inf")), id="additive-minus-inf"),
+    pytest.param(lambda m: m * 2, id="holds-2"),
+    pytest.param(lambda m: m.float().masked_fill(m == 0, float("nan")), id="nan"),
+])
+def test_attention_mask_other_than_0_1_is_refused_by_encoder_and_mean_pool(bad):
+    # BERT's additive "extended" mask was read backwards (.bool() of 0/-10000), and a 2 was 1
+    # for the encoder but a weight of 2 for mean_pool
+    torch.manual_seed(0)
+    encoder = pretrained.BertEncoder(30, 16, 2, 4, 32, 20).eval()
+    ids = torch.randint(0, 30, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 0 .* and 1"):
+        encoder(ids, bad(mask))
+    hidden = torch.randn(2, 7, 16)
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 0 .* and 1"):
+        pretrained.mean_pool(hidden, bad(mask))
+    with pytest.raises(ValueError, match="attention_mask must be a 0/1 mask"):
+        pretrained.mean_pool(hidden, mask.to(torch.complex64))
+
+
+def test_attention_mask_as_bool_int_or_float_0_1_gives_the_same_result():
+    torch.manual_seed(0)
+    encoder = pretrained.BertEncoder(30, 16, 2, 4, 32, 20).eval()
+    ids = torch.randint(0, 30, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    ref = encoder(ids, mask).last_hidden_state
+    for same in (mask.bool(), mask.float(), mask.to(torch.int8)):
+        out = encoder(ids, same).last_hidden_state
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        torch.testing.assert_close(pretrained.mean_pool(out, same), pretrained.mean_pool(ref, mask))
+
+
 def test_embed_is_unit_length_and_similar_sentences_are_closer(ours):
     encoder, tokenizer = ours
     with torch.no_grad():

@@ -36,6 +36,30 @@ def test_pruning_curve_evaluates_each_mask():
     assert curve == [2.0, 1.0, 0.0] and len(seen) == 3
 
 
+def test_pruning_curve_refuses_a_nan_score_naming_the_mask():
+    # a nan point in a curve passes for a number; bits_per_byte refuses its nan loss too
+    calls = []
+    with pytest.raises(ValueError, match=r"evaluate returned nan .* 1 head\(s\) removed"):
+        mha.pruning_curve(lambda m: calls.append(m) or (1.0 if len(calls) == 1 else float("nan")),
+                          [(0, 1), (0, 0)], (1, 2))
+
+
+def test_token_accuracy_counts_a_single_inf_and_refuses_a_tie_of_infs():
+    """argmax of a row of all +inf is class 0: a tie the model did not break. A lone +inf
+    is a prediction like any largest score; a loop over the rows is the reference."""
+    logits = torch.tensor([[[0.0, float("inf"), 1.0], [2.0, 1.0, float("-inf")],
+                            [float("-inf"), 0.5, 3.0]]])
+    targets = torch.tensor([[1, 0, 1]])
+    expected = sum(int(row.argmax()) == int(t) for row, t in zip(logits[0], targets[0],
+                                                                    strict=True)) / 3
+    assert mha.token_accuracy(logits, targets) == pytest.approx(expected)
+    for tie in ([float("inf")] * 3, [float("-inf")] * 3, [float("inf"), 0.0, float("inf")]):
+        tied = logits.clone()
+        tied[0, 2] = torch.tensor(tie)
+        with pytest.raises(ValueError, match="shared by several classes"):
+            mha.token_accuracy(tied, targets)
+
+
 def test_iterative_order_adapts_where_one_shot_cannot():
     """Two redundant heads (0 and 1) each look unimportant while the other is present."""
     def importance(mask):

@@ -204,3 +204,19 @@ def test_alibi_bias_as_documented_for_multi_head_attention():
     torch.testing.assert_close(weights, expected)
     # the fused path agrees
     torch.testing.assert_close(layer(x, mask=bias[None], need_weights=False)[0], got)
+
+
+def test_rotary_is_causal_equals_a_lower_triangular_mask():
+    """RotaryMultiHeadAttention.forward took no is_causal (a TypeError), unlike its parent."""
+    torch.manual_seed(0)
+    layer = mha.RotaryMultiHeadAttention(16, 4, num_kv_heads=2).double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    allowed = torch.ones(5, 5, dtype=torch.bool).tril()
+    out, weights = layer(x, is_causal=True)
+    ref_out, ref_weights = layer(x, mask=allowed)
+    torch.testing.assert_close(out, ref_out, rtol=0, atol=1e-12)
+    torch.testing.assert_close(weights, ref_weights, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="is_causal"):
+        layer(x, is_causal="yes")
+    with pytest.raises(TypeError, match="cache"):  # what the docstring says it does not take
+        layer(x, cache=mha.KVCache())

@@ -115,6 +115,38 @@ def test_stopping_early_runs_the_first_steps_of_the_whole_schedule():
             assert torch.equal(a, b)
 
 
+def test_train_that_raises_puts_back_the_modes_and_grads_and_one_that_returns_ends_in_eval():
+    from mha.tasks.neighbour_task import train
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.1),
+                                torch.nn.Linear(8, 3))
+    model.eval()
+    model[1].train()  # a mixed tree: each submodule's mode comes back
+    old_grads = [torch.full_like(p, 7.0) for p in model.parameters()]
+    for p, grad in zip(model.parameters(), old_grads, strict=True):
+        p.grad = grad
+    before = [p.detach().clone() for p in model.parameters()]
+    data = torch.Generator().manual_seed(1)
+
+    def batches(step):
+        if step == 1:  # after one full step: the parameters, modes and grads have changed
+            raise RuntimeError("the loader died")
+        return torch.randn(8, 2, 4, generator=data), torch.randint(3, (8, 2), generator=data)
+
+    with pytest.raises(RuntimeError, match="loader died"):
+        train(model, batches, 3, lr=0.1, forward=model)
+    assert [m.training for m in model.modules()] == [False, False, True, False]
+    assert all(p.grad is grad for p, grad in zip(model.parameters(), old_grads, strict=True))
+    assert all(torch.equal(grad, torch.full_like(grad, 7.0)) for grad in old_grads)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+
+    model.train()
+    train(model, lambda step: (torch.randn(8, 2, 4, generator=data),
+                               torch.randint(3, (8, 2), generator=data)), 2, forward=model)
+    assert not any(m.training for m in model.modules())  # returns in eval, as documented
+
+
 @pytest.mark.parametrize("train", [
     lambda: mha.train_lookup_encoder(stop_after=1),
     lambda: trained_models.train_translator(stop_after=1),

@@ -139,12 +139,14 @@ def require_same_dtype(*named: tuple[str, torch.Tensor]) -> torch.dtype:
     return x.dtype
 
 
-def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor) -> None:
+def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch.Tensor,
+                         fresh: str = "mha.KVCache()") -> None:
     """A cache's new entries must have the dtype of what it holds (``fields``: its two tensor
     attributes). ``torch.autocast`` is blamed only where it is on now, or where the cache holds
     its low precision and the new entries do not (filled under autocast, read without);
     otherwise the module was converted (``.double()``, ``.half()``) since it filled the cache,
-    or the cache is another model's: the message names the dtypes and the fix, a new cache."""
+    or the cache is another model's: the message names the dtypes and the fix, a new cache
+    (``fresh``: how to make one for this kind of cache)."""
     if new.dtype == held.dtype:
         return
     first, second = fields
@@ -163,7 +165,7 @@ def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch
     raise ValueError(
         f"{mismatch}: the cache was filled in {held.dtype} (by this module before it was "
         f"converted, e.g. with .double() or .half(), or by another model). Start a new cache "
-        f"(mha.KVCache(), or model.new_caches() for a TinyDecoder), or convert this one: "
+        f"({fresh}, or model.new_caches() for a TinyDecoder), or convert this one: "
         f"`{convert}`")
 
 
@@ -519,10 +521,12 @@ def set_debug(flag: bool) -> bool:
     setting. On by default (``MHA_DEBUG=0`` in the environment starts with them off).
 
     Only one such check sits on a main path: the fused path of :class:`mha.MultiHeadAttention`
-    looks at ``isfinite(Q.sum() + K.sum() + V.sum())`` and, for NaN or inf inputs, computes in
-    the open so that nothing non-finite is hidden (the rule of :func:`mha.attention`). That
-    look is a host synchronisation per call on a GPU and a data-dependent branch that
-    ``torch.compile(fullgraph=True)`` and ``torch.func.vmap`` cannot trace. With the switch
+    looks at Q, K and V (and the cache's keys and values) element by element
+    (``isfinite(t).all()``: a sum of finite float16 values could overflow) and at a float mask
+    (``isnan``), and for NaN or inf computes in the open so that nothing non-finite is hidden
+    (the rule of :func:`mha.attention`). That look is a host synchronisation per call on a
+    GPU and a data-dependent branch that ``torch.compile(fullgraph=True)`` and
+    ``torch.func.vmap`` cannot trace. With the switch
     off, and always inside ``torch.compile`` or a ``torch.func`` transform and on ``meta``
     tensors (shapes without values: the layer then runs on meta, as torch's does), it is skipped:
     finite inputs give the same outputs, and non-finite inputs give whatever PyTorch's fused
@@ -557,6 +561,18 @@ def may_read_values(x: torch.Tensor) -> bool:
 
 
 
+def under_vmap() -> bool:
+    """Whether the code runs inside ``torch.func.vmap`` (at any level of torch.func's stack);
+    False inside ``torch.compile``, which would not trace the look."""
+    if torch.compiler.is_compiling():
+        return False
+    try:
+        from torch._C._functorch import TransformType, get_interpreter_stack
+    except ImportError:  # a torch without this private API: assume not
+        return False
+    return any(level.key() == TransformType.Vmap for level in get_interpreter_stack() or ())
+
+
 def require_no_nan(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     """Return ``x`` if it holds no NaN (reads its values: skipped where
     :func:`may_read_values` says no); ``hint`` says where the NaN probably came from."""
@@ -572,6 +588,27 @@ def require_finite(name: str, x: torch.Tensor, hint: str) -> torch.Tensor:
     if may_read_values(x) and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} holds NaN or inf ({int((~torch.isfinite(x)).sum())} of "
                          f"{x.numel()} values); {hint}")
+    return x
+
+
+def require_binary_mask(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Return ``x`` if it is a 0/1 padding mask (1/True = real token): bool, integer, or
+    floating holding only 0.0 and 1.0. BERT's additive "extended" form (0 real, -10000 pad)
+    would otherwise be read backwards, and a 2 differently by each reader. The values are
+    read where :func:`may_read_values` says yes."""
+    require_tensor(name, x)
+    if x.is_complex() or (x.is_floating_point() and x.dtype.itemsize == 1):
+        raise ValueError(f"{name} must be a 0/1 mask (bool, integer or float), got {x.dtype}; "
+                         f"pass {name}.real.long() or a bool tensor, True = real token")
+    if may_read_values(x) and x.numel():
+        bad = (x != 0) & (x != 1)  # NaN is != 0 and != 1
+        if bool(bad.any()):
+            shown = sorted({float(v) for v in x[bad].flatten()[:1000].tolist()})[:5]
+            raise ValueError(
+                f"{name} must hold only 0 (padding) and 1 (real token), got values such as "
+                f"{shown}; an additive mask (0 real, -10000 or -inf padding) is not read "
+                f"here: pass ({name} == 0).long() for one of those, or "
+                f"({name} != 0).long() to count every non-zero value as a real token")
     return x
 
 

@@ -230,7 +230,7 @@ def loglog_slope(sizes: object, values: object) -> float:
     """Least-squares slope of ``log(values)`` against ``log(sizes)``: ``values ~ sizes^slope``.
 
     Raises ``ValueError`` unless ``sizes`` and ``values`` are 1-D sequences of one length >= 2
-    of positive finite numbers."""
+    of positive finite numbers, with at least two different sizes."""
     try:
         x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
     except (TypeError, ValueError):
@@ -245,4 +245,7 @@ def loglog_slope(sizes: object, values: object) -> float:
                          f"got {len(x)} sizes and {len(y)} values")
     if not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
         raise ValueError(f"sizes and values must be positive and finite, got {x} and {y}")
+    if np.all(x == x[0]):  # one size: no slope (polyfit only warned and returned a number)
+        raise ValueError(f"sizes must hold at least two different sizes (a slope needs two "
+                         f"points apart), got {x}")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])

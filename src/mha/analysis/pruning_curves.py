@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 
@@ -117,7 +118,8 @@ def pruning_curve(
     refuses another float dtype); ``None`` is torch's default dtype.
 
     Each mask is float ``(layers, heads)``. Raises ``ValueError`` as :func:`masks_along` does,
-    naming ``evaluate`` when it is not callable or does not return a number, and ``dtype=``
+    naming ``evaluate`` when it is not callable or does not return a number (or returns
+    nan), and ``dtype=``
     when the model refuses the masks' dtype; :class:`mha.MemoryBudgetError` when the masks
     would exceed the memory budget.
     """
@@ -132,10 +134,15 @@ def pruning_curve(
                 raise
             raise _dtype_hint(error, "pruning_curve", masks.dtype) from error
         try:
-            scores.append(float(score))
+            value = float(score)
         except (TypeError, ValueError, RuntimeError):
             raise ValueError(f"evaluate must return a number (e.g. an accuracy), got "
                              f"{type(score).__name__}") from None
+        if math.isnan(value):  # a nan in the curve would pass for a point (as bits_per_byte)
+            raise ValueError(f"evaluate returned nan for the mask with {len(scores)} head(s) "
+                             f"removed: check the model's parameters (a NaN or inf weight) "
+                             f"or what evaluate computes")
+        scores.append(value)
     return scores
 
 

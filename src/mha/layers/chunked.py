@@ -22,6 +22,7 @@ def chunked_attention(
     chunk_size: int = 1024,
     scale: float | None = None,
     causal: bool = False,
+    is_causal: bool | None = None,
 ) -> torch.Tensor:
     r"""``softmax(Q K^T * scale) V`` computed block by block (Milakov & Gimelshein 2018;
     Rabe & Staats 2021; the idea inside FlashAttention).
@@ -44,8 +45,9 @@ def chunked_attention(
 
     Shapes: ``query`` ``(..., n_q, d_k)``, ``key`` ``(..., n_k, d_k)``, ``value``
     ``(..., n_k, d_v)``; returns ``(..., n_q, d_v)`` (no weights: they are never formed).
-    ``scale`` defaults to ``1/sqrt(d_k)``. ``causal=True`` lets query ``i`` see keys
-    ``j <= n_k - n_q + i`` only, the queries being the last ``n_q`` of the ``n_k`` positions as
+    ``scale`` defaults to ``1/sqrt(d_k)``. ``is_causal`` is another name for ``causal`` (the
+    name every other function of the course takes). ``causal=True`` lets query ``i`` see
+    keys ``j <= n_k - n_q + i`` only, the queries being the last ``n_q`` of the ``n_k`` positions as
     in :func:`mha.attention` (for ``n_q = n_k``: ``j <= i``), and skips blocks entirely in the
     future (after one look at the keys' and values' values, so in eager mode only: under
     ``torch.func.vmap`` or ``torch.compile``, which cannot branch on values, it computes those
@@ -57,12 +59,18 @@ def chunked_attention(
 
     Dtypes: ``query``, ``key`` and ``value`` floating, of one dtype and device; the output has
     it. Raises ``ValueError`` naming the argument for a wrong type, shape, dtype, device,
-    ``chunk_size`` or ``scale``; :class:`mha.MemoryBudgetError` when a block or the output would
-    exceed the memory budget.
+    ``chunk_size``, ``scale``, ``causal`` or ``is_causal`` (or both given, disagreeing);
+    :class:`mha.MemoryBudgetError` when a block or the output would exceed the memory budget.
     """
     scale, out_batch = check_attention_inputs(query, key, value, scale)
     chunk_size = require_int("chunk_size", chunk_size)
     causal = require_flag("causal", causal)
+    if is_causal is not None:  # the course's other functions say is_causal: take that too
+        is_causal = require_flag("is_causal", is_causal)
+        if causal and not is_causal:
+            raise ValueError("causal=True and is_causal=False disagree: they are one "
+                             "setting, pass only is_causal")
+        causal = is_causal
     # one block of scores (and of its exponentials) per step
     check_allocation("chunked_attention", (*out_batch, min(chunk_size, query.shape[-2]),
                                            min(chunk_size, key.shape[-2])), query.dtype,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from mha._validation import (
@@ -15,7 +17,59 @@ from mha._validation import (
 )
 
 
-class KVCache:
+class LayerBound:
+    """The binding of a cache to the layer that first fills it (shared by :class:`KVCache`
+    and :class:`mha.LatentCache`).
+
+    Caches of layers of the same shape fit each other's tensors, so a swapped cache (a
+    decoder's caches reversed, another model's caches) used to run and give wrong outputs.
+    The cache keeps a weak reference to its layer (it does not keep the layer alive) and the
+    layer refuses a filled cache that another layer filled. ``copy.deepcopy`` keeps the
+    binding (to the copied layer when the layer is copied in the same call); ``pickle`` drops
+    it (a layer is not pickled with its cache): an unpickled cache binds to the next layer
+    that uses it. Inside ``torch.compile`` the binding is neither checked nor made.
+    """
+
+    _owner: weakref.ref | None = None  # the class default: an empty cache, or an unpickled one
+
+    def _filled(self) -> bool:
+        raise NotImplementedError
+
+    def _check_layer(self, layer: torch.nn.Module) -> None:
+        """Refuse ``layer`` if another layer filled this cache (before anything changes)."""
+        if self._owner is None or not self._filled() or torch.compiler.is_compiling():
+            return
+        owner = self._owner()
+        if owner is layer:
+            return
+        who = ("a layer that no longer exists" if owner is None
+               else f"another {type(owner).__name__} (a different layer object)")
+        raise ValueError(
+            f"cache was filled by {who}, not by this {type(layer).__name__}: caches of layers "
+            f"of the same shape fit each other but hold other keys, so the output would be "
+            f"wrong. Pass each layer the cache it filled (caches[i] for layer i, in the order "
+            f"model.new_caches() makes them), or a new empty cache")
+
+    def _bind(self, layer: torch.nn.Module) -> None:
+        """Remember ``layer`` as the owner after its first successful append."""
+        if self._owner is None and not torch.compiler.is_compiling():
+            self._owner = weakref.ref(layer)
+
+    def _copy_binding(self, copy: LayerBound, memo: dict) -> None:
+        owner = None if self._owner is None else self._owner()
+        if owner is not None:
+            # deepcopy((model, caches)): the copied caches belong to the copied layers
+            copy._owner = weakref.ref(memo.get(id(owner), owner))
+        elif self._owner is not None:
+            copy._owner = self._owner  # a dead owner stays dead: the copy is refused too
+
+    def __getstate__(self) -> dict:
+        state = dict(vars(self))
+        state.pop("_owner", None)  # a weak reference cannot be pickled (see the class)
+        return state
+
+
+class KVCache(LayerBound):
     r"""Keys and values of every token seen so far, for one attention layer.
 
     A decoder generating token ``t`` needs the keys and values of tokens ``0 .. t``. Those of
@@ -40,6 +94,9 @@ class KVCache:
     to deepcopy a non-leaf tensor. Inside ``torch.func.vmap`` pass keys and values in and out
     as tensors: a cache filled there holds vmap's batched tensors, which do not outlive it.
 
+    The first layer that fills a cache owns it (:class:`LayerBound`): another layer, even one
+    of the same shape, refuses it with a ``ValueError``.
+
     Raises nothing when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError`` as said
     above.
     """
@@ -51,6 +108,9 @@ class KVCache:
     def __len__(self) -> int:
         """The number of tokens cached."""
         return 0 if self.keys is None else self.keys.shape[-2]
+
+    def _filled(self) -> bool:
+        return self.keys is not None
 
     @property
     def nbytes(self) -> int:
@@ -67,6 +127,7 @@ class KVCache:
         copy = KVCache()
         copy.keys, copy.values = (None if t is None else t.clone()
                                   for t in (self.keys, self.values))
+        self._copy_binding(copy, memo)
         return copy
 
     def append(

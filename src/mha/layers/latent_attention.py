@@ -33,10 +33,11 @@ from mha._validation import (
     require_same_device,
     require_same_dtype,
 )
+from mha.layers.kv_cache import LayerBound
 from mha.layers.rotary import apply_rotary
 
 
-class LatentCache:
+class LatentCache(LayerBound):
     """What one MLA layer caches per token: the latent ``c`` and the shared rotary key.
 
     ``latents``: ``(B, n, latent_dim)``; ``rope_keys``: ``(B, 1, n, rope_dim)`` (one head,
@@ -45,7 +46,8 @@ class LatentCache:
 
     As :class:`mha.KVCache`: ``copy.deepcopy`` refuses a cache holding autograd history (fill
     it under ``torch.no_grad()``), and a cache filled inside ``torch.func.vmap`` is refused
-    outside it (it holds vmap's batched tensors).
+    outside it (it holds vmap's batched tensors), and the first layer that fills it owns it:
+    another layer refuses it (:class:`mha.kv_cache.LayerBound`).
 
     Raises nothing itself when made; :meth:`append` and ``copy.deepcopy`` raise ``ValueError``.
     """
@@ -58,6 +60,9 @@ class LatentCache:
         """The number of tokens cached."""
         return 0 if self.latents is None else self.latents.shape[1]
 
+    def _filled(self) -> bool:
+        return self.latents is not None
+
     def __deepcopy__(self, memo: dict) -> LatentCache:
         """A copy with cloned tensors; refused while they carry autograd history."""
         refuse_autograd_history("LatentCache", (self.latents, self.rope_keys), "latents",
@@ -65,6 +70,7 @@ class LatentCache:
         copy = LatentCache()
         copy.latents, copy.rope_keys = (None if t is None else t.clone()
                                         for t in (self.latents, self.rope_keys))
+        self._copy_binding(copy, memo)
         return copy
 
     def append(
@@ -84,7 +90,8 @@ class LatentCache:
         refuse_vmap_leftovers("LatentCache", self.latents, latents, "latents and rope_keys")
         require_same_dtype(("latents", latents), ("rope_keys", rope_keys))
         if self.latents is not None:
-            require_cached_dtype(("latents", "rope_keys"), self.latents, latents)
+            require_cached_dtype(("latents", "rope_keys"), self.latents, latents,
+                                 fresh="layer.new_cache()")
         require_same_device(("latents", latents), ("rope_keys", rope_keys))
         batch, n_new = latents.shape[:2]
         if rope_keys.shape[:3] != (batch, 1, n_new):
@@ -259,6 +266,8 @@ class MultiHeadLatentAttention(nn.Module):
                              "weights: is_causal must be True and need_weights False")
         if cache is not None and not isinstance(cache, LatentCache):
             raise ValueError(f"cache must be a LatentCache, got {type(cache).__name__}")
+        if cache is not None:
+            cache._check_layer(self)
         batch, n, _ = x.shape
         h, d, r = self.num_heads, self.head_dim, self.rope_dim
         past = 0 if cache is None else len(cache)
@@ -282,6 +291,7 @@ class MultiHeadLatentAttention(nn.Module):
         rope_keys = apply_rotary(self.k_rope(x)[:, None], positions, self.base)  # (B, 1, n, r)
         if cache is not None:
             latents, rope_keys = cache.append(latents, rope_keys)
+            cache._bind(self)
         n_k = latents.shape[1]
         q = self.q_proj(x).view(batch, n, h, d).transpose(1, 2)  # (B, h, n, d_h)
         q_rope = self.q_rope(x).view(batch, n, h, r).transpose(1, 2)  # (B, h, n, r)

@@ -30,6 +30,7 @@ from mha._validation import (
     require_same_device,
     require_same_dtype,
     require_tensor,
+    under_vmap,
 )
 from mha.layers.attention import additive_mask, attend, causal_mask, combine_masks
 from mha.layers.kv_cache import KVCache
@@ -86,7 +87,9 @@ class MultiHeadAttention(nn.Module):
     ties to ``num_heads``; ``torch._dynamo.mark_static(head_mask)`` before each call keeps it
     to one graph.
     ``torch.export`` with a dynamic length works, and
-    ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included).
+    ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included; with
+    autograd on, a float mask takes the weights path under vmap even with
+    ``need_weights=False``, as PyTorch's fused CPU kernel refuses one that may need a gradient).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
     :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
     :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
@@ -210,8 +213,8 @@ class MultiHeadAttention(nn.Module):
         Raises ``ValueError`` naming the argument for inputs that are not floating tensors of
         the module's dtype and device, of other shapes (an omitted ``key`` or ``value`` that
         cannot stand for itself is named too), masks that do not broadcast or are 3-D, a
-        ``cache`` of another batch or head size or with a ``key``/``value`` other than
-        ``query``; :class:`mha.MemoryBudgetError` (before
+        ``cache`` of another batch or head size, filled by another layer, or with a
+        ``key``/``value`` other than ``query``; :class:`mha.MemoryBudgetError` (before
         allocating) when the weights or projections would exceed the memory budget (with
         ``need_weights=False`` too when the inputs hold NaN or inf: the weights are then
         computed in the open). A call that raises leaves ``cache`` as it was.
@@ -239,6 +242,8 @@ class MultiHeadAttention(nn.Module):
                              f"model.new_caches() for a TinyDecoder)")
         if cache is not None and cache.keys is not None:
             self._check_cache_fits(cache)
+        if cache is not None:  # after the sizes: a cache of another shape is named by them
+            cache._check_layer(self)
         n_k = key.shape[1] + (len(cache) if cache is not None else 0)
         self._check_projections(query, key)
         if need_weights:
@@ -255,7 +260,11 @@ class MultiHeadAttention(nn.Module):
         gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
         q, k, v = self._project(query, key, value)
-        explicit = need_weights
+        # under vmap with autograd on, PyTorch's fused CPU kernel refuses a float mask that
+        # may need a gradient ("not differentiable with respect to argument 'attn_mask'"; a
+        # mapped mask does not say whether it does): the weights path computes the same
+        explicit = need_weights or (mask is not None and mask.is_floating_point()
+                                    and torch.is_grad_enabled() and under_vmap())
         held = () if cache is None or cache.keys is None else (cache.keys, cache.values)
         if not need_weights and self._hides_non_finite(q, k, v, mask, held):
             # the weights are built after all: the budget of need_weights=True, checked
@@ -269,6 +278,7 @@ class MultiHeadAttention(nn.Module):
             explicit = True
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, n_k, d)
+            cache._bind(self)
         dropout = self.dropout if self.training else 0.0
         if explicit:
             heads, weights = self._explicit_attention(q, k, v, mask, is_causal, dropout)

@@ -10,6 +10,7 @@ from mha._validation import (
     refuse_float8,
     require_base,
     require_features,
+    require_flag,
     require_float_tensor,
     require_same_device,
     require_tensor,
@@ -135,19 +136,25 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
         *,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
+        is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Self-attention on ``x`` ``(B, n, embed_dim)`` with tokens at ``positions`` ``(n,)``
         (or ``(B, n)``, one row per sequence).
 
-        ``mask`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
-        (``num_kv_heads``) and dropout (in training) as there too. Returns
+        ``mask`` and ``is_causal`` as in :class:`mha.MultiHeadAttention`; grouped-query heads
+        (``num_kv_heads``) and dropout (in training) as there too. These are all it takes:
+        unlike :meth:`mha.MultiHeadAttention.forward` there is no ``key``/``value`` (it is
+        self-attention), ``cache``, ``need_weights`` (the weights are always computed),
+        ``head_mask`` or ``key_padding_mask`` (pass padding in ``mask`` as ``(B, 1, 1, n)``,
+        True = may attend); Python's ``TypeError`` names any of those. Returns
         ``(output (B, n, embed_dim), weights (B, h, n, n))``. NaN and inf in ``x`` reach the
         outputs (the rule of :func:`mha.attention`). Raises ``ValueError`` naming ``x``,
-        ``positions`` or ``mask`` when its shape, dtype or device does not fit (positions
-        beyond ``+-2**32`` too, in eager mode), :class:`mha.MemoryBudgetError` before an
-        over-budget allocation.
+        ``positions``, ``is_causal`` or ``mask`` when its type, shape, dtype or device does not
+        fit (positions beyond ``+-2**32`` too, in eager mode), :class:`mha.MemoryBudgetError`
+        before an over-budget allocation.
         """
         require_features("x", x, self.embed_dim, self)
+        is_causal = require_flag("is_causal", is_causal)
         batch, n, _ = x.shape
         if positions is not None:
             require_tensor("positions", positions)
@@ -166,6 +173,6 @@ class RotaryMultiHeadAttention(MultiHeadAttention):
                          self.base)  # (B, h_kv, n, d)
         v = self._split_heads(self.v_proj(x), self.num_kv_heads)  # (B, h_kv, n, d)
         dropout = self.dropout if self.training else 0.0
-        heads, weights = self._explicit_attention(q, k, v, mask, False, dropout)
+        heads, weights = self._explicit_attention(q, k, v, mask, is_causal, dropout)
         merged = heads.transpose(1, 2).reshape(batch, n, self.num_heads * self.head_dim)
         return self.out_proj(merged), weights

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import threading
+import weakref
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +48,13 @@ def require_decoder_attention(name: str, attn: object, embed_dim: int) -> nn.Mod
     if attn.embed_dim != embed_dim:
         raise ValueError(f"{name} has width {attn.embed_dim}, but embed_dim is {embed_dim}: "
                          f"they must be equal")
+    # self-attention passes no key or value: they default to x, so kdim and vdim must be
+    # embed_dim too (else the first forward fails asking for a key the block never passes)
+    sizes = (getattr(attn, "kdim", embed_dim), getattr(attn, "vdim", embed_dim))
+    if sizes != (embed_dim, embed_dim):
+        raise ValueError(f"{name} has kdim={sizes[0]} and vdim={sizes[1]}, but a decoder block "
+                         f"is self-attention (keys and values are x, of width {embed_dim}): "
+                         f"make it without kdim and vdim (or with kdim=vdim={embed_dim})")
     return attn
 
 
@@ -56,9 +66,9 @@ class DecoderBlock(nn.Module):
     :class:`mha.MultiHeadAttention` (with or without ``num_kv_heads``) or
     :class:`mha.MultiHeadLatentAttention`.
 
-    Raises ``ValueError`` naming ``attn`` (not a self-attention layer of width ``embed_dim``
-    that takes a cache), ``embed_dim`` or ``mlp_dim``; :class:`mha.MemoryBudgetError` when the
-    MLP would exceed the memory budget.
+    Raises ``ValueError`` naming ``attn`` (not a self-attention layer of width ``embed_dim``,
+    with ``kdim`` and ``vdim`` equal to it, that takes a cache), ``embed_dim`` or
+    ``mlp_dim``; :class:`mha.MemoryBudgetError` when the MLP would exceed the memory budget.
     """
 
     def __init__(self, attn: nn.Module, embed_dim: int, mlp_dim: int) -> None:
@@ -122,7 +132,8 @@ class TinyDecoder(nn.Module):
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
 
     Raises ``ValueError`` naming a bad size or ``make_attention`` (not a function, a module
-    itself, or one returning the same layer twice); :class:`mha.MemoryBudgetError` when the
+    itself, one returning the same layer twice, or a layer a block cannot call, e.g. one
+    with ``kdim`` or ``vdim`` other than ``embed_dim``); :class:`mha.MemoryBudgetError` when the
     weights would exceed the memory budget.
     """
 
@@ -295,6 +306,34 @@ def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
 
 
+# models that a call of generate or bits_per_byte holds in eval mode: {model: [calls, modes]}
+_EVALUATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EVALUATING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """``model`` (every submodule) in eval mode for the block; the modes it had come back
+    when the last overlapping block (in any thread) ends, even if it raises. Saving and
+    putting back per call lost the mode with two threads: the second call saved the first's
+    eval mode and put it back last."""
+    with _EVALUATING_LOCK:
+        entry = _EVALUATING.get(model)
+        if entry is None:
+            entry = _EVALUATING[model] = [0, [(m, m.training) for m in model.modules()]]
+            model.eval()
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _EVALUATING_LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                del _EVALUATING[model]
+                for module, mode in entry[1]:
+                    module.training = mode
+
+
 @torch.no_grad()
 def generate(
     model: TinyDecoder,
@@ -319,15 +358,18 @@ def generate(
     padding: every row is continued after its last token, so a row padded at the end would
     continue from the pad; batch prompts of one length (generate the others separately).
 
-    The model runs in eval mode (no dropout) and gets its training mode back when the call
-    returns or raises. Not for ``torch.compile``: a Python loop that reads every token; compile
-    the model's step instead (see :class:`mha.TinyDecoder`).
+    The model runs in eval mode (no dropout) and gets the modes of its submodules back when
+    the call returns or raises. Not for ``torch.compile``: a Python loop that reads every
+    token; compile the model's step instead (see :class:`mha.TinyDecoder`).
 
-    Thread safety: ``generate`` sets ``model.training`` to False for the whole call, and
-    ``nn.Module``'s mode belongs to the module, not to the thread: another thread sharing the
-    model sees ``training == False`` meanwhile, and a training step it runs then has no
-    dropout. Do not generate from a model another thread is training; generate from a copy
-    (``copy.deepcopy(model)``) instead.
+    Thread safety: ``nn.Module``'s mode belongs to the module, not to the thread, so
+    ``generate`` sets it for everyone: from the first of overlapping calls of ``generate`` or
+    :func:`bits_per_byte` on one model (in any threads) until the last of them ends, the
+    model is in eval mode, and the modes it had before the first come back only then (a
+    per-model count under a lock). Another thread sharing the model sees ``training ==
+    False`` meanwhile, and a training step it runs then has no dropout; a ``model.train()``
+    it calls meanwhile is undone when the last call ends. Do not generate from a model
+    another thread is training; generate from a copy (``copy.deepcopy(model)``) instead.
 
     Raises ``ValueError`` on a bad argument (named), on ``prompt`` ids outside
     ``0 .. vocab_size - 1``, on ``prompt length + steps > model.max_len``, and on NaN logits
@@ -350,12 +392,8 @@ def generate(
     if prompt.shape[1] + steps > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
-    was_training = model.training
-    model.eval()  # dropout off; training mode comes back even if a step raises
-    try:
+    with _evaluating(model):  # dropout off; the modes come back even if a step raises
         return _generate(model, prompt, steps, use_cache, temperature, generator)
-    finally:
-        model.train(was_training)
 
 
 def _generate(model: TinyDecoder, prompt: torch.Tensor, steps: int, use_cache: bool,
@@ -442,9 +480,10 @@ def bits_per_byte(
 
     The windows are the first ``num_windows`` non-overlapping stretches of ``length + 1``
     tokens, so every model is scored on the same text. A model that knows nothing (uniform over
-    256 bytes) scores 8. The model runs in eval mode and gets its training mode back when the
-    call returns or raises. Thread safety: as in :func:`generate`, other threads sharing the
-    model see the eval mode meanwhile.
+    256 bytes) scores 8. The model runs in eval mode and gets its submodules' modes back when
+    the call returns or raises. Thread safety: as in :func:`generate` (overlapping calls of
+    either share one count): other threads sharing the model see eval mode until the last
+    overlapping call ends, and the modes come back then.
 
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data`` (not 1-D
     integer ids in the vocabulary, or too short for ``num_windows`` windows), ``length`` (over
@@ -463,13 +502,9 @@ def bits_per_byte(
         raise ValueError(f"num_windows={num_windows} windows of {stride} tokens need "
                          f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
-    was_training = model.training
-    model.eval()  # dropout off; training mode comes back even if the model raises
-    try:
+    with _evaluating(model):  # dropout off; the modes come back even if the model raises
         logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
                                                                        head_mask=head_mask)
-    finally:
-        model.train(was_training)
     loss = language_model_loss(logits, chunks[:, 1:]).item()
     if math.isnan(loss):  # a metric of nan would pass for a number in a table
         raise ValueError("the loss of model is nan: check model's parameters (a NaN or inf "

@@ -176,27 +176,45 @@ class TinyEncoder(nn.Module):
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
         return list(head_mask.unbind(dim=-2))
 
-    def pruned(self, keep: torch.Tensor) -> TinyEncoder:
+    def pruned(self, keep: torch.Tensor | Sequence[torch.Tensor]) -> TinyEncoder:
         """A copy whose layer ``l`` keeps only the heads ``h`` with ``keep[l, h]`` True.
 
         Uses ``mha.prune_heads`` layer by layer, so the copy computes what this encoder
         computes with ``head_mask=keep.float()``, with fewer parameters. Each layer must keep
-        at least one head.
+        at least one head. ``keep`` is a bool ``(layers, heads)`` tensor, or a list of one bool
+        row per layer: an encoder pruned to unequal heads per layer (``heads_per_layer``) takes
+        only the list, as its rows have different lengths.
 
-        Raises ``ValueError`` naming ``keep`` when it is not a bool ``(layers, heads)`` tensor,
-        or leaves a layer without heads.
+        Raises ``ValueError`` naming ``keep`` when it is neither, when a row's length is not
+        its layer's number of heads, or when it leaves a layer without heads.
         """
         heads = self.heads_per_layer
-        if (not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool
+        rows = list(keep) if isinstance(keep, list | tuple) else None
+        if rows is not None:
+            if len(rows) != len(heads) or not all(
+                    isinstance(row, torch.Tensor) and row.dtype == torch.bool and row.dim() == 1
+                    for row in rows):
+                raise ValueError(f"keep as a list must hold one 1-D bool tensor per layer "
+                                 f"({len(heads)} layers, heads per layer {heads}), got "
+                                 f"{[getattr(r, 'shape', type(r).__name__) for r in rows]}")
+        elif (not isinstance(keep, torch.Tensor) or keep.dtype != torch.bool
                 or keep.dim() != 2 or keep.shape[0] != len(heads)):
             raise ValueError(f"keep must be a bool tensor of shape (layers, heads) = "
                              f"({len(heads)}, heads), got {getattr(keep, 'dtype', None)} of shape "
                              f"{tuple(getattr(keep, 'shape', ()))}")
+        else:
+            rows = list(keep)
         smaller = copy.deepcopy(self)
-        for layer, (block, row) in enumerate(zip(smaller.blocks, keep, strict=True)):
-            if row.numel() != heads[layer] or not row.any():
-                raise ValueError(f"layer {layer} has {heads[layer]} heads and must keep at "
-                                 f"least one, got keep row {row.tolist()}")
+        for layer, (block, row) in enumerate(zip(smaller.blocks, rows, strict=True)):
+            if row.numel() != heads[layer]:
+                hint = ("; its layers have unequal heads, so pass keep as a list of one bool "
+                        "row per layer" if len(set(heads)) > 1 else "")
+                raise ValueError(f"keep's row {layer} has {row.numel()} entries but layer "
+                                 f"{layer} has {heads[layer]} heads (heads per layer "
+                                 f"{heads}){hint}")
+            if not row.any():
+                raise ValueError(f"layer {layer} must keep at least one head, got keep row "
+                                 f"{row.tolist()}")
             removed: Sequence[int] = (~row).nonzero().flatten().tolist()
             block.attn = prune_heads(block.attn, removed)
         return smaller

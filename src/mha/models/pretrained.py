@@ -30,6 +30,7 @@ from torch import nn
 from mha._validation import (
     check_allocation,
     check_output_allocation,
+    require_binary_mask,
     require_features,
     require_flag,
     require_float_tensor,
@@ -174,7 +175,8 @@ class BertEncoder(nn.Module):
         ``head_mask`` float or bool. The states are floating, in the module's dtype.
 
         Raises ``ValueError`` naming ``input_ids`` (not integer ``(batch, tokens)`` ids in the
-        vocabulary, or too long), ``attention_mask`` (another shape), ``head_mask`` or
+        vocabulary, or too long), ``attention_mask`` (another shape, or values other than 0/1:
+        BERT's additive 0/-10000 form is refused, not read backwards), ``head_mask`` or
         ``output_attentions``; :class:`mha.MemoryBudgetError` when the activations would
         exceed the memory budget."""
         self._check_ids(input_ids, attention_mask)
@@ -227,6 +229,8 @@ class BertEncoder(nn.Module):
                 else type(attention_mask).__name__
             raise ValueError(f"attention_mask must have the shape of input_ids "
                              f"{tuple(input_ids.shape)}, got {shape}")
+        if attention_mask is not None:
+            require_binary_mask("attention_mask", attention_mask)
 
     def _layer_gates(self, head_mask) -> Sequence[torch.Tensor | None]:
         layers = len(self.layers)
@@ -292,9 +296,9 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     Returns ``(batch, width)``. This is how all-MiniLM-L6-v2 turns token vectors into a sentence
     vector (mean pooling, then normalisation).
 
-    ``hidden`` floating; ``attention_mask`` int or bool; the result has ``hidden``'s dtype.
-    Raises ``ValueError`` naming ``hidden`` or ``attention_mask`` for a wrong type or shape, or
-    a sentence without a real token.
+    ``hidden`` floating; ``attention_mask`` bool, int or float holding only 0/1; the result has
+    ``hidden``'s dtype. Raises ``ValueError`` naming ``hidden`` or ``attention_mask`` for a wrong
+    type or shape, values other than 0/1, or a sentence without a real token.
     """
     require_float_tensor("hidden", hidden)
     require_tensor("attention_mask", attention_mask)
@@ -302,6 +306,7 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
         raise ValueError(f"hidden must be (batch, tokens, width) and attention_mask "
                          f"(batch, tokens); got {tuple(hidden.shape)} and "
                          f"{tuple(attention_mask.shape)}")
+    require_binary_mask("attention_mask", attention_mask)
     m = attention_mask.to(hidden.dtype)[..., None]
     if (m.sum(dim=1) == 0).any():
         raise ValueError("every sentence needs at least one real token in attention_mask")

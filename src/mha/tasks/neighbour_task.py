@@ -99,7 +99,8 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
     ``logits`` floating, ``targets`` integer. Raises ``ValueError`` naming ``logits`` or
     ``targets`` for a wrong type, shape or device, targets outside the classes, no scored
-    position, or ``logits`` that hold NaN.
+    position, or ``logits`` that hold NaN or a largest score of +-inf shared by several
+    classes at a position (a tie argmax would break by taking the first class).
     """
     require_float_tensor("logits", logits, dim=3)
     if logits.shape[-1] == 0:
@@ -123,6 +124,19 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     if may_read_values(logits) and bool(logits.amax(dim=-1).isnan().any()):
         raise ValueError("logits holds NaN: argmax would count it as the largest score; check "
                          "the model's parameters (a NaN or inf weight, or a diverged training)")
+    if may_read_values(logits):
+        # a largest score of +-inf held by two classes (a row of all +inf) is a tie argmax
+        # breaks by taking the first class: no prediction. Only those rows are gathered
+        top = logits.amax(dim=-1)  # (B, n)
+        infinite = top.isinf()
+        if bool(infinite.any()):
+            tied = (logits[infinite] == top[infinite][:, None]).sum(dim=-1) > 1  # (rows,)
+            if bool(tied.any()):
+                raise ValueError(
+                    f"logits has {int(tied.sum())} position(s) whose largest score, +inf or "
+                    f"-inf, is shared by several classes (e.g. a row of all +inf): argmax "
+                    f"would pick the first of them, which the model did not predict; check "
+                    f"the model's parameters (an inf weight, or a diverged training)")
     return (logits.argmax(dim=-1) == targets)[scored].double().mean().item()
 
 
@@ -158,7 +172,12 @@ def train(
     ``requires_grad``) or a trainable parameter is float16 (Adam's ``eps = 1e-8`` is 0 in
     float16: one step turns every parameter NaN; use float32, or bfloat16), and when the loss
     or a parameter becomes NaN or inf (training diverged); the parameters are then put back as
-    they were before the call, as they are when ``batches``, ``forward`` or ``on_step`` raise.
+    they were before the call, as they are when ``batches``, ``forward`` or ``on_step`` raise,
+    and so are the modes of ``model``'s submodules and the parameters' ``.grad``.
+
+    When it returns, ``model`` is in eval mode, whatever mode it had before (ready to
+    evaluate; call ``model.train()`` to train on), and the parameters' ``.grad`` hold the last
+    step's gradients.
     """
     require_int("steps", steps)
     if stop_after is not None:
@@ -174,20 +193,31 @@ def train(
     require_trainable(trainable)
     optimizer = torch.optim.Adam(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    # what a call that raises puts back besides the parameters: every submodule's mode and
+    # the parameters' .grad (zero_grad sets them to None, so the old tensors stay untouched)
+    modes = [(module, module.training) for module in model.modules()]
+    grads = [(p, p.grad) for p in trainable]
     model.train()
     start = time.perf_counter()
-    with put_back_if_raising(trainable, lr):
-        for step in range(steps if stop_after is None else min(steps, stop_after)):
-            tokens, targets = batches(step)
-            loss = cross_entropy(forward(tokens), targets)
-            if extra_loss is not None:
-                loss = loss + extra_loss()
-            require_finite_loss(loss, step, lr, "parameters or inputs")
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            if on_step is not None:
-                on_step(step)
+    try:
+        with put_back_if_raising(trainable, lr):
+            for step in range(steps if stop_after is None else min(steps, stop_after)):
+                tokens, targets = batches(step)
+                loss = cross_entropy(forward(tokens), targets)
+                if extra_loss is not None:
+                    loss = loss + extra_loss()
+                require_finite_loss(loss, step, lr, "parameters or inputs")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                if on_step is not None:
+                    on_step(step)
+    except BaseException:
+        for module, mode in modes:
+            module.training = mode
+        for p, grad in grads:
+            p.grad = grad
+        raise
     model.eval()
     return {"loss": loss.item(), "seconds": time.perf_counter() - start}
