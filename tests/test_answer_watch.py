@@ -494,6 +494,7 @@ def test_a_reference_is_known_by_its_code_not_its_line_numbers():
     assert changed.co_consts != code.co_consts and content(changed) != content(code)
 
 
+@pytest.mark.chapter(1)
 @pytest.mark.parametrize("name", SOFTMAXES)
 def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
     for result in (ch01.stable_softmax(namespace()[name]),
@@ -503,6 +504,7 @@ def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
         assert "the exercise forbids what your answer ran" in result.message
 
 
+@pytest.mark.chapter(1)
 @pytest.mark.parametrize("name", NUMPY_SOFTMAXES)
 def test_1_2_refuses_an_answer_whose_tensors_leave_torch_for_numpy(child, name, capsys):
     for result in (ch01.stable_softmax(namespace()[name]),
@@ -520,6 +522,7 @@ PREFERS_BY_WEIGHTS = ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp",
                       "prefers_by_numpy"]
 
 
+@pytest.mark.chapter(2)
 @pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # numpy.exp(tensor)
 @pytest.mark.parametrize("name", PREFERS_BY_WEIGHTS)
 def test_2_2_refuses_an_answer_that_computes_the_weights(child, name, capsys):
@@ -530,6 +533,7 @@ def test_2_2_refuses_an_answer_that_computes_the_weights(child, name, capsys):
         assert "the exercise forbids" in result.message, result
 
 
+@pytest.mark.chapter(2)
 @pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
 def test_2_2_each_weighing_answer_is_right_but_for_the_rule():
     """The answers above compute the right comparison: only the rule makes them wrong."""
@@ -552,6 +556,7 @@ def test_a_forbidden_word_matches_whole_words_of_op_names():
     assert not op_matches("pow", ("pow.Scalar",)) and not op_matches("pow.Scalar", ("pow",))
 
 
+@pytest.mark.chapter(2)
 def test_2_2_the_lemmas_answer_keeps_full_marks(child):
     result = child.grade(ch02.prefers_other, "prefers_by_dots")
     assert result.status == "correct" and result.points == 1, result
