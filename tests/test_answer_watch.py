@@ -18,7 +18,7 @@ import mha.checks.ch06 as ch06
 import mha.checks.ch07 as ch07
 import mha.checks.ch08 as ch08
 import mha.checks.ch09 as ch09
-from mha.answer_watch import ESCAPED, SWITCHED_OFF, resolve
+from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, resolve
 from mha.exercises import LocalChannel, evaluate, set_grading_seed
 from mha_grade import assignments
 from mha_grade.compare import Outcome, score
@@ -237,6 +237,70 @@ def prefers_by_exp(x):  # a softmax written out: exponentials of the scores, nor
 def prefers_by_dots(x):
     dots = x @ x.transpose(-2, -1)
     return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def _prefers(w):
+    return w > w.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+
+def _scores(x):
+    s = x @ x.transpose(-2, -1) / x.shape[-1] ** 0.5
+    return s - s.amax(-1, keepdim=True)
+
+
+def prefers_by_pow(x):  # review 40: e^s as a power of e, then normalised
+    w = torch.pow(torch.e, _scores(x))
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_rpow(x):  # the same as an operator: math.e ** s
+    w = torch.e ** _scores(x)
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_float_power(x):
+    w = torch.float_power(2.0, _scores(x) / np.log(2.0))
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_sigmoid(x):  # s / (1 - s) of sigma(s) is e^s
+    p = torch.sigmoid(_scores(x))
+    w = p / (1 - p)
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_tanh(x):  # (1 + tanh(s/2)) / (1 - tanh(s/2)) is e^s
+    t = torch.tanh(_scores(x) / 2)
+    w = (1 + t) / (1 - t)
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_numpy_exp(x):  # review 40: numpy.exp on the tensor (Tensor.__array__)
+    w = np.exp(_scores(x))
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_numpy(x):  # the scores' exponentials in NumPy, the answer back in torch
+    s = _scores(x).numpy()
+    w = np.exp(s) / np.exp(s).sum(-1, keepdims=True)
+    return torch.from_numpy(w > np.diagonal(w, axis1=-2, axis2=-1)[..., None])
+
+
+def scipy_softmax(scores, temperature):  # review 40: 1.2 through scipy's softmax
+    import scipy.special
+    s = (scores / temperature).double().numpy()
+    return torch.from_numpy(scipy.special.softmax(s, axis=-1)).to(scores.dtype)
+
+
+def scipy_softmax_of_the_tensor(scores, temperature):  # scipy reads the tensor itself
+    import scipy.special
+    return torch.as_tensor(scipy.special.softmax(scores / temperature, axis=-1))
+
+
+def numpy_by_dlpack(scores, temperature):
+    s = np.from_dlpack((scores / temperature).double())
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return torch.from_numpy(e / e.sum(-1, keepdims=True)).to(scores.dtype)
 '''
 
 
@@ -331,6 +395,8 @@ def test_a_seen_reference_becomes_a_flag_of_the_exercise():
 
 SOFTMAXES = ["torch_softmax", "functional_softmax", "method_softmax", "module_softmax",
              "log_softmax_exp", "through_sdpa"]
+# the tensors leave torch for NumPy, where the mode sees no op (review 40: full marks before)
+NUMPY_SOFTMAXES = ["scipy_softmax", "scipy_softmax_of_the_tensor", "numpy_by_dlpack"]
 
 
 @pytest.mark.parametrize("name", ["in_a_thread", "in_a_forked_process",
@@ -428,6 +494,7 @@ def test_a_reference_is_known_by_its_code_not_its_line_numbers():
     assert changed.co_consts != code.co_consts and content(changed) != content(code)
 
 
+@pytest.mark.chapter(1)
 @pytest.mark.parametrize("name", SOFTMAXES)
 def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
     for result in (ch01.stable_softmax(namespace()[name]),
@@ -437,12 +504,43 @@ def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
         assert "the exercise forbids what your answer ran" in result.message
 
 
-@pytest.mark.parametrize("name", ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp"])
+@pytest.mark.chapter(1)
+@pytest.mark.parametrize("name", NUMPY_SOFTMAXES)
+def test_1_2_refuses_an_answer_whose_tensors_leave_torch_for_numpy(child, name, capsys):
+    for result in (ch01.stable_softmax(namespace()[name]),
+                   graded_here(ch01.stable_softmax, namespace()[name]),
+                   child.grade(ch01.stable_softmax, name)):
+        assert result.points == 0 and result.status == "wrong", result
+        assert "out of torch into NumPy" in result.message, result
+        assert LEFT_TORCH in result.entered, result  # and a flag for the instructor
+
+
+# review 40: the exponential as a power (pow.Scalar), or in NumPy, got full marks
+PREFERS_BY_WEIGHTS = ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp",
+                      "prefers_by_pow", "prefers_by_rpow", "prefers_by_float_power",
+                      "prefers_by_sigmoid", "prefers_by_tanh", "prefers_by_numpy_exp",
+                      "prefers_by_numpy"]
+
+
+@pytest.mark.chapter(2)
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # numpy.exp(tensor)
+@pytest.mark.parametrize("name", PREFERS_BY_WEIGHTS)
 def test_2_2_refuses_an_answer_that_computes_the_weights(child, name, capsys):
     for result in (ch02.prefers_other(namespace()[name]),
                    graded_here(ch02.prefers_other, namespace()[name]),
                    child.grade(ch02.prefers_other, name)):
         assert result.points == 0 and result.status == "wrong", result
+        assert "the exercise forbids" in result.message, result
+
+
+@pytest.mark.chapter(2)
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
+def test_2_2_each_weighing_answer_is_right_but_for_the_rule():
+    """The answers above compute the right comparison: only the rule makes them wrong."""
+    x = torch.randn(3, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(40))
+    routes = namespace()
+    for name in PREFERS_BY_WEIGHTS:
+        assert torch.equal(routes[name](x), routes["prefers_by_dots"](x)), name
 
 
 def test_a_forbidden_word_matches_whole_words_of_op_names():
@@ -452,8 +550,13 @@ def test_a_forbidden_word_matches_whole_words_of_op_names():
     assert op_matches("exp_", ("exp",)) and op_matches("exp", ("exp",))
     assert not op_matches("expand", ("exp",)) and not op_matches("expm1", ("exp",))
     assert op_matches("_scaled_dot_product_flash_attention_for_cpu", ("scaled_dot_product",))
+    # a word with a dot names one overload: a power of a tensor exponent, not a square
+    assert op_matches("pow.Scalar", ("pow.Scalar",))
+    assert not op_matches("pow.Tensor_Scalar", ("pow.Scalar",))
+    assert not op_matches("pow", ("pow.Scalar",)) and not op_matches("pow.Scalar", ("pow",))
 
 
+@pytest.mark.chapter(2)
 def test_2_2_the_lemmas_answer_keeps_full_marks(child):
     result = child.grade(ch02.prefers_other, "prefers_by_dots")
     assert result.status == "correct" and result.points == 1, result

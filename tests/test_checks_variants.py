@@ -155,6 +155,10 @@ def v22_float32(x):
     return v22_dots(x.float())
 
 
+def v22_squared_norms(x):  # x ** 2 is a power of a scalar exponent: not the forbidden e ** s
+    return x @ x.transpose(-2, -1) > (x ** 2).sum(-1, keepdim=True)
+
+
 def v23_mha(sizes, width, spread):
     g = torch.Generator().manual_seed(0)
     rates = {}
@@ -507,7 +511,7 @@ VARIANTS = {  # (module, check): correct answers written differently
     ("ch01", "nearest_key_features"): [v15_half_square, v15_scaled, v15_float32],
     ("ch01", "entropy_curve"): [v16_loop, v16_entr, v16_categorical],
     ("ch02", "prefers_other"): [v22_dots, v22_scaled_first, v22_scaled_after, v22_einsum_norms,
-                                v22_float32],
+                                v22_float32, v22_squared_norms],
     ("ch02", "failure_rate_by_tokens"): [v23_mha, v23_own_float32],
     ("ch02", "previous_token_projections"): [v24_sqrt_log, v24_float32_big],
     ("ch03", "self_attention_from_matrices"): [v31_copy, v31_parameters_float64],

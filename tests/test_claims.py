@@ -56,6 +56,38 @@ def test_every_verdict_is_one_of_the_five(claim):
             f"whole claim or for each of {sorted(PARTS - {''})}")
 
 
+# A verdict in a chapter's prose is bold, as in the table: "**true under a condition**" or
+# "**Verdict: ambiguous.**" (a bold span starting with a verdict's first word, in lower case:
+# "**True = may attend**" is the masks' convention, not a verdict).
+PROSE_VERDICT = re.compile(
+    r"\*\*((?:Verdict:\s+)?(?:true|false|ambiguous|not\s+checked)\b[^*]*)\*\*")
+
+
+def prose_verdicts(text):
+    """The verdict labels a chapter's markdown gives in bold, each as one line."""
+    return [" ".join(m.group(1).split()).removeprefix("Verdict: ").rstrip(".")
+            for m in PROSE_VERDICT.finditer(text)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_a_chapters_verdicts_are_the_pages_five(path):
+    """A chapter's bold verdict is one of the claims page's five, word for word (review 40: a
+    chapter said "true under conditions", which the page does not have)."""
+    cells = json.loads(path.read_text())["cells"]
+    labels = [label for cell in cells if cell["cell_type"] == "markdown"
+              for label in prose_verdicts("".join(cell["source"]))]
+    odd = [label for label in labels if label not in VERDICTS]
+    assert not odd, f"{path.name}: verdicts {odd} are not among the page's five {VERDICTS}"
+
+
+def test_the_prose_verdict_reader_finds_labels_and_leaves_other_bold_text():
+    assert prose_verdicts("is **true under a\n  condition**: the") == ["true under a condition"]
+    assert prose_verdicts("**Verdict: not\nchecked**, since") == ["not checked"]
+    assert prose_verdicts("**Verdict: ambiguous.** Read") == ["ambiguous"]
+    assert prose_verdicts("is **true under conditions** (the") == ["true under conditions"]
+    assert prose_verdicts("**True = may attend** and **Verdict** on it") == []
+
+
 def verdict_at_start(text):
     """The page's verdict a text begins with, the longest that fits ("true under a condition"
     rather than "true"), or None."""

@@ -373,6 +373,7 @@ def test_content_only_heads_stay_away_from_every_1x1_conv(seed, c_in, c_out, d_k
     assert closest_conv_miss(head, x) >= GAP
 
 
+@pytest.mark.claim("5.1")  # "on one image of two or three pixels ... no such gap"
 def test_two_or_three_pixels_let_content_only_heads_come_arbitrarily_close():
     """Why the lemma takes four pixels: on (x, 2x) or (x, 2x, 3x), t_q = a (q - (n + 1) / 2)
     makes the head's change proportional to the convolution's as a grows."""

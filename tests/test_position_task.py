@@ -2,6 +2,7 @@
 
 import functools
 import itertools
+import random
 
 import numpy as np
 import pytest
@@ -280,9 +281,10 @@ def test_x_plus_p_scores_mostly_by_offset_in_every_seed_once_windows_cover_0_to_
     each seed's mean far share (queries 2015-19115, four heads, 17 starts of 16-token windows).
     Over 0-31 no seed passes (0.31, 0.28, 0.11), as from position 0 alone; over 0-47 two of
     three (0.62, 0.58, 0.44); over 0-79 (0.72, 0.62, 0.58), 0-271 (0.74, 0.65, 0.63) and with
-    starts drawn from 0-1000 (0.79, 0.73, 0.62) every seed, and there every head of every seed
-    lies above one half (65 starts over 0-79 leave one head of 12 just below, 0.49: the test
-    below). Never only by offset: no head reaches 0.9. Checked within 0.02."""
+    starts drawn from 0-1000 (0.79, 0.73, 0.62) every seed. Never only by offset: no seed's
+    mean comes near 1 (at most 0.79). Seeds, not single heads: 20 far queries do not place a
+    head near one half (test_a_heads_share_at_20_far_queries_moves_with_the_queries). Checked
+    within 0.02."""
     means = {span: seed_means(far_shares[regime]) for span, regime in RANGE_AT_17_STARTS.items()}
     assert means["0-31"] == pytest.approx([0.31, 0.28, 0.11], abs=0.02)
     assert means["0-47"] == pytest.approx([0.62, 0.58, 0.44], abs=0.02)
@@ -294,10 +296,8 @@ def test_x_plus_p_scores_mostly_by_offset_in_every_seed_once_windows_cover_0_to_
                for span, regime in RANGE_AT_17_STARTS.items()}
     assert passing == {"0-31": 0, "0-47": 2, "0-79": 3, "0-271": 3}
     assert (widest.mean(dim=1) > MOSTLY_BY_OFFSET).all()
-    for regime in ("17 starts 0, 4, .., 64", "17 starts 0, 16, .., 256",
-                   "starts 0..1000, length 16"):
-        assert (far_shares[regime] > MOSTLY_BY_OFFSET).all(), regime
-    assert max(shares.max().item() for shares in far_shares.values()) < 0.9
+    assert max(max(seed_means(shares)) for shares in far_shares.values()) == pytest.approx(
+        0.79, abs=0.02)
 
 
 @pytest.mark.claim("6.8")
@@ -331,7 +331,7 @@ def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shar
     """Over the same positions 0-79, 5 starts (windows tiling 0-79), 17 starts (0, 4, .., 64)
     and 65 starts (0..64) give far shares 0.40-0.72 (mean 0.55), 0.55-0.79 (0.64) and 0.49-0.81
     (0.64), seed means 0.61, 0.50, 0.53 / 0.72, 0.62, 0.58 / 0.76, 0.61, 0.56: 5 starts a
-    little lower (by less than 0.15 per seed), at the mark of one half in one seed, 17 like 65,
+    little lower (by less than 0.15 per seed), 17 like 65,
     while 17 starts over 0-31 give 0.04-0.49 (the test above), more than 0.2 lower on average
     than 5 over 0-79. The number of starts does not decide it. Checked within 0.02."""
     spreads = {starts: share_range(far_shares[regime])
@@ -343,7 +343,6 @@ def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shar
                                                                            abs=0.02)
     assert seed_means(far_shares[STARTS_OVER_0_TO_79[65]]) == pytest.approx([0.76, 0.61, 0.56],
                                                                             abs=0.02)
-    assert int((far_shares[STARTS_OVER_0_TO_79[65]] < MOSTLY_BY_OFFSET).sum()) == 1  # of 12
     many = far_shares[STARTS_OVER_0_TO_79[65]].mean(dim=1)  # (seeds,)
     few = far_shares[STARTS_OVER_0_TO_79[5]].mean(dim=1)
     assert ((many - few).abs() < 0.15).all(), (many, few)   # per seed, within 0.15
@@ -355,13 +354,12 @@ def test_x_plus_p_share_far_away_hardly_depends_on_the_number_of_starts(far_shar
 def test_x_plus_p_one_long_sequence_scores_lower_than_short_windows_on_the_same_positions(
         far_shares):
     """One sequence of 80 tokens from position 0 (positions 0-79, every offset up to 79 shown in
-    every batch) gives far shares 0.20-0.65 (mean 0.45), seed means 0.55, 0.44 and 0.37 (one
-    seed of three above one half), below each of the three short-window regimes over the same
-    positions in every seed. Checked within 0.02."""
+    every batch) gives far shares 0.20-0.65 (mean 0.45), seed means 0.55, 0.44 and 0.37, below
+    each of the three short-window regimes over the same positions in every seed. Checked
+    within 0.02."""
     long = far_shares["start 0, length 80"]
     assert share_range(long) == pytest.approx((0.20, 0.65, 0.45), abs=0.02)
     assert seed_means(long) == pytest.approx([0.55, 0.44, 0.37], abs=0.02)
-    assert int((long.mean(dim=1) > MOSTLY_BY_OFFSET).sum()) == 1  # one seed of three
     for regime in STARTS_OVER_0_TO_79.values():
         assert (long.mean(dim=1) < far_shares[regime].mean(dim=1)).all(), regime
 
@@ -424,6 +422,22 @@ def head_scoring_by_the_keys_position():
 
 #: Many queries spread over 0-20000, where the angles i w of every fast pair are spread evenly.
 KNOWN_ANSWER_QUERIES = range(15, 20015)
+
+
+@pytest.mark.claim("6.8")
+def test_a_heads_share_at_20_far_queries_moves_with_the_queries():
+    """Why row 6.8 judges seeds by their heads' mean, not single heads against the mark: the
+    mark's own head, W = diag(1, 0, ..) (0.5072 over 20000 queries), gives 0.5321 at the 20 far
+    queries the verdict uses and 0.38-0.66 (5th to 95th percentile) over 200 other sets of 20
+    queries drawn from the same far range (review 40)."""
+    w = torch.zeros(32, 32, dtype=torch.float64)
+    w[::8, 0] = 1.0
+    head = hand_built_head(w, w)
+    assert round(score_offset_share(head, FAR_QUERIES)[0].item(), 4) == 0.5321
+    shares = sorted(score_offset_share(head, sorted(random.Random(s).sample(range(2015, 19200),
+                                                                           20)))[0].item()
+                    for s in range(200))
+    assert (round(shares[10], 2), round(shares[189], 2)) == (0.38, 0.66)
 
 
 @pytest.mark.claim("6.8")

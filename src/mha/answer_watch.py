@@ -13,7 +13,13 @@ answer runs under :func:`observe`, which records
   values;
 - every torch operation the call dispatches whose name holds a forbidden word (a
   ``TorchDispatchMode``: ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``nn.Softmax``,
-  ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there).
+  ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there), or whose
+  overload a forbidden ``op.overload`` names (``pow.Scalar``: ``math.e ** s``, a power whose
+  exponent is a tensor, where ``s ** 2`` is ``pow.Tensor_Scalar``);
+- while ops are watched, a tensor that leaves torch for NumPy (``Tensor.numpy``,
+  ``Tensor.__array__``, which ``numpy.exp(t)``, ``np.asarray(t)`` and scipy's functions reach,
+  ``Tensor.__dlpack__``): what NumPy computes dispatches no torch op, so a check that forbids
+  ops counts it wrong (``LEFT_TORCH``), as it counts work in another thread.
 
 A reference is recognised by the content of its code (bytecode, constants, global names),
 not by identity or line numbers: a copy of a function, or of a whole module whose code objects
@@ -47,7 +53,9 @@ module or ``mha.exercises.serve``); it may re-implement a reference by editing i
 register a Python kernel for an op (``torch.library``), whose code runs where the mode is
 suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
 over a guard's ``__enter__``, ``torch.softmax`` and ``__exit__``: no event reaches the profile
-hook meanwhile), or run work in a C thread that holds no Python frame. So an observation is evidence
+hook meanwhile), or run work in a C thread that holds no Python frame. Nor does it see what an
+answer computes with Python's own numbers (``math.exp`` over ``t.tolist()``), or builds from
+allowed ops (an exponential from sums and products). So an observation is evidence
 that a reference ran; its absence is no proof that the answer is the student's own.
 """
 
@@ -70,6 +78,7 @@ from mha._old_paths import MOVED
 
 SWITCHED_OFF = "the observation of its calls was switched off"
 ESCAPED = "it started a thread or a process, whose work is not observed"
+LEFT_TORCH = "its tensors left torch for NumPy, whose operations are not observed"
 
 
 def _escapes() -> set[int]:
@@ -88,6 +97,30 @@ def _escapes() -> set[int]:
 
 
 _ESCAPES = _escapes()
+
+
+def _exits() -> tuple[set[int], set[int]]:
+    """How a tensor leaves torch for another array library: the Python methods of ``Tensor``
+    that NumPy and DLPack call (their code, by identity: a ``call`` event) and torch's builtin
+    that makes a DLPack capsule (a ``c_call``). ``Tensor.numpy`` is a method of every tensor:
+    the hook knows it by name and owner (see :func:`_leaves_torch`)."""
+    codes = {id(getattr(torch.Tensor, name).__code__) for name in ("__array__", "__dlpack__")
+             if isinstance(getattr(getattr(torch.Tensor, name, None), "__code__", None),
+                           types.CodeType)}
+    builtins = {id(f) for f in (getattr(torch._C, "_to_dlpack", None),
+                                getattr(torch._C, "_to_dlpack_versioned", None)) if f is not None}
+    return codes, builtins
+
+
+_EXIT_CODES, _EXIT_BUILTINS = _exits()
+_BUILTIN_METHOD = type(torch.zeros(0).numpy)  # a method of a C type bound to its object
+
+
+def _leaves_torch(arg: object) -> bool:
+    """Whether a ``c_call`` of ``arg`` takes a tensor out of torch: ``t.numpy()``, however it
+    was named (the profile hook reports a method of a C type bound to its object)."""
+    return id(arg) in _EXIT_BUILTINS or type(arg) is _BUILTIN_METHOD \
+        and arg.__name__ == "numpy" and isinstance(arg.__self__, torch.Tensor)
 
 
 def _switches() -> tuple[set[int], set[int], set[int]]:
@@ -224,8 +257,12 @@ def watched_codes(names: tuple[str, ...]) -> dict[bytes, list[tuple[tuple, str]]
 def op_matches(name: str, words: tuple[str, ...] | list[str]) -> bool:
     """Whether the torch op ``name`` holds one of ``words`` as a whole word between underscores:
     ``softmax`` matches ``_softmax`` and ``_log_softmax``, ``exp`` matches ``exp_`` but not
-    ``expand``."""
-    return any(re.search(rf"(?:^|_){re.escape(word)}(?:$|_)", name) for word in words)
+    ``expand``. A word with a dot names one overload, whole: ``pow.Scalar`` matches the name
+    ``pow.Scalar`` only (the mode reports an overload so named), not ``pow`` nor
+    ``pow.Tensor_Scalar``."""
+    return any(name == word if "." in word else
+               "." not in name and re.search(rf"(?:^|_){re.escape(word)}(?:$|_)", name)
+               for word in words)
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__  # torch's "no dispatch of its own"
@@ -238,18 +275,25 @@ class _Ops(TorchDispatchMode):
     def __init__(self, words: tuple[str, ...], found: set[str]):
         super().__init__()
         self.words, self.found = words, found
-        self.forbidden: dict[str, bool] = {}  # by op name: the profile hook sees fewer calls
+        # by op: the name to report, or None (allowed): the profile hook sees fewer calls
+        self.forbidden: dict[object, str | None] = {}
         self.dispatching = False  # torch suspends the mode while it runs: see observe's hook
+
+    def _verdict(self, func) -> str | None:
+        name = func.overloadpacket.__name__
+        overload = f"{name}.{func._overloadname}"
+        return (name if op_matches(name, self.words)
+                else overload if op_matches(overload, self.words) else None)
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         self.dispatching = True
         try:
-            name = func.overloadpacket.__name__
-            forbidden = self.forbidden.get(name)
-            if forbidden is None:
-                forbidden = self.forbidden[name] = op_matches(name, self.words)
-            if forbidden:
-                self.found.add(f"torch op {name}")
+            try:
+                forbidden = self.forbidden[func]
+            except KeyError:
+                forbidden = self.forbidden[func] = self._verdict(func)
+            if forbidden is not None:
+                self.found.add(f"torch op {forbidden}")
             if any(getattr(t, "__torch_dispatch__", None) is not _PLAIN_DISPATCH for t in types_):
                 self.found.add(SWITCHED_OFF)
             return func(*args, **(kwargs or {}))
@@ -286,6 +330,7 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
     escapes, threads_started = _ESCAPES, _thread._count
     hook_switches, mode_switches = _HOOK_SWITCHES, _MODE_SWITCHES
     python_switches = _PYTHON_SWITCHES
+    exit_codes, leaves_torch = _EXIT_CODES, _leaves_torch
     started_before = _BASELINE_COUNT if _BASELINE_COUNT is not None else float("inf")
     previous = sys.getprofile()
     mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
@@ -314,8 +359,12 @@ def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
             if id(arg) in hook_switches and code is not _OBSERVE_CODE or id(arg) in \
                     mode_switches and not code.co_filename.startswith(_TORCH_FILES):
                 found.add(SWITCHED_OFF)
+            if mode is not None and leaves_torch(arg):
+                found.add(LEFT_TORCH)
         elif id(code) in python_switches:
             found.add(SWITCHED_OFF)
+        elif mode is not None and id(code) in exit_codes:
+            found.add(LEFT_TORCH)
         if event == "call":
             twins = codes.get(code.co_code)
             if twins is not None:

@@ -365,12 +365,13 @@ class Channel:
 def _known(names: list, watch: dict | None) -> set[str]:
     """The names the answer's side reported that are among those watched for (it may send
     anything: only these mean something)."""
-    from mha.answer_watch import ESCAPED, SWITCHED_OFF, op_matches
+    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, op_matches
 
     watch = watch or {}
     words, references = watch.get("ops", []), watch.get("references", [])
     return {n for n in names[:64] if type(n) is str and (
-        any(n == r or n.startswith(f"{r}.") for r in references) or n in (SWITCHED_OFF, ESCAPED)
+        any(n == r or n.startswith(f"{r}.") for r in references)
+        or n in (SWITCHED_OFF, ESCAPED) or n == LEFT_TORCH and words
         or n.startswith("torch op ") and op_matches(n.removeprefix("torch op "), words))}
 
 
@@ -535,7 +536,7 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     ``watch``: reference names, forbidden torch ops): (status, message, what was entered). A
     forbidden op, or a watch the answer switched off, makes the part wrong: the exercise's rule
     is part of what it asks."""
-    from mha.answer_watch import ESCAPED, SWITCHED_OFF
+    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF
 
     watch = getattr(checker, "watch", None)
     channel = object.__getattribute__(answer, "_channel")
@@ -547,11 +548,14 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
         channel.watch, channel.entered = None, None
     broke = sorted(e.removeprefix("torch op ") for e in entered if e.startswith("torch op "))
     if watch and watch.get("ops") and status != "not done" and (
-            broke or SWITCHED_OFF in entered or ESCAPED in entered):
+            broke or SWITCHED_OFF in entered or ESCAPED in entered or LEFT_TORCH in entered):
         status, message = "wrong", (
             f"the exercise forbids what your answer ran ({', '.join(broke)[:200]})" if broke
             else "the exercise forbids some operations, and your answer ran work in another "
                  "thread or process, where they cannot be seen" if ESCAPED in entered
+            else "the exercise forbids some operations, and your answer took tensors out of "
+                 "torch into NumPy (numpy.exp(t), t.numpy(), scipy), where they cannot be "
+                 "seen" if LEFT_TORCH in entered
             else "the exercise forbids some operations, and your answer switched off the "
                  "watch on them")
     return status, message, {e for e in entered if not e.startswith("torch op ")}
@@ -678,8 +682,10 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
     ``reference_names`` lists the callables of ``mha`` whose result the check compares with (see
     ``mha.checks``); it becomes the check's ``reference_names`` attribute. ``forbidden_ops``
     lists words of the torch operations the exercise forbids (``("softmax",)``: every op whose
-    name holds it between underscores, ``_softmax`` and ``_log_softmax``). Each call of the
-    answer is watched for both, and for the functions of the check's own module
+    name holds it between underscores, ``_softmax`` and ``_log_softmax``; ``"pow.Scalar"``: that
+    overload only). A check that forbids ops also counts wrong an answer whose tensors leave
+    torch for NumPy, where its ops cannot be seen (``mha.answer_watch.LEFT_TORCH``). Each call
+    of the answer is watched for both, and for the functions of the check's own module
     (``mha.answer_watch``): a reference entered is reported in the result, a forbidden op makes
     the part wrong.
 
@@ -693,8 +699,10 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
             isinstance(n, str) and n.startswith("mha.") for n in reference_names):
         raise TypeError("reference_names must be a tuple of dotted names starting with 'mha.'")
     if isinstance(forbidden_ops, str) or not all(
-            isinstance(w, str) and w.isidentifier() for w in forbidden_ops):
-        raise TypeError("forbidden_ops must be a tuple of words of torch op names ('softmax')")
+            isinstance(w, str) and all(p.isidentifier() for p in w.split(".", 1))
+            for w in forbidden_ops):
+        raise TypeError("forbidden_ops must be a tuple of words of torch op names ('softmax') "
+                        "or of overloads ('pow.Scalar')")
     first_points = _checked_points(points)
 
     def wrap(checker: Callable[[object], None]) -> Callable[[object], Result]:

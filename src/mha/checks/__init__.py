@@ -14,7 +14,10 @@ Each check is made with :func:`mha.exercises.exercise_check` and carries these a
   and the grader flags it for a human to look at (a flag, not a penalty). The grader also
   flags these names in the text of the exercise's solution cells (``mha_grade.flags``);
 - ``forbidden_ops``: words of the torch operations the exercise forbids (``("softmax", ...)``
-  for "without calling torch.softmax"); an answer whose call runs one gets that part wrong.
+  for "without calling torch.softmax"), or overloads (``"pow.Scalar"``); an answer whose call
+  runs one gets that part wrong, and so does one whose tensors leave torch for NumPy
+  (``numpy.exp(t)``, ``t.numpy()``, scipy), where its ops cannot be seen. The exercise's prompt
+  says what the check refuses and that an answer in Python's own floats is not seen.
 
 How a check treats the answer (both in a notebook and under grading, see ``mha.exercises``): it
 draws its inputs (from the hidden seed under grading), computes its reference and every expected

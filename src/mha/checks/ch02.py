@@ -9,6 +9,19 @@ from mha.checks.ch01 import SOFTMAX_OPS
 from mha.exercises import Wrong, exercise_check, finite_number, seed, within
 from mha.layers.attention import attention, self_attention
 
+# "without a softmax or an exponential": torch's softmaxes, and every op of torch that computes
+# an exponential of its input (e^s, 2^s, e^s - 1, log-sum-exp, the sigmoid, the hyperbolic
+# functions, the activations made of e^s, ldexp's 2^e) or a power whose exponent is a tensor
+# (math.e ** s, torch.pow(2, s), float_power; pow.Tensor_Scalar, s ** 2, stays allowed). An
+# honest comparison of dot products needs none of them (tests/test_checks_variants.py).
+EXPONENTIAL_OPS = (*SOFTMAX_OPS, "exp", "exp2", "expm1", "expit", "logsumexp", "logcumsumexp",
+                   "logaddexp", "logaddexp2", "sigmoid", "tanh", "sinh", "cosh", "elu", "celu",
+                   "silu", "mish", "softplus", "glu", "ldexp",
+                   "pow.Scalar", "pow.Scalar_out", "pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
+                   "pow_.Tensor", "float_power.Scalar", "float_power.Scalar_out",
+                   "float_power.Tensor_Tensor", "float_power.Tensor_Tensor_out",
+                   "float_power_.Tensor")
+
 
 def _cases_for_prefers_other() -> list[tuple[torch.Tensor, bool]]:
     """Inputs of several shapes: collinear tokens, integer-valued tokens, uneven norms; each with
@@ -89,7 +102,7 @@ def _prefers_other_cases(answer, cases: list[tuple[torch.Tensor, bool]], first: 
                                  "mha.diagonal_violations", "mha.diagonal.diagonal_violations",
                                  "mha.attention"),
                 # "without a softmax or an exponential": the weights are not computed
-                forbidden_ops=(*SOFTMAX_OPS, "exp", "exp2", "expm1", "logsumexp"))
+                forbidden_ops=EXPONENTIAL_OPS)
 def prefers_other(answer) -> None:
     """``answer(x)``, ``x`` ``(..., n, C)``, must give bool ``(..., n, n)``: alpha_ij > alpha_ii."""
     _prefers_other_cases(answer, _cases_for_prefers_other())
