@@ -547,10 +547,13 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     finally:
         channel.watch, channel.entered = None, None
     broke = sorted(e.removeprefix("torch op ") for e in entered if e.startswith("torch op "))
+    # as the student wrote it: aten._softmax is torch.softmax, pow.Scalar is torch.pow (or **)
+    written = sorted({f"torch.{op.split('.')[0].lstrip('_')}" for op in broke})
     if watch and watch.get("ops") and status != "not done" and (
             broke or SWITCHED_OFF in entered or ESCAPED in entered or LEFT_TORCH in entered):
         status, message = "wrong", (
-            f"the exercise forbids what your answer ran ({', '.join(broke)[:200]})" if broke
+            f"the exercise forbids what your answer ran: {', '.join(written)[:200]} (or a function "
+            f"that calls it)" if broke
             else "the exercise forbids some operations, and your answer ran work in another "
                  "thread or process, where they cannot be seen" if ESCAPED in entered
             else "the exercise forbids some operations, and your answer took tensors out of "
