@@ -85,6 +85,14 @@ def switched_off(x, positions):  # calls the reference with the watch off, and l
     return mha.apply_rotary(x, positions)
 
 
+def switched_off_softmax(scores, temperature):  # attack 40: the hook toggled, no reference
+    previous = sys.getprofile()
+    sys.setprofile(None)
+    out = torch.softmax(scores / temperature, dim=-1)
+    sys.setprofile(previous)
+    return out
+
+
 def torch_softmax(scores, temperature):
     return torch.softmax(scores / temperature, dim=-1)
 
@@ -450,8 +458,7 @@ def test_threads_alive_beside_the_answer_are_watched_under_grading_only(monkeypa
 
     import mha.answer_watch as watch
 
-    monkeypatch.setattr(watch, "_BASELINE_THREADS", None)  # as in a notebook; restored after
-    monkeypatch.setattr(watch, "_BASELINE_COUNT", None)
+    watch._forget_threads()  # as in a notebook
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait, daemon=True)
     try:
@@ -460,13 +467,13 @@ def test_threads_alive_beside_the_answer_are_watched_under_grading_only(monkeypa
         assert ESCAPED in watch.observe(lambda: None, (), ())[1]
         watch.allow_threads_alive_now()
         assert ESCAPED not in watch.observe(lambda: None, (), ())[1]
-        monkeypatch.setattr(watch, "_BASELINE_THREADS", None)  # a student's own notebook
-        monkeypatch.setattr(watch, "_BASELINE_COUNT", None)
+        watch._forget_threads()  # a student's own notebook
         other = threading.Thread(target=stop.wait, daemon=True)
         other.start()
         assert ESCAPED not in watch.observe(lambda: None, (), ())[1]
     finally:
         stop.set()
+        watch._forget_threads()
 
 
 @pytest.mark.xfail(strict=True, reason="known limit (module docstring): an answer that switches "
@@ -669,3 +676,133 @@ def test_a_watch_switched_off_and_back_on_during_the_call_is_reported(switch):
     assert SWITCHED_OFF in found, found
     _, found = observe(lambda: torch.softmax(scores, dim=-1), ("mha.apply_rotary",), ("exp",))
     assert not found, found  # an honest call: nothing
+
+
+# attack 40: ways past the watch at run time, each during the watched call
+TAMPERING = '''
+import builtins, code, gc, inspect, runpy, sys, timeit
+
+def _frame(work):
+    sys._getframe().f_back  # the way up to the grader's runner
+    return work()
+
+def _current_frame(work):
+    inspect.currentframe()
+    return work()
+
+def _objects(work):
+    gc.get_objects()  # the way to any object: the runner, the watch
+    return work()
+
+def _exec(work):
+    out = {}
+    exec("out['v'] = work()", {"work": work, "out": out})
+    return out["v"]
+
+def _eval(work):
+    return eval("work()", {"work": work})
+
+def _timeit(work):
+    out = []
+    timeit.timeit("out.append(work())", globals={"work": work, "out": out}, number=1)
+    return out[0]
+
+def _interpreter(work):
+    out = []
+    code.InteractiveInterpreter({"work": work, "out": out}).runsource("out.append(work())")
+    return out[0]
+'''
+
+
+def _tampering() -> dict:
+    found: dict = {}
+    exec(TAMPERING, found)  # noqa: S102 (the test's own attacks)
+    return {name: f for name, f in found.items() if name.startswith("_") and callable(f)
+            and not name.startswith("__")}
+
+
+@pytest.mark.parametrize("name", sorted(_tampering()))
+def test_frames_objects_and_code_from_strings_during_the_call_are_reported(name):
+    """Attack 40: frames walked up to the runner (F3), code run from a string by timeit (F1b);
+    beside them gc, exec, eval and code.InteractiveInterpreter: reported as tampering, the
+    reference inside still seen, and a check that forbids ops counts it wrong."""
+    from mha.answer_watch import TAMPERED, observe
+
+    route = _tampering()[name]
+    _, found = observe(lambda: route(lambda: mha.apply_rotary(torch.randn(1, 4, 8),
+                                                              torch.arange(4))),
+                       ("mha.apply_rotary",), ())
+    assert TAMPERED in found and "mha.apply_rotary" in found, found
+    result = graded_here(ch01.stable_softmax,
+                         lambda s, t: route(lambda: torch.exp(s / t) / torch.exp(s / t).sum(
+                             -1, keepdim=True)))
+    assert result.points == 0 and TAMPERED in result.entered, result
+
+
+def test_a_compiled_reference_is_reported():
+    """Attack 40 (F2): ``torch.compile(reference)`` ran the reference's bytecode symbolically,
+    so no call of it reached the profile hook; the compiled call is reported as tampering."""
+    from mha.answer_watch import TAMPERED
+
+    fast = torch.compile
+    rotate = fast(mha.apply_rotary, backend="eager", dynamic=True)
+    result = graded_here(ch06.rope_complex, lambda x, positions: rotate(x, positions))
+    assert TAMPERED in result.entered, result
+
+
+def test_the_watch_is_bound_before_any_student_code(monkeypatch):
+    """Attack 40 (F1): the answer replaced ``mha.answer_watch.observe`` (reached by pkgutil);
+    serve looked it up at every call. Now serve, observe and what observe uses are bound at
+    import: rebinding them, or ``sys.setprofile``, changes nothing."""
+    import sys
+
+    import mha.answer_watch as watch
+
+    monkeypatch.setattr(watch, "observe", lambda call, refs, ops: (call(), set()))
+    monkeypatch.setattr(watch, "content", lambda code: None)
+    monkeypatch.setattr(watch, "watched_codes", lambda names: {})
+    monkeypatch.setattr(sys, "setprofile", lambda hook: None)
+    result = graded_here(ch06.rope_complex, namespace()["by_alias"])
+    assert "mha.apply_rotary" in result.entered, result
+
+
+class _Stripping(LocalChannel):
+    """A channel whose answer's side drops (part of) the watch from each request, as an answer
+    that replaced the runner's serve did (attack 40, F3)."""
+
+    def __init__(self, answer, strip):
+        super().__init__(answer)
+        self.strip = strip
+
+    def request(self, message: dict) -> dict:
+        return super().request(self.strip(message))
+
+
+@pytest.mark.parametrize("strip", [
+    lambda m: {k: v for k, v in m.items() if k != "watch"},
+    lambda m: m | {"watch": {"references": m["watch"]["references"], "ops": []}}
+    if "watch" in m else m], ids=["no watch", "no ops"])
+def test_a_reply_that_did_not_watch_what_was_asked_counts_as_switched_off(strip):
+    channel = _Stripping(namespace()["torch_softmax"], strip)
+    set_grading_seed(7)
+    try:
+        result = evaluate(ch01.stable_softmax.checker, "1.2", 1, channel.answer())
+    finally:
+        set_grading_seed(None)
+    assert result.points == 0 and SWITCHED_OFF in result.entered, result
+
+
+def test_a_watch_switched_off_is_flagged_as_what_the_answer_did():
+    """Attack 40 (F5): a notebook that only toggled sys.setprofile was flagged "calls the
+    reference of exercise 1.2 (... switched off)": it called none."""
+    assignment = assignments.load_assignment(next(
+        __import__("pathlib").Path(mha.__path__[0], "..", "..", "notebooks").glob(
+            "01_*.ipynb")))
+    index = next(i for i, info in assignment.info.items() if info.exercise == "1.2")
+    outcome = Outcome("hal.ipynb", assignment)
+    score(outcome, {str(index): graded_here(ch01.stable_softmax,
+                                            namespace()["switched_off_softmax"])},
+          "", lambda text: text)
+    assert not any(f.startswith("calls the reference") for f in outcome.flags), outcome.flags
+    assert any(f.startswith("defeats the answer watch in exercise 1.2") and SWITCHED_OFF in f
+               for f in outcome.flags), outcome.flags

@@ -265,10 +265,12 @@ def test_one_chapter_handed_in_again_under_any_name_is_graded_once(attacked):
 
 @pytest.mark.parametrize("where", ROOTS)
 def test_with_bubblewrap_the_same_attacks_fail_and_the_output_says_so(tmp_path, where):
-    attack = with_cell(EDIT_GRADER + DAEMON + FORGE_ROWS + READ_METADATA)
+    # the attacks in front of honest answers: 3 points show that the notebook ran (attack 40: in
+    # a Python 3.10 root no notebook started in the sandbox, and an attack "scored 0" unrun)
+    attack = with_cell(EDIT_GRADER + DAEMON + FORGE_ROWS + READ_METADATA, fmt.load(EXAMPLE))
     report, out, _, canary = autograde(tmp_path, {EXAMPLE.name: attack}, userns=True,
                                        system=system_python(where))
-    assert report["score"] == 0 and "inside a bubblewrap sandbox" in report["output"]
+    assert report["score"] == 3 and "inside a bubblewrap sandbox" in report["output"], report
     assert not any((canary / n).exists() for n in ("edited", "forged", "alive", "found",
                                                    "metadata"))
 

@@ -11,6 +11,7 @@ Where an attack *looks* for something (a secret, a file, a process, the network)
 0.2 is right only if it finds nothing: 1 point for 0.2 shows that the sandbox hid it.
 """
 
+import base64
 import csv
 import hashlib
 import json
@@ -254,6 +255,44 @@ def attacks(paths):
               "except OSError:\n    pass\n")
     made["vandal"] = (with_cells(vandal, nb=answer(student(), "scaled_scores", SOLVED_02)),
                       {"0.2": 1, "0.3": 0})
+    # attack 40: ways past the answer watch (mha.answer_watch), each answer calling 0.2's
+    # reference (reached by pkgutil) beside its honest sum
+    reference = ('import pkgutil\n_ref = pkgutil.resolve_name("mha:att" + "ention")\n'
+                 '_mask = pkgutil.resolve_name("mha.att" + "ention:causal_mask")\n')
+    solved_02_calling = SOLVED_02.replace("    return", "    _ref(q[None], k[None], k[None])\n"
+                                                      "    return")
+    # 20. F1: the watch's module by its dotted name, its observe (and what observe reads) replaced
+    quiet = (reference + '_w = pkgutil.resolve_name("mha." + "answer" + "_wat" + "ch")\n'
+             "def _quiet(call, references, forbidden_ops):\n"
+             "    try:\n        return call(), set()\n"
+             "    except Exception as error:\n        return error, set()\n"
+             "_w.observe = _quiet\n_w.content = lambda code: None\n"
+             "_w.watched_codes = lambda names: {}\n")
+    made["watch_replaced"] = (with_cells(quiet, nb=answer(student(), "scaled_scores",
+                                                          solved_02_calling)),
+                              {"0.2": 1, "0.3": 0})
+    # 21. F1b: code run from a string (timeit of base64) during the call: no flagged text
+    hidden = base64.b64encode(b"_ref(q[None], k[None], k[None])").decode()
+    run_hidden = (f"    timeit.timeit(base64.b64decode({hidden!r}).decode(), "
+                  "globals={**globals(), 'q': q, 'k': k}, number=1)\n    return")
+    made["timeit_b64"] = (with_cells(reference + "import timeit, base64\n", nb=answer(
+        student(), "scaled_scores", SOLVED_02.replace("    return", run_hidden))),
+        {"0.2": 1, "0.3": 0})
+    # 22. F3: the frames walked up to the grader's runner, whose requests then lose their watch;
+    # 0.3's answer calls its reference afterwards
+    unwatch = ("import sys as _sys\ndef _unwatch():\n    f = _sys._getframe()\n"
+               "    while f is not None:\n"
+               "        for v in list(f.f_locals.values()):\n"
+               "            if hasattr(v, 'busy') and hasattr(v, 'serve'):\n"
+               "                plain = v.serve\n"
+               "                v.serve = lambda request, table: plain(\n"
+               "                    {k: x for k, x in request.items() if k != 'watch'}, table)\n"
+               "                return\n"
+               "        f = f.f_back\n")
+    made["frame_walk"] = (answer(with_cells(reference + unwatch, nb=answer(
+        student(), "scaled_scores", SOLVED_02.replace("    return", "    _unwatch()\n    return"))),
+        "causal_mask", SOLVED_03.replace("    return", "    _mask(n, n)\n    return")),
+        {"0.2": 1, "0.3": 2})
     return made
 
 
@@ -352,7 +391,8 @@ ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_fil
            "finds_siblings", "persistent_tamper", "rewrites_stdout", "patches_torch",
            "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
            "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
-           "kills_processes", "hangs_in_call", "vandal"]
+           "kills_processes", "hangs_in_call", "vandal", "watch_replaced", "timeit_b64",
+           "frame_walk"]
 
 
 @pytest.mark.parametrize("who", ATTACKS)
@@ -430,6 +470,28 @@ def test_tampering_attempts_are_flagged_and_honest_ones_are_not(attacked):
                 "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
                 "partial_line_then_raise", "network"]:
         assert flags[who], who
+
+
+# attack 40: what each way past the answer watch must leave in its flags (run-time ones say
+# "seen when its check called the answer"); none may hide the reference 0.2's answer calls
+PAST_THE_WATCH = {
+    "watch_replaced": ["reaches past the answer watch",
+                       "calls the reference of exercise 0.2 (seen when"],
+    "timeit_b64": ["reaches past the answer watch", "defeats the answer watch in exercise 0.2",
+                   "calls the reference of exercise 0.2 (seen when"],
+    "frame_walk": ["reaches past the answer watch", "defeats the answer watch in exercise 0.2",
+                   "calls the reference of exercise 0.3 (seen when"],
+}
+
+
+@pytest.mark.parametrize("who", list(PAST_THE_WATCH))
+def test_ways_past_the_answer_watch_are_flagged_and_hide_no_reference(attacked, who):
+    """Attack 40: the watch's module reached by pkgutil and its observe replaced (F1), code run
+    from a base64 string by timeit (F1b), the frames walked up to the runner to strip the watch
+    from later requests (F3): each is named in the flags, and the reference still seen."""
+    flags = " | ".join(r["flags"] for r in attacked["log"] if r["notebook"] == f"{who}/{NAME}")
+    for wanted in PAST_THE_WATCH[who]:
+        assert wanted in flags, (wanted, flags)
 
 
 @pytest.mark.parametrize("name,reason", [

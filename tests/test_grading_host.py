@@ -277,3 +277,29 @@ def test_without_root_a_notebook_writes_only_to_its_sized_tmp_and_dev_shm(monkey
         "/": "Read-only file system", "/opt": "Read-only file system",
         "/dev": "Read-only file system", "/tmp/home": "written",
         "/dev/shm, 40 MB": "written", "/dev/shm, 40 MB more": "No space left on device"}
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
+                    reason="bubblewrap as root, as the Gradescope image grades")
+def test_the_sandbox_holds_every_link_to_the_interpreter_and_the_grader_stops_without_one(
+        tmp_path, monkeypatch):
+    """Attack 40 (F4): in a Python 3.10 root the venv's python was a link to /root/bin/python3, a
+    link to pyenv's; /root/bin was not bound, so no notebook started and the class scored 0. The
+    chain's links are made in the sandbox; a sandbox that cannot start Python stops the grader
+    before it grades anything."""
+    real = os.path.realpath(sys.executable)
+    links = tmp_path / "bin_elsewhere"  # stands for /root/bin: bound by nothing
+    links.mkdir()
+    (links / "python3").symlink_to(real)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(links / "python3")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    assert sandbox.interpreter_links(str(venv / "bin" / "python")) == [
+        (str(links / "python3"), str(venv / "bin" / "python")), (real, str(links / "python3"))]
+    user = sandbox.reserve_users(1)[0]
+    assert sandbox.cannot_start_python_in_sandbox(user) is None
+    # without the links (as before): the grader says why, and stops
+    monkeypatch.setattr(sandbox, "interpreter_links", lambda python: [])
+    why = sandbox.cannot_start_python_in_sandbox(user)
+    assert why and "cannot start" in why and "score 0" in why, why

@@ -47,8 +47,28 @@ excluded (``torch._C._DisableTorchDispatch``, ``_ExcludeDispatchKeyGuard``: outs
 that hid ``torch.softmax`` from the mode), or a tensor subclass with its own
 ``__torch_dispatch__``, whose Python code runs where the mode is suspended.
 
-What it cannot prove: the answer runs in the same process and may undo all this (patch this
-module or ``mha.exercises.serve``); it may re-implement a reference by editing its bytecode (the
+An answer that reaches past the watch is reported too (``TAMPERED``; counted as a switched-off
+watch): during the watched call, a call from the answer's own code (not torch's, the standard
+library's or an installed package's, which do so for their own work) of what hands out frames
+or any object (``sys._getframe``, ``sys._current_frames``, ``gc.get_objects``,
+``get_referrers``, ``get_referents``: the way to the grader's runner and this module: outside
+attack, round 7) or runs code built from a string (``exec``, ``eval``, ``compile``); any call
+of the standard library's doors to them (``inspect.currentframe``, ``inspect.stack``,
+``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``); and any
+entry into torch's compilers (``torch.compile``, a function it compiled, dynamo's eval-frame
+callback, ``torch.export``, ``torch.jit.script`` and ``trace``), whose compiled code runs a
+reference's bytecode without entering it.
+
+What the watch is: evidence of what ran, seen in the student's own process, hardened against
+the attacks above. :func:`observe` and everything it uses are bound when this module is imported
+(no name of this module, ``sys`` or ``torch`` is looked up when it runs), ``mha.exercises.serve``
+binds ``observe``, and the grader's runner binds its request path, before any student code runs;
+the grader counts a reply that did not watch what it asked as a watch switched off.
+
+What it cannot prove: the answer runs in the same process and may still undo all this (edit the
+code or closure cells of these functions, reached from a cell rather than during the call, or a
+frame reached through an exception's ``tb_frame``, which no call reveals: the text flags name
+these); it may re-implement a reference by editing its bytecode (the
 "rebuild" limit: any change to the code, a constant or a global name makes it another function),
 register a Python kernel for an op (``torch.library``), whose code runs where the mode is
 suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
@@ -68,6 +88,7 @@ import inspect
 import os
 import re
 import sys
+import sysconfig
 import threading
 import types
 
@@ -79,6 +100,10 @@ from mha._old_paths import MOVED
 SWITCHED_OFF = "the observation of its calls was switched off"
 ESCAPED = "it started a thread or a process, whose work is not observed"
 LEFT_TORCH = "its tensors left torch for NumPy, whose operations are not observed"
+# frames or the object graph read (the way to the watch and the grader's runner), code run from
+# a string, or a function compiled so that torch runs it without entering its code
+TAMPERED = ("it reached past the watch (frames, the object graph, code run from a string, or "
+            "torch.compile / torch.jit)")
 
 
 def _escapes() -> set[int]:
@@ -146,23 +171,53 @@ def _switches() -> tuple[set[int], set[int], set[int]]:
 _HOOK_SWITCHES, _MODE_SWITCHES, _PYTHON_SWITCHES = _switches()
 
 
-def _python_threads() -> set[int]:
-    """The threads running Python code now (each holds a frame), however they were started."""
-    return set(sys._current_frames())
+def _tampers() -> tuple[set[int], set[types.CodeType], tuple[str, ...]]:
+    """What reaches the watch's own machinery, or hides code from it, when called during the
+    watched call: builtins that hand out frames or any object (the runner and this module are
+    one ``f_back`` or ``gc.get_objects()`` away: outside attack, round 7) or run code built from
+    a string (by identity: a ``c_call`` names the builtin); the Python functions that do the same
+    (``inspect.currentframe``, ``timeit``, ``runpy``, ``code.Interactive*``) or compile code
+    torch then runs without entering it (``torch.compile``, ``torch.jit.script``): their code
+    objects; and the files of torch's compilers (dynamo's eval-frame callback, export)."""
+    import builtins
+    import code as interactive
+    import gc
+    import logging
+    import runpy
+    import timeit
+    import traceback
+
+    builtin = [(sys, "_getframe"), (sys, "_current_frames"), (sys, "_getframemodulename"),
+               (gc, "get_objects"), (gc, "get_referrers"), (gc, "get_referents"),
+               (builtins, "exec"), (builtins, "eval"), (builtins, "compile")]
+    python = [inspect.currentframe, inspect.stack, inspect.trace, logging.currentframe,
+              traceback.walk_stack, traceback.walk_tb, timeit.Timer.__init__,
+              timeit.timeit, timeit.repeat, runpy.run_path, runpy.run_module,
+              interactive.InteractiveInterpreter.runsource,
+              interactive.InteractiveInterpreter.runcode, interactive.interact,
+              torch.compile, torch.jit.script, torch.jit.trace, torch.jit.trace_module]
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    files = tuple(torch_dir + f for f in (
+        "_dynamo" + os.sep + "convert_frame.py", "_dynamo" + os.sep + "symbolic_convert.py",
+        "export" + os.sep, "_export" + os.sep))
+    return ({id(f) for module, name in builtin if (f := getattr(module, name, None)) is not None},
+            {code for f in python for code in _nested(inspect.unwrap(f).__code__)}, files)
 
 
-def allow_threads_alive_now() -> None:
-    """Report every Python thread alive beside an answer from now on, except those alive now,
-    which are the course's own: the grader's runner calls it once its shell has started, before
-    any student code runs."""
-    global _BASELINE_THREADS, _BASELINE_COUNT
-    _BASELINE_THREADS = frozenset(_python_threads())
-    _BASELINE_COUNT = _thread._count()  # started by _thread, whatever name called it
+# the eval-frame wrapper every function torch.compile returns runs (its cached graph included);
+# torch's own code enters other parts of torch._dynamo (optimizers' "disable" wrappers)
+_COMPILED_CALL = ("compile_wrapper", os.path.join(os.path.dirname(torch.__file__), "_dynamo",
+                                                  "eval_frame.py"))
+# installed code calls frame and exec builtins for its own work (an optimizer's first step
+# imports torch._dynamo; ``typing.Optional[...]`` reads a frame in typing_extensions): only calls
+# from elsewhere (the answer's own code) count; the standard library's doors to them (inspect,
+# timeit, runpy, code) count by their own code
+_OWN_FILES = tuple(dict.fromkeys([
+    os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep,
+    *(sysconfig.get_paths()[key] + os.sep for key in ("purelib", "platlib")), "<frozen ",
+    __file__]))  # the watch's own look at the threads alive
 
 
-# None until the grader's runner sets them: threads beside an answer are not watched
-_BASELINE_THREADS: frozenset[int] | None = None
-_BASELINE_COUNT: int | None = None
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
 
 
@@ -314,88 +369,126 @@ def _warm_up_dispatch() -> None:
         torch.zeros(1).add(1)
 
 
-def _strangers() -> bool:
-    """Whether a Python thread runs beside the caller that was not there before any student
-    code (see the module's docstring)."""
-    if _BASELINE_THREADS is None:
-        return False
-    return bool(_python_threads() - _BASELINE_THREADS - {threading.get_ident()})
-
-
-def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
-    """``call()`` watched for ``references`` and ``forbidden_ops``: (what it returned, or the
-    exception it raised; the set of what it entered: reference names, ``"torch op NAME"``)."""
-    found: set[str] = set()
-    codes = watched_codes(tuple(references))
+def _bound():
+    """:func:`observe` and :func:`allow_threads_alive_now`, with everything they use bound now,
+    at import, before any student code runs: no name of this module, ``sys`` or ``torch`` is
+    looked up when they run, so an answer that rebinds one (``answer_watch.content = ...``,
+    ``sys.setprofile = ...``) changes nothing they do (outside attack, round 7, replaced
+    ``observe`` itself: ``mha.exercises.serve`` binds it at import too)."""
     escapes, threads_started = _ESCAPES, _thread._count
-    hook_switches, mode_switches = _HOOK_SWITCHES, _MODE_SWITCHES
-    python_switches = _PYTHON_SWITCHES
-    exit_codes, leaves_torch = _EXIT_CODES, _leaves_torch
-    started_before = _BASELINE_COUNT if _BASELINE_COUNT is not None else float("inf")
-    previous = sys.getprofile()
-    mode = _Ops(tuple(forbidden_ops), found) if forbidden_ops else None
-    if mode is not None:
-        _warm_up_dispatch()
-    depth = torch._C._len_torch_dispatch_stack()
+    hook_switches, mode_switches, python_switches = _HOOK_SWITCHES, _MODE_SWITCHES, \
+        _PYTHON_SWITCHES
+    tamper_calls, tamper_codes, compiler_files = _tampers()
+    compiled_name, compiled_file = _COMPILED_CALL
+    own_files = _OWN_FILES
+    set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
+        sys._current_frames
+    get_ident = threading.get_ident
+    codes_of, content_of, ops = watched_codes, content, _Ops
+    warm_up = _warm_up_dispatch
     stack_depth = torch._C._len_torch_dispatch_stack
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
+    dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
+    exit_codes, leaves_torch = _EXIT_CODES, _leaves_torch
+    switched, escaped, tampered, left_torch = SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH
+    # None until the grader's runner sets them: threads beside an answer are not watched
+    baseline: dict[str, object] = {"threads": None, "count": None}
 
-    def switched_off() -> bool:
-        """Whether the ops' watch is off: our mode not on top of the stack, or torch's Python
-        dispatch keys excluded."""
-        return stack_depth() != depth + 1 or excluded(python_key) or excluded(snapshot_key)
+    def allow_threads_alive_now() -> None:
+        """Report every Python thread alive beside an answer from now on, except those alive
+        now, which are the course's own: the grader's runner calls it once its shell has
+        started, before any student code runs."""
+        baseline["threads"] = frozenset(current_frames())
+        baseline["count"] = threads_started()  # started by _thread, whatever name called it
 
-    def hook(frame, event, arg):
-        if event != "call" and event != "c_call":  # an op starts with a call (or none: below)
-            return
-        code = frame.f_code
-        # torch itself suspends the mode while it dispatches an op to it, running only its own
-        # Python code and the mode's
-        if mode is not None and not mode.dispatching and switched_off() \
-                and code is not _DISPATCH_CODE and not code.co_filename.startswith(_TORCH_FILES):
-            found.add(SWITCHED_OFF)
-        if event == "c_call":  # a switch called, even if switched back on before the end
-            if id(arg) in hook_switches and code is not _OBSERVE_CODE or id(arg) in \
-                    mode_switches and not code.co_filename.startswith(_TORCH_FILES):
-                found.add(SWITCHED_OFF)
-            if mode is not None and leaves_torch(arg):
-                found.add(LEFT_TORCH)
-        elif id(code) in python_switches:
-            found.add(SWITCHED_OFF)
-        elif mode is not None and id(code) in exit_codes:
-            found.add(LEFT_TORCH)
-        if event == "call":
+    def forget_threads() -> None:
+        """Watch no thread beside an answer again (as in a student's notebook): for tests."""
+        baseline["threads"] = baseline["count"] = None
+
+    def strangers() -> bool:
+        """Whether a Python thread runs beside the caller that was not there before any student
+        code (see the module's docstring)."""
+        known = baseline["threads"]
+        return known is not None and bool(set(current_frames()) - known - {get_ident()})
+
+    def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
+        """``call()`` watched for ``references`` and ``forbidden_ops``: (what it returned, or
+        the exception it raised; the set of what it entered: reference names, ``"torch op
+        NAME"``, :data:`SWITCHED_OFF`, :data:`ESCAPED`, :data:`TAMPERED`)."""
+        found: set[str] = set()
+        codes = codes_of(tuple(references))
+        started = baseline["count"]
+        started_before = started if started is not None else float("inf")
+        previous = get_profile()
+        mode = ops(tuple(forbidden_ops), found) if forbidden_ops else None
+        if mode is not None:
+            warm_up()
+        depth = stack_depth()
+
+        def switched_off() -> bool:
+            """Whether the ops' watch is off: our mode not on top of the stack, or torch's
+            Python dispatch keys excluded."""
+            return stack_depth() != depth + 1 or excluded(python_key) or excluded(snapshot_key)
+
+        def hook(frame, event, arg):
+            if event != "call" and event != "c_call":  # an op starts with a call (or none)
+                return
+            code = frame.f_code
+            # torch itself suspends the mode while it dispatches an op to it, running only its
+            # own Python code and the mode's
+            if mode is not None and not mode.dispatching and switched_off() \
+                    and code is not dispatch_code and not code.co_filename.startswith(torch_files):
+                found.add(switched)
+            if event == "c_call":  # a switch called, even if switched back on before the end
+                if id(arg) in hook_switches and code is not observe_code or id(arg) in \
+                        mode_switches and not code.co_filename.startswith(torch_files):
+                    found.add(switched)
+                elif id(arg) in tamper_calls and not code.co_filename.startswith(own_files):
+                    found.add(tampered)
+                if id(arg) in escapes or threads_started() > started_before:
+                    found.add(escaped)
+                if mode is not None and leaves_torch(arg):
+                    found.add(left_torch)
+                return
+            if id(code) in python_switches:
+                found.add(switched)
+            elif mode is not None and id(code) in exit_codes:
+                found.add(left_torch)
+            elif code in tamper_codes or code.co_filename.startswith(compiler_files) or (
+                    code.co_name == compiled_name and code.co_filename == compiled_file):
+                found.add(tampered)
             twins = codes.get(code.co_code)
             if twins is not None:
-                key = content(code)
+                key = content_of(code)
                 found.update(name for known, name in twins if known == key)
-        elif id(arg) in escapes or threads_started() > started_before:
-            found.add(ESCAPED)
 
-    if _strangers():
-        found.add(ESCAPED)  # a worker started before the call may do its work
-    outcome: object = None
-    try:
-        if mode is not None:
-            mode.__enter__()
-        sys.setprofile(hook)
+        if strangers():
+            found.add(escaped)  # a worker started before the call may do its work
+        outcome: object = None
         try:
-            outcome = call()
-        except Exception as error:  # the answer's own error: reported, with what it entered
-            outcome = error
-    finally:
-        if _strangers():
-            found.add(ESCAPED)
-        if sys.getprofile() is not hook:
-            found.add(SWITCHED_OFF)
-        sys.setprofile(previous)
-        if mode is not None:
-            if switched_off():
-                found.add(SWITCHED_OFF)
-            if stack_depth() == depth + 1:
-                mode.__exit__(None, None, None)
-    return outcome, found
+            if mode is not None:
+                mode.__enter__()
+            set_profile(hook)
+            try:
+                outcome = call()
+            except Exception as error:  # the answer's own error: reported, with what it entered
+                outcome = error
+        finally:
+            if strangers():
+                found.add(escaped)
+            if get_profile() is not hook:
+                found.add(switched)
+            set_profile(previous)
+            if mode is not None:
+                if switched_off():
+                    found.add(switched)
+                if stack_depth() == depth + 1:
+                    mode.__exit__(None, None, None)
+        return outcome, found
+
+    observe_code = observe.__code__  # its own sys.setprofile(previous) switches nothing off
+    return observe, allow_threads_alive_now, forget_threads
 
 
-_OBSERVE_CODE = observe.__code__  # its own sys.setprofile(previous) switches nothing off
+observe, allow_threads_alive_now, _forget_threads = _bound()

@@ -263,25 +263,6 @@ def _local_value(plain, table: list):
     return decode(plain, resolve)
 
 
-def serve(request: dict, table: list) -> dict:
-    """Carry out one request on the answer's side; the reply is plain data.
-
-    A request may name what to watch for while the answer's code runs (``"watch"``: the check's
-    reference names and forbidden torch ops, see ``mha.answer_watch``); the reply then says
-    what the answer entered (``"entered"``), also when it raised."""
-    watch = request.get("watch") if request.get("op") != "build" else None
-    if type(watch) is not dict:
-        return _serve(request, table)
-    from mha.answer_watch import MAX_NAMES, observe
-
-    def names(key: str) -> tuple[str, ...]:
-        listed = watch.get(key)
-        return tuple(str(n)[:200] for n in listed[:MAX_NAMES]) if type(listed) is list else ()
-
-    reply, entered = observe(lambda: _serve(request, table), names("references"), names("ops"))
-    return reply | {"entered": sorted(entered)[:MAX_NAMES]}
-
-
 def _serve(request: dict, table: list) -> dict:
     try:
         op = request.get("op")
@@ -322,6 +303,43 @@ def _serve(request: dict, table: list) -> dict:
         return {"raised": {"types": type_names(error)[:20], "message": str(error)[:300]}}
 
 
+def _bound_serve():
+    """``serve``, with the watch's ``observe`` and this module's ``_serve`` bound now, at import:
+    an answer that rebinds ``mha.answer_watch.observe`` (outside attack, round 7: reached by
+    ``pkgutil.resolve_name``) changes nothing the grader's runner, which took ``serve`` before
+    any student code, then does."""
+    from mha.answer_watch import MAX_NAMES, observe
+
+    serve_plain = _serve
+
+    def serve(request: dict, table: list) -> dict:
+        """Carry out one request on the answer's side; the reply is plain data.
+
+        A request may name what to watch for while the answer's code runs (``"watch"``: the
+        check's reference names and forbidden torch ops, see ``mha.answer_watch``); the reply
+        then says what the answer entered (``"entered"``), also when it raised, and what it
+        watched for (``"watched"``: the check counts a reply without them as a watch switched
+        off)."""
+        watch = request.get("watch") if request.get("op") != "build" else None
+        if type(watch) is not dict:
+            return serve_plain(request, table)
+
+        def names(key: str) -> tuple[str, ...]:
+            listed = watch.get(key)
+            return tuple(str(n)[:200] for n in listed[:MAX_NAMES]) if type(listed) is list \
+                else ()
+
+        references, ops = names("references"), names("ops")
+        reply, entered = observe(lambda: serve_plain(request, table), references, ops)
+        return reply | {"entered": sorted(entered)[:MAX_NAMES],
+                        "watched": {"references": list(references), "ops": list(ops)}}
+
+    return serve
+
+
+serve = _bound_serve()
+
+
 # ---------------------------------------------------------------------------------------------
 # The check's side.
 
@@ -342,8 +360,14 @@ class Channel:
         reply = self.request(message)
         if type(reply) is not dict:
             raise ProtocolError("not a reply")
-        if self.entered is not None and type(reply.get("entered")) is list:
-            self.entered.update(_known(reply["entered"], self.watch))
+        if self.entered is not None and "watch" in message:
+            if type(reply.get("entered")) is list and _watched_all(reply, self.watch):
+                self.entered.update(_known(reply["entered"], self.watch))
+            elif "raised" not in reply:  # a value computed unwatched (outside attack, round 7:
+                # the request stripped of its watch); an error (a timeout) earns nothing anyway
+                from mha.answer_watch import SWITCHED_OFF
+
+                self.entered.add(SWITCHED_OFF)
         if "raised" in reply:
             raised = reply["raised"]
             if type(raised) is not dict:
@@ -362,16 +386,28 @@ class Channel:
         return _ref_class(types[0] if types else "object")(self, ref, types)
 
 
+def _watched_all(reply: dict, watch: dict | None) -> bool:
+    """Whether the reply says its side watched for all that ``watch`` asked (a request stripped
+    of its watch, or of its ops, on the way comes back without them)."""
+    from mha.answer_watch import MAX_NAMES
+
+    watched = reply.get("watched")
+    if type(watched) is not dict:
+        return False
+    return all(watched.get(key) == [str(n)[:200] for n in (watch or {}).get(key, [])[:MAX_NAMES]]
+               for key in ("references", "ops"))
+
+
 def _known(names: list, watch: dict | None) -> set[str]:
     """The names the answer's side reported that are among those watched for (it may send
     anything: only these mean something)."""
-    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, op_matches
+    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, TAMPERED, op_matches
 
     watch = watch or {}
     words, references = watch.get("ops", []), watch.get("references", [])
     return {n for n in names[:64] if type(n) is str and (
         any(n == r or n.startswith(f"{r}.") for r in references)
-        or n in (SWITCHED_OFF, ESCAPED) or n == LEFT_TORCH and words
+        or n in (SWITCHED_OFF, ESCAPED, TAMPERED) or n == LEFT_TORCH and words
         or n.startswith("torch op ") and op_matches(n.removeprefix("torch op "), words))}
 
 
@@ -536,7 +572,7 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     ``watch``: reference names, forbidden torch ops): (status, message, what was entered). A
     forbidden op, or a watch the answer switched off, makes the part wrong: the exercise's rule
     is part of what it asks."""
-    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF
+    from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, TAMPERED
 
     watch = getattr(checker, "watch", None)
     channel = object.__getattribute__(answer, "_channel")
@@ -550,7 +586,7 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
     # as the student wrote it: aten._softmax is torch.softmax, pow.Scalar is torch.pow (or **)
     written = sorted({f"torch.{op.split('.')[0].lstrip('_')}" for op in broke})
     if watch and watch.get("ops") and status != "not done" and (
-            broke or SWITCHED_OFF in entered or ESCAPED in entered or LEFT_TORCH in entered):
+            broke or {SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH} & entered):
         status, message = "wrong", (
             f"the exercise forbids what your answer ran: {', '.join(written)[:200]} (or a function "
             f"that calls it)" if broke
@@ -559,6 +595,9 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
             else "the exercise forbids some operations, and your answer took tensors out of "
                  "torch into NumPy (numpy.exp(t), t.numpy(), scipy), where they cannot be "
                  "seen" if LEFT_TORCH in entered
+            else "the exercise forbids some operations, and your answer read frames or the "
+                 "object graph, ran code from a string or compiled code (torch.compile, "
+                 "torch.jit), which hides them" if TAMPERED in entered
             else "the exercise forbids some operations, and your answer switched off the "
                  "watch on them")
     return status, message, {e for e in entered if not e.startswith("torch op ")}

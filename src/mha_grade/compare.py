@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mha.answer_watch import ESCAPED, LEFT_TORCH, SWITCHED_OFF, TAMPERED
 from mha.exercises import Result, tidy
 from mha_grade.assignments import Assignment
 
@@ -56,6 +57,9 @@ def _hidden_not_run(checker, result: Result) -> bool:
     return any(p.hidden and p.name not in ran for p in getattr(checker, "parts", None) or ())
 
 
+WATCH_BROKEN = (SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH)
+
+
 def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
           with_stubs: bool = False) -> None:
     """Fill ``outcome``'s points, status and message per exercise from the checks' ``results``
@@ -69,9 +73,16 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             continue
         got = [results.get(str(i)) for i in exercise.checks]
         entered = sorted({name for r in got if r for name in r.entered})
-        if entered:  # observed at run time (mha.answer_watch): for the instructor, no points
+        # observed at run time (mha.answer_watch): for the instructor, no points; a watch
+        # switched off or reached past is what the answer did, not a reference it called
+        broke = [name for name in entered if name in WATCH_BROKEN]
+        called = [name for name in entered if name not in WATCH_BROKEN]
+        if called:
             outcome.flags.append(f"calls the reference of exercise {exercise.name} (seen when "
-                                 f"its check called the answer: {', '.join(entered)[:300]})")
+                                 f"its check called the answer: {', '.join(called)[:300]})")
+        if broke:
+            outcome.flags.append(f"defeats the answer watch in exercise {exercise.name} (seen "
+                                 f"when its check called the answer: {'; '.join(broke)[:300]})")
         # partial credit: a check's points are those of the parts it passed (mha.exercises),
         # so a check that is "wrong" on one part still counts its other parts
         # never above the exercise's points, however many verdicts a notebook made it send

@@ -40,6 +40,17 @@ SUSPICIOUS = {
                                       # the watch on the answer's calls (mha.answer_watch)
                                       r"\bsetprofile\b|_python_dispatch|dispatch_(stack|mode)|"
                                       r"\banswer_watch\b|\bsys\.monitoring\b"),
+    # ways past the answer watch (outside attack, round 7): a module by its dotted name, code run
+    # from a string, the frames up to the grader's runner, a function compiled so that torch runs
+    # it without entering its code (an alias of torch.compile reads ``torch.compile`` too)
+    "reaches past the answer watch": re.compile(
+        r"\bpkgutil\b|\bresolve_name\b|(?<![%\w])timeit\b|\brunpy\b|\bInteractive(Interpreter|"
+        r"Console)\b|\bcode\.interact\b|\bfrom\s+code\s+import\b|\bimport\s+code\b|_getframe|"
+        r"\bcurrentframe\b|\b_current_frames\b|\bwalk_(stack|tb)\b|"
+        r"\b(f_back|f_locals|f_globals|tb_frame|gi_frame|cr_frame|ag_frame)\b|"
+        r"\btorch\.(compile|export|jit\.(script|trace))\b|\b_dynamo\b|"
+        r"\bfrom\s+torch\s+import\b[^\n]{0,200}\b(compile|export|_dynamo|jit)\b|"
+        r"\bfrom\s+torch\.jit\s+import\b[^\n]{0,200}\b(script|trace)\b"),
     "writes startup or package files": re.compile(r"\.ipython|profile_default|__file__|"
                                                   r"site-packages|\.pth\b"),
     "fake verdict": re.compile(r"Exercise \d+\.\d+ \[|✓"),

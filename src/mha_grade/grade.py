@@ -216,7 +216,9 @@ def grading_users(args: argparse.Namespace) -> tuple[list[sandbox.User], str]:
         if why:
             return users, f"cannot grade as root here: {why}"
     if not args.no_sandbox:
-        why = sandbox.unavailable(users[0] if users else None)
+        # the sandbox as the notebooks get it must start Python, or grading stops here
+        why = sandbox.unavailable(users[0] if users else None) or \
+            sandbox.cannot_start_python_in_sandbox(users[0] if users else None)
         if why:
             return users, (f"cannot grade untrusted notebooks here: {why}.\nGrade in a Linux "
                            "machine or container with bubblewrap, or pass --no-sandbox for "

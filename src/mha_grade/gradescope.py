@@ -443,6 +443,10 @@ def isolation_of(user: sandbox.User, isolation: str) -> tuple[str | None, str]:
     """(why bubblewrap is not used, or None; how the notebook runs, for the student), the
     latter printed for the instructor's log with the former."""
     why = "not asked for (--isolation user)" if isolation == "user" else sandbox.unavailable(user)
+    if why is None:  # bubblewrap works: Python must start in it, or the notebook would score 0
+        broken = sandbox.cannot_start_python_in_sandbox(user)  # for the grader's own failure
+        if broken:
+            raise RuntimeError(f"cannot grade: {broken}")
     how = (f"The notebook ran as the unprivileged user '{user.name}' inside a bubblewrap sandbox."
            if why is None else f"The notebook ran as the unprivileged user '{user.name}', "
            "without bubblewrap.")

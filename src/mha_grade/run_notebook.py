@@ -64,10 +64,13 @@ def main() -> None:
     runner = Runner(requests, replies, limit, serve, type_names)
     runner.wrap_checks(plan.get("checks", {}))
     settle_threads()
-    runner.send({"started": True})
-    runner.run_steps(shell, plan["cells"])
-    runner.capture_hidden_parts()
-    runner.send({"finished": True})
+    # bound before the first cell: a cell that replaces the runner's attributes changes nothing
+    send, run_steps, capture_hidden_parts = runner.send, runner.run_steps, \
+        runner.capture_hidden_parts
+    send({"started": True})
+    run_steps(shell, plan["cells"])
+    capture_hidden_parts()
+    send({"finished": True})
     os._exit(0)
 
 
@@ -110,21 +113,138 @@ def settle_threads() -> None:
 
 class Runner:
     """This process's side of the protocol: it runs the steps, captures the answers the graded
-    checks are called with and serves the grader's requests on them."""
+    checks are called with and serves the grader's requests on them.
+
+    Everything on the request path is bound when the runner is made, before any student code
+    runs: the functions below call each other, ``serve`` and the streams through their closure,
+    never through an attribute of the runner, so an answer that finds the runner (a frame's
+    ``f_locals["self"]``: outside attack, round 7) and replaces ``runner.serve`` or a method
+    changes nothing it does. The attributes are there to be read (and for ``main``)."""
 
     def __init__(self, requests, replies, limit: float, serve, type_names):
-        self.requests, self.replies, self.limit = requests, replies, limit
-        self.serve, self.type_names = serve, type_names  # taken before any student code runs
-        self.called: set[str] = set()  # capture keys some call of a wrapper has captured
-        # a capture is being served: a call from inside it captures nothing
-        self.busy: list[bool] = []
-        self.last: dict[str, list] = {}  # capture key -> the answer its last capture took
-        self.with_hidden_parts: set[str] = set()  # capture keys whose checks have hidden parts
+        self.limit = limit
+        called: set[str] = set()  # capture keys some call of a wrapper has captured
+        busy: list[bool] = []  # a capture is being served: a call from inside it captures nothing
+        last: dict[str, list] = {}  # capture key -> the answer its last capture took
+        with_hidden: set[str] = set()  # capture keys whose checks have hidden parts
+        self.called, self.busy, self.last, self.with_hidden_parts = called, busy, last, with_hidden
+        write, flush, readline = replies.write, replies.flush, requests.readline
+        dumps, loads = json.dumps, json.loads
+        set_timer, get_timer, real = signal.setitimer, signal.getitimer, signal.ITIMER_REAL
 
-    def send(self, message: dict) -> None:
-        """One message to the grader: a JSON line."""
-        self.replies.write(json.dumps(message, allow_nan=True).encode() + b"\n")
-        self.replies.flush()
+        def send(message: dict) -> None:
+            """One message to the grader: a JSON line."""
+            write(dumps(message, allow_nan=True).encode() + b"\n")
+            flush()
+
+        def reply_to(request: dict, table: list) -> dict:
+            """The reply to one request, within the per-call limit: what the answer returned,
+            or what it raised (a timeout as ``TimeoutError``)."""
+            set_timer(real, limit)
+            try:
+                return serve(request, table) if table else {
+                    "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
+            except CellTimeout:
+                return {"raised": {"types": ["builtins.TimeoutError"],
+                                   "message": f"the call took more than {limit:.0f} s"}}
+            except BaseException as error:  # noqa: BLE001 (SystemExit from the answer)
+                return {"raised": {"types": type_names(error)[:20], "message": _text(error)}}
+            finally:
+                set_timer(real, 0)
+
+        def serve_until_done(table: list) -> None:
+            """Answer the grader's requests on ``table[0]`` until it says ``done`` (its end of
+            the pipe closed: this process ends)."""
+            while True:
+                line = readline(64 * 2**20)
+                if not line:
+                    os._exit(0)
+                request = loads(line)
+                if request.get("op") == "done":
+                    break
+                send(reply_to(request, table))
+
+        def capture(key: str, table: list, missing: str = "", phase: str = "shown") -> None:
+            """Say ``ready`` for ``key`` (the answer is ``table[0]``) and serve the grader's
+            requests until it says ``done``. The cell's own timer is paused meanwhile: each
+            request has the per-call limit, and the grader's clock bounds the whole."""
+            left = get_timer(real)[0]
+            set_timer(real, 0)
+            busy.append(True)
+            if table:
+                last[key] = table
+            try:
+                send({"ready": key, "types": type_names(table[0])[:20], "phase": phase}
+                     if table else {"ready": key, "missing": missing[:80], "phase": phase})
+                serve_until_done(table)
+            finally:
+                busy.pop()
+                if left > 0:
+                    set_timer(real, left)
+
+        def wrapper(check, key: str):
+            """What the notebook calls instead of ``check``: it captures the answer (unless
+            called from inside a capture) and returns ``None``."""
+
+            @functools.wraps(check)
+            def graded(answer):
+                if not busy:
+                    called.add(key)
+                    capture(key, [answer])
+
+            return graded
+
+        def capture_from_namespace(shell, step: dict) -> None:
+            """Capture a check's answer from what the notebook's namespace holds under the
+            instructor's argument's name (``step["expr"]``), or say what is missing."""
+            table: list = []
+            set_timer(real, limit)
+            try:
+                table.append(eval(step["expr"], shell.user_ns))  # noqa: S307 (the student's code)
+                missing = ""
+            except BaseException as error:  # noqa: BLE001
+                table, missing = [], type(error).__name__
+            finally:
+                set_timer(real, 0)
+            capture(step["capture"], table, missing)
+
+        def run_cell(shell, index: int, source: str) -> None:
+            """Run one cell within the cell limit; tell the grader when it fails, and with
+            what."""
+            set_timer(real, limit)
+            try:
+                result = shell.run_cell(source, store_history=False)
+                failed = not result.success
+                error = result.error_in_exec or result.error_before_exec
+            except BaseException as caught:  # noqa: BLE001 (a timeout outside the cell's code)
+                failed, error = True, caught
+            finally:
+                set_timer(real, 0)
+            if failed:
+                send({"cell": index, "error": type(error).__name__[:80], "message": _text(error)})
+
+        def run_steps(shell, steps: list[dict]) -> None:
+            """Each step in order, saying when it starts: a cell, run as written, or the capture
+            at the end of a check the notebook has not called."""
+            for index, step in enumerate(steps):
+                send({"step": index})  # the grader's own clock for this step starts now
+                if "source" in step:
+                    run_cell(shell, index, step["source"])
+                elif not (step.get("unless_called") and step["capture"] in called):
+                    capture_from_namespace(shell, step)
+                # else: captured where the notebook called its check
+
+        def capture_hidden_parts() -> None:
+            """The hidden parts last, on the answers the checks took."""
+            # once their inputs are in this process, no cell runs and nothing the notebook says
+            # reaches a page a student sees before the due date (the grader accepts no shown
+            # verdict or cell error after them)
+            for key, table in list(last.items()):
+                if key in with_hidden:
+                    capture(key, table, phase="hidden")
+
+        self.send, self.reply_to, self.capture, self.wrapper = send, reply_to, capture, wrapper
+        self.run_steps, self.capture_hidden_parts = run_steps, capture_hidden_parts
 
     def wrap_checks(self, checks: dict[str, str]) -> None:
         """Replace each graded check (``"ch01.stable_softmax"`` -> its capture key) by a
@@ -136,112 +256,6 @@ class Runner:
             if any(part.hidden for part in getattr(getattr(where, check).checker, "parts", ())):
                 self.with_hidden_parts.update({key, f"stub:{key}"})
             setattr(where, check, self.wrapper(getattr(where, check), key))
-
-    def wrapper(self, check, key: str):
-        """What the notebook calls instead of ``check``: it captures the answer (unless called
-        from inside a capture) and returns ``None``."""
-
-        @functools.wraps(check)
-        def graded(answer):
-            if not self.busy:
-                self.called.add(key)
-                self.capture(key, [answer])
-
-        return graded
-
-    def run_steps(self, shell, steps: list[dict]) -> None:
-        """Each step in order, saying when it starts: a cell, run as written, or the capture at
-        the end of a check the notebook has not called."""
-        for index, step in enumerate(steps):
-            self.send({"step": index})  # the grader's own clock for this step starts now
-            if "source" in step:
-                self.run_cell(shell, index, step["source"])
-            elif not (step.get("unless_called") and step["capture"] in self.called):
-                self.capture_from_namespace(shell, step)
-            # else: captured where the notebook called its check
-
-    def run_cell(self, shell, index: int, source: str) -> None:
-        """Run one cell within the cell limit; tell the grader when it fails, and with what."""
-        signal.setitimer(signal.ITIMER_REAL, self.limit)
-        try:
-            result = shell.run_cell(source, store_history=False)
-            failed = not result.success
-            error = result.error_in_exec or result.error_before_exec
-        except BaseException as caught:  # noqa: BLE001 (a timeout outside the cell's code)
-            failed, error = True, caught
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        if failed:
-            self.send({"cell": index, "error": type(error).__name__[:80],
-                       "message": _text(error)})
-
-    def capture_from_namespace(self, shell, step: dict) -> None:
-        """Capture a check's answer from what the notebook's namespace holds under the
-        instructor's argument's name (``step["expr"]``), or say what is missing."""
-        table: list = []
-        signal.setitimer(signal.ITIMER_REAL, self.limit)
-        try:
-            table.append(eval(step["expr"], shell.user_ns))  # noqa: S307 (the student's own code)
-            missing = ""
-        except BaseException as error:  # noqa: BLE001
-            table, missing = [], type(error).__name__
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        self.capture(step["capture"], table, missing)
-
-    def capture_hidden_parts(self) -> None:
-        """The hidden parts last, on the answers the checks took."""
-        # once their inputs are in this process, no cell runs and nothing the notebook says
-        # reaches a page a student sees before the due date (the grader accepts no shown
-        # verdict or cell error after them)
-        for key, table in list(self.last.items()):
-            if key in self.with_hidden_parts:
-                self.capture(key, table, phase="hidden")
-
-    def capture(self, key: str, table: list, missing: str = "", phase: str = "shown") -> None:
-        """Say ``ready`` for ``key`` (the answer is ``table[0]``) and serve the grader's
-        requests until it says ``done``. The cell's own timer is paused meanwhile: each
-        request has the per-call limit, and the grader's clock bounds the whole."""
-        left = signal.getitimer(signal.ITIMER_REAL)[0]
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        self.busy.append(True)
-        if table:
-            self.last[key] = table
-        try:
-            self.send({"ready": key, "types": self.type_names(table[0])[:20], "phase": phase}
-                      if table else {"ready": key, "missing": missing[:80], "phase": phase})
-            self.serve_until_done(table)
-        finally:
-            self.busy.pop()
-            if left > 0:
-                signal.setitimer(signal.ITIMER_REAL, left)
-
-    def serve_until_done(self, table: list) -> None:
-        """Answer the grader's requests on ``table[0]`` until it says ``done`` (its end of the
-        pipe closed: this process ends)."""
-        while True:
-            line = self.requests.readline(64 * 2**20)
-            if not line:
-                os._exit(0)
-            request = json.loads(line)
-            if request.get("op") == "done":
-                break
-            self.send(self.reply_to(request, table))
-
-    def reply_to(self, request: dict, table: list) -> dict:
-        """The reply to one request, within the per-call limit: what the answer returned, or
-        what it raised (a timeout as ``TimeoutError``)."""
-        signal.setitimer(signal.ITIMER_REAL, self.limit)
-        try:
-            return self.serve(request, table) if table else {
-                "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
-        except CellTimeout:
-            return {"raised": {"types": ["builtins.TimeoutError"],
-                               "message": f"the call took more than {self.limit:.0f} s"}}
-        except BaseException as error:  # noqa: BLE001 (SystemExit from the answer)
-            return {"raised": {"types": self.type_names(error)[:20], "message": _text(error)}}
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def watch_before_students_code(check) -> None:

@@ -307,6 +307,40 @@ def python_paths() -> list[str]:
     return out
 
 
+def interpreter_links(python: str) -> list[tuple[str, str]]:
+    """The chain of links from ``python`` to the interpreter it runs: each (its target, where
+    the link is, in a folder without links)."""
+    links, path = [], python
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        folder = os.path.realpath(os.path.dirname(path))
+        path = os.path.join(folder, os.path.basename(path))
+        if not os.path.islink(path):
+            break
+        target = os.readlink(path)
+        links.append((target, path))
+        path = os.path.join(folder, target)
+    return links
+
+
+def cannot_start_python_in_sandbox(user: User | None) -> str | None:
+    """Why this Python does not start in the sandbox as the notebooks get it (``None`` if it
+    does): every notebook would then crash at once and score 0 for the grader's own failure."""
+    with tempfile.TemporaryDirectory(prefix="mha-probe-") as folder:
+        plan = Path(folder) / "plan.json"
+        plan.write_text("{}")
+        options, runner = command(Prefix.existing(Path(folder)), plan, Limits(), user)
+        program = [*runner[:-2], "-c", "import sys"]  # the interpreter, without the runner
+        try:
+            run = subprocess.run(["bwrap", *options, *program], capture_output=True, text=True,
+                                 timeout=120, env={})
+            why = (run.stderr.strip()[-200:] or f"exit status {run.returncode}") \
+                if run.returncode else None
+        except (OSError, subprocess.TimeoutExpired) as error:
+            why = str(error)
+    return why and (f"the sandbox cannot start {program[-3]} ({why}): no notebook could run, "
+                    "and each would score 0 for the grader's own failure")
+
+
 def command(prefix: Prefix, plan: Path, limits: Limits,
             user: User | None = None) -> tuple[list[str], list[str]]:
     """bwrap's options and the program they run: the in-sandbox runner on ``plan`` (a JSON
@@ -331,12 +365,22 @@ def command(prefix: Prefix, plan: Path, limits: Limits,
         return [arg for folder in folders for arg in ("--dir", folder)] + [
             "--ro-bind", source, dest]
 
+    bound = []
     for path in SYSTEM_PATHS + ETC_FILES + python_paths():
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
             made.add(path)
         elif os.path.exists(path):
             argv += bind(path, path)
+            bound.append(path)
+    # the links from the environment's python to the interpreter, where no bind holds them (a
+    # venv's python -> /root/bin/python3 -> pyenv's: no notebook could start; attack 40)
+    for target, link in interpreter_links(python):
+        if not any(link == p or link.startswith(p.rstrip(os.sep) + os.sep) for p in bound):
+            folders = [str(p) for p in reversed(Path(link).parents) if str(p) not in made]
+            made.update(folders + [link])
+            argv += [arg for folder in folders for arg in ("--dir", folder)]
+            argv += ["--symlink", target, link]
     # the kernel's settings read-only (their values are the sandbox's own namespaces'); the rest
     # of /proc stays as it is: a process may write its own files there (clear_refs, to measure)
     argv += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
