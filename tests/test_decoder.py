@@ -458,3 +458,19 @@ def test_a_decoder_refuses_attention_with_kdim_or_vdim_other_than_embed_dim_when
         mha.DecoderBlock(mha.MultiHeadAttention(16, 4, **sizes), 16, 32)
     # kdim = vdim = embed_dim given explicitly is the default layer: accepted
     mha.DecoderBlock(mha.MultiHeadAttention(16, 4, kdim=16, vdim=16), 16, 32)
+
+
+def test_train_decoder_gives_back_every_submodules_mode():
+    """model.train(was_training) flattened a mix of modes (a block left in eval came back in
+    training mode), on return and on raise."""
+    torch.manual_seed(0)
+    model = mha.TinyDecoder(50, 40, embed_dim=16, num_heads=2)
+    data = torch.randint(50, (2000,))
+    model.train()
+    model.blocks[0].eval()
+    modes = [m.training for m in model.modules()]
+    mha.train_decoder(model, data, 2, batch_size=2, length=8)
+    assert [m.training for m in model.modules()] == modes
+    with pytest.raises(ValueError, match="diverged"):
+        mha.train_decoder(model, data, 20, batch_size=2, length=8, lr=1e6)
+    assert [m.training for m in model.modules()] == modes

@@ -223,3 +223,14 @@ def test_tokens_with_markup_stay_inside_the_script(token):
     assert json.loads(line.removeprefix("  var spec = ").removesuffix(";")) == \
         json.loads(chart.json)
     assert token in chart.json.replace("\\u003c", "<")  # the hover still shows the token
+
+
+def test_explorer_names_tokens_that_are_not_a_list():
+    """attention_explorer(None, w) stopped with a bare TypeError from list(None)."""
+    w = torch.softmax(torch.randn(2, 3, 3), dim=-1)
+    with pytest.raises(ValueError, match=r"tokens must be a list of token strings \(one per "
+                                         r"query\), got NoneType"):
+        attention_explorer(None, w)
+    with pytest.raises(ValueError, match=r"key_tokens must be a list of token strings \(one "
+                                         r"per key\), got int"):
+        attention_explorer(["a", "b", "c"], w, key_tokens=3)

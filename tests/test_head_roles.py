@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import mha
+from mha.analysis import head_roles
 
 
 def previous_token_weights(batch, n, sharp=1.0):
@@ -59,3 +60,19 @@ def test_bad_inputs():
         mha.relative_offsets(torch.rand(2, 3, 4, 4), torch.ones(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="threshold"):
         mha.positional_heads(torch.rand(1, 1, 3, 3), threshold=1.5)
+
+
+def test_head_confidence_refuses_a_sequence_with_no_key_allowed():
+    """A key_mask row with no True key counted 0 for each of that sequence's queries and
+    halved the confidence (0.46 -> 0.23), silently."""
+    torch.manual_seed(0)
+    w = torch.softmax(torch.randn(2, 3, 5, 5), -1)
+    km = torch.ones(2, 5, dtype=torch.bool)
+    km[1] = False
+    with pytest.raises(ValueError, match="key_mask row 1 has no True key"):
+        head_roles.head_confidence(w, None, km)
+    # leaving that sequence out of token_mask is the documented way: it equals batch 0 alone
+    tm = torch.ones(2, 5, dtype=torch.bool)
+    tm[1] = False
+    torch.testing.assert_close(head_roles.head_confidence(w, tm, km),
+                               w[0].max(dim=-1).values.mean(dim=-1))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mha
+from mha.tasks import position_task
 from mha.tasks.position_task import (
     IGNORE,
     PositionToyModel,
@@ -677,3 +678,37 @@ def test_order_blind_accuracy_is_the_expected_largest_count_over_i():
         assert order_blind_accuracy(i, 16) == pytest.approx(largest.mean() / i, abs=3e-3)
     with pytest.raises(ValueError, match="position must be a positive int, got 0"):
         order_blind_accuracy(0, 16)
+
+
+def test_a_diverged_training_is_refused_naming_lr():
+    """lr=1e6 made every parameter NaN within a few steps, and the NaN model then reported a
+    plausible accuracy (0.07): the loop now checks the loss at every step (training_guard)."""
+    with pytest.raises(ValueError, match=r"training diverged \(try a smaller lr than 1000000"):
+        position_task.train_position_model("none", steps=20, lr=1e6)
+
+
+def test_previous_token_accuracy_refuses_length_1():
+    model = position_task.PositionToyModel("none", 16)
+    with pytest.raises(ValueError, match="length must be at least 2, got 1.*no scored position"):
+        position_task.previous_token_accuracy(model, 1)
+    assert 0.0 <= position_task.previous_token_accuracy(model, 2) <= 1.0
+
+
+def test_score_offset_share_refuses_a_single_distinct_query():
+    """One query (or one repeated) left nothing around each offset's mean: 1.0 for any model."""
+    torch.manual_seed(0)
+    model = position_task.PositionToyModel("sinusoidal", 16)
+    for queries in ([15], [15, 15, 15]):
+        with pytest.raises(ValueError, match="at least two distinct positions"):
+            position_task.score_offset_share(model, queries)
+    share = position_task.score_offset_share(model, [15, 22])
+    assert bool((share < 1).all())
+
+
+def test_learned_table_too_short_for_max_start_is_refused_up_front():
+    with pytest.raises(ValueError, match=r"max_start=300 and length=16 need positions up to "
+                                         r"315, but the learned table has max_positions=256"):
+        position_task.train_position_model("learned", steps=200, max_start=300)
+    # the last start actually drawn counts: starts 0 and 240 fit a table of 256
+    position_task.train_position_model("learned", steps=1, batch=2, max_start=250,
+                                       start_step=240)

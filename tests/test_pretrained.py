@@ -238,3 +238,28 @@ def test_fused_path_without_attentions_gives_the_same_hidden_states(ours):
     real = batch["attention_mask"].bool()
     torch.testing.assert_close(fused.last_hidden_state[real], with_maps.last_hidden_state[real],
                                atol=1e-5, rtol=1e-4)
+
+
+def test_attention_to_checks_its_weights_as_its_neighbours_do():
+    """attention_to had no checks: NaN weights gave a NaN share, raw scores shares outside
+    [0, 1], float8 and meta stopped deep inside torch, and batch 0 blamed token_mask."""
+    torch.manual_seed(0)
+    w = torch.softmax(torch.randn(2, 3, 5, 5), -1)
+    keys = torch.zeros(2, 5, dtype=torch.bool)
+    keys[:, 0] = True
+    nan = w.clone()
+    nan[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="weights hold NaN or inf"):
+        pretrained.attention_to(nan, keys)
+    with pytest.raises(ValueError, match="weights must be attention weights.*not scores"):
+        pretrained.attention_to(torch.randn(2, 3, 5, 5) * 5, keys)
+    with pytest.raises(ValueError, match="weights has dtype torch.float8_e4m3fn"):
+        pretrained.attention_to(w.to(torch.float8_e4m3fn), keys)
+    with pytest.raises(ValueError, match="weights is on the meta device"):
+        pretrained.attention_to(w.to("meta"), keys.to("meta"))
+    with pytest.raises(ValueError, match=r"weights must be self-attention weights .*batch, n >= 1"):
+        pretrained.attention_to(w[:0], keys[:0])
+    with pytest.raises(ValueError, match="key_mask must be a bool tensor, got torch.int64"):
+        pretrained.attention_to(w, keys.long())
+    # the checks change no value: the share of key 0 is its weights' mean
+    torch.testing.assert_close(pretrained.attention_to(w, keys), w[..., 0].mean(dim=(0, 2)))

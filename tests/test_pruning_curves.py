@@ -143,3 +143,45 @@ def test_same_token_weight_against_a_loop():
     assert mha.same_token_weight(eye, tokens).item() == 0.0
     with pytest.raises(ValueError, match=r"tokens must be an integer tensor of shape \(2, 5\)"):
         mha.same_token_weight(weights, tokens[:, :4])
+
+
+def test_iterative_order_with_an_infinite_score_never_repeats_a_head():
+    """A live head scored +inf used to tie with the removed heads (masked with +inf): the
+    stable sort took a removed head again, and the order repeated (0, 0) and missed (0, 1)."""
+    fixed = torch.tensor([[1.0, float("inf")], [2.0, 3.0]])
+    order = mha.iterative_pruning_order(lambda m: fixed, (2, 2))
+    # fixed scores: the order is the one-shot ranking (sorted by hand: inf is last)
+    assert order == [(0, 0), (1, 0), (1, 1), (0, 1)]
+    ninf = torch.tensor([[0.0, float("-inf")], [float("-inf"), 1.0]])
+    assert mha.iterative_pruning_order(lambda m: ninf, (2, 2)) == [(0, 1), (1, 0), (0, 0), (1, 1)]
+
+
+def test_iterative_order_names_importance_for_a_nan_score():
+    def importance(mask):  # NaN for head (1, 0) once the first head is gone
+        s = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
+        if mask[0, 0] == 0:
+            s[1, 0] = float("nan")
+        return s
+    with pytest.raises(ValueError, match=r"importance\(mask\) returned NaN for the live head "
+                                         r"\(1, 0\)"):
+        mha.iterative_pruning_order(importance, (2, 2))
+    # a NaN for a removed head is ignored
+    def removed_nan(mask):
+        return torch.tensor([[0.0, 1.0]]).masked_fill(mask == 0, float("nan"))
+    assert mha.iterative_pruning_order(removed_nan, (1, 2)) == [(0, 0), (0, 1)]
+
+
+def test_dtype_hint_suggests_another_dtype_than_the_refused_one():
+    layer = mha.MultiHeadAttention(8, 2)  # float32
+    x = torch.randn(2, 3, 8)
+
+    def evaluate(mask):
+        return float(layer(x, head_mask=mask[0])[0].detach().abs().sum())
+
+    with pytest.raises(ValueError, match=r"masks are torch.float64.*dtype=torch.float32\)"):
+        mha.pruning_curve(evaluate, [(0, 0)], (1, 2), dtype=torch.float64)
+
+
+def test_masks_along_explains_a_tensor_order():
+    with pytest.raises(ValueError, match=r"got a tensor of shape \(1, 2\); pass order.tolist"):
+        mha.masks_along(torch.tensor([[0, 1]]), (2, 2))

@@ -419,3 +419,28 @@ def test_relative_error_of_the_zero_predictor_is_one():
             return torch.zeros(*x.shape[:2], 4)
 
     assert abs(mha.relative_error(Zero(), 5, 2, n_lookups=2) - 1.0) < 1e-6
+
+
+def test_train_lookup_that_raises_puts_the_grads_back():
+    """The parameters came back on a raise but not their .grad (neighbour_task.train's rules,
+    which the docstring cites, put both back)."""
+    n, c = 4, 3
+    model = mha.LookupModel(mha.MultiHeadAttention(2 * n + c, 1), 2 * n + c, c)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 7.0)
+    before = [p.detach().clone() for p in model.parameters()]
+    calls = [0]
+    forward = model.forward
+
+    def failing(x):  # fails on the third step, after two updates
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("boom")
+        return forward(x)
+
+    model.forward = failing
+    with pytest.raises(RuntimeError, match="boom"):
+        mha.train_lookup(model, n, c, steps=5)
+    assert all(bool((p.grad == 7).all()) for p in model.parameters())
+    for p, saved in zip(model.parameters(), before, strict=True):
+        torch.testing.assert_close(p.detach(), saved, rtol=0, atol=0)

@@ -62,13 +62,23 @@ def head_confidence(
 
     ``weights`` floating with rows that sum to 1; the masks bool; returns ``weights``' dtype.
     Raises ``ValueError`` naming ``weights``, ``token_mask`` or ``key_mask`` for a wrong type,
-    shape, device, non-finite or non-distribution weights, or a mask with no True;
+    shape, device, non-finite or non-distribution weights, or a mask with no True (for
+    ``key_mask``: no True in a sequence whose queries ``token_mask`` counts);
     :class:`mha.MemoryBudgetError` when the analysis would exceed the memory budget.
     """
     token_mask = _check(weights, token_mask)
     require_distributions("weights", weights)  # else a "confidence" above 1 means nothing
     if key_mask is not None:
         key_mask = _check(weights, key_mask, "key_mask")
+        # a sequence with scored queries but no key allowed would count 0 for each of its
+        # queries and drag the mean down: refuse it
+        empty = ~key_mask.any(dim=-1) & token_mask.any(dim=-1)
+        if empty.any():
+            row = int(empty.nonzero()[0, 0])
+            raise ValueError(f"key_mask row {row} has no True key, but token_mask has queries "
+                             f"in that sequence: their largest weight would be over no key; "
+                             f"allow at least one key in each sequence, or leave that "
+                             f"sequence out of token_mask")
         weights = weights.masked_fill(~key_mask[:, None, None, :], 0.0)
     top = weights.max(dim=-1).values  # (batch, heads, n)
     real = token_mask[:, None, :].to(top.dtype)

@@ -40,6 +40,9 @@ def _check_order(order: object, shape: tuple[int, int]) -> list[tuple[int, int]]
             isinstance(order, torch.Tensor) and order.dim() != 2):
         raise ValueError(f"order must be a list of (layer, head) pairs, got "
                          f"{type(order).__name__}")
+    if isinstance(order, torch.Tensor):  # its rows are tensors, not the pairs asked for
+        raise ValueError(f"order must be a list of (layer, head) pairs of ints, got a tensor "
+                         f"of shape {tuple(order.shape)}; pass order.tolist()")
     order = list(order)
     for pair in order:
         if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2 \
@@ -100,8 +103,10 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int], *,
 def _dtype_hint(error: ValueError, function: str, dtype: torch.dtype) -> ValueError:
     """The model refused the masks' dtype deep inside the callable, in a message about a
     ``head_mask`` the caller never passed: point to ``dtype=`` (as head_importance does)."""
+    # the example is a dtype other than the one that was refused
+    example = "torch.float32" if dtype == torch.float64 else "torch.float64"
     return ValueError(f"{error}. {function}'s masks are {dtype}: pass the model's dtype as "
-                      f"dtype= (e.g. {function}(..., dtype=torch.float64))")
+                      f"dtype= (e.g. {function}(..., dtype={example}))")
 
 
 def pruning_curve(
@@ -159,8 +164,9 @@ def iterative_pruning_order(
 
     ``mask`` and the scores are float ``(layers, heads)``; ``mask`` has ``dtype``: pass the
     model's (its ``head_mask`` refuses another float dtype); ``None`` is torch's default.
-    Raises ``ValueError`` naming ``importance`` (not callable, or returning scores of another
-    shape or type), ``shape`` or ``dtype`` (also when the model refuses the mask's dtype);
+    A live head's score may be ``inf`` (ranked last) but not NaN. Raises ``ValueError`` naming
+    ``importance`` (not callable, or returning scores of another shape or type, or NaN for a
+    live head), ``shape`` or ``dtype`` (also when the model refuses the mask's dtype);
     :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
     """
     require_callable("importance", importance)
@@ -178,8 +184,17 @@ def iterative_pruning_order(
             raise _dtype_hint(error, "iterative_pruning_order", dtype) from error
         # removed heads' scores are ignored
         _check_scores(scores, shape, nan_ok=True, name="the scores importance(mask) returned")
-        scores = scores.double().masked_fill(mask == 0, float("inf"))
-        layer, head = pruning_order(scores)[0]
+        # choose among the live heads only: filling the removed ones with +inf let a live
+        # head scored +inf tie with them, and the stable sort then removed a head twice
+        live = (mask != 0).flatten().nonzero().flatten()
+        values = scores.detach().double().cpu().flatten()[live]
+        if values.isnan().any():
+            bad = int(live[values.isnan().nonzero()[0, 0]])
+            raise ValueError(f"importance(mask) returned NaN for the live head "
+                             f"{divmod(bad, shape[1])} (layer, head): a NaN has no place in a "
+                             f"ranking; check what importance computes")
+        flat = int(live[torch.sort(values, stable=True).indices[0]])  # ties: first index
+        layer, head = divmod(flat, shape[1])
         order.append((layer, head))
         mask[layer, head] = 0.0
     return order

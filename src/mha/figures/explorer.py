@@ -32,7 +32,7 @@ import html
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -203,6 +203,11 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     for name, given in [("tokens", tokens), ("key_tokens", key_tokens)]:
         if isinstance(given, str | bytes):
             raise ValueError(f"{name} must be a list of token strings, got a str {given!r}")
+        # list() below would raise a bare TypeError ("'NoneType' object is not iterable")
+        if not (name == "key_tokens" and given is None) and not isinstance(given, Iterable):
+            per = "query" if name == "tokens" else "key"
+            raise ValueError(f"{name} must be a list of token strings (one per {per}), got "
+                             f"{type(given).__name__}")
     layer = require_int("layer", layer, minimum=0, maximum=layers - 1)
     head = None if head is None else require_int("head", head, minimum=0, maximum=heads - 1)
     decimals = require_int("decimals", decimals, minimum=1, maximum=6)

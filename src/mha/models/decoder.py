@@ -441,9 +441,10 @@ def train_decoder(
     drawn with a generator seeded by ``seed``; ``stop_after`` runs only the first steps of the
     ``steps``-step schedule. Returns the last batch's loss and the seconds taken.
 
-    The steps run in training mode; when the call returns or raises, ``model`` is back in the
-    mode it had (a new module is in training mode: call ``model.eval()`` before evaluating it
-    with dropout off; :func:`mha.generate` and :func:`mha.bits_per_byte` do so themselves).
+    The steps run in training mode; when the call returns or raises, ``model`` and each of its
+    submodules are back in the mode they had (a new module is in training mode: call
+    ``model.eval()`` before evaluating it with dropout off; :func:`mha.generate` and
+    :func:`mha.bits_per_byte` do so themselves).
 
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
     ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
@@ -463,12 +464,15 @@ def train_decoder(
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
     generator = torch.Generator().manual_seed(seed)
-    was_training = model.training
-    try:  # train() switches to training mode and ends in eval: give the caller's mode back
+    # train() switches to training mode and ends in eval: give back every submodule's mode
+    # (model.train(was_training) flattened a mix, e.g. one block left in eval, into one mode)
+    modes = [(module, module.training) for module in model.modules()]
+    try:
         return train(model, lambda step: windows(data, batch_size, length, generator), steps,
                      lr=lr, forward=model, stop_after=stop_after)
     finally:
-        model.train(was_training)
+        for module, mode in modes:
+            module.training = mode
 
 
 @torch.no_grad()

@@ -31,15 +31,19 @@ from mha._validation import (
     check_allocation,
     check_output_allocation,
     require_binary_mask,
+    require_bool_tensor,
+    require_distributions,
     require_features,
     require_flag,
     require_float_tensor,
     require_indices,
     require_int,
     require_positive,
+    require_same_device,
     require_tensor,
     require_values,
 )
+from mha.analysis.head_roles import _check as _check_head_weights
 from mha.analysis.pruning import prune_heads
 from mha.layers.multi_head import MultiHeadAttention
 
@@ -341,24 +345,18 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
     ``(batch, n)``, True for the chosen keys; ``token_mask``: bool ``(batch, n)``, True for real
     tokens (default: all). Returns ``(heads,)`` with values in [0, 1].
 
-    ``weights`` floating; the masks bool; the result has ``weights``' dtype. Raises
-    ``ValueError`` naming ``weights``, ``key_mask`` or ``token_mask`` for a wrong type or shape,
-    or a ``token_mask`` with no True.
+    ``weights`` floating with rows that sum to 1 (or 0); the masks bool; the result has
+    ``weights``' dtype. Raises ``ValueError`` naming ``weights``, ``key_mask`` or
+    ``token_mask`` for a wrong type, shape or device, a batch or sequence of length 0, weights
+    on the meta device, non-finite or not distributions (scores, not softmax outputs), or a
+    ``token_mask`` with no True (the checks of :func:`mha.analysis.head_roles.head_confidence`);
+    :class:`mha.MemoryBudgetError` when the product would exceed the memory budget.
     """
-    require_float_tensor("weights", weights)
-    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError(f"weights must have shape (batch, heads, n, n), got "
-                         f"{tuple(weights.shape)}")
-    batch, _, n, _ = weights.shape
-    if token_mask is None:
-        token_mask = torch.ones(batch, n, dtype=torch.bool, device=weights.device)
-    for name, m in [("key_mask", key_mask), ("token_mask", token_mask)]:
-        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool \
-                or tuple(m.shape) != (batch, n):
-            shape = tuple(m.shape) if isinstance(m, torch.Tensor) else None
-            raise ValueError(f"{name} must be a bool tensor of shape ({batch}, {n}), got {shape}")
-    if not token_mask.any():
-        raise ValueError("token_mask must mark at least one real token (True), got all False")
+    token_mask = _check_head_weights(weights, token_mask)
+    # a NaN or a raw score would give a share that reads like a finding
+    require_distributions("weights", weights)
+    require_bool_tensor("key_mask", key_mask, token_mask.shape)
+    require_same_device(("weights", weights), ("key_mask", key_mask))
     on_keys = (weights * key_mask[:, None, None, :].to(weights.dtype)).sum(dim=-1)  # (B, h, n)
     real = token_mask[:, None, :].to(weights.dtype)
     return (on_keys * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))

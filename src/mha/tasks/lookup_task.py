@@ -139,8 +139,9 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     Raises ``ValueError`` naming ``model``, a size, ``steps``, ``lr`` or ``seed``, or ``x`` when
     the model does not fit the task's tokens; naming ``model`` when nothing is trainable, a
     trainable parameter is float16 (Adam's ``eps = 1e-8`` is 0 in float16), or the loss or a
-    parameter becomes NaN or inf (training diverged): the parameters are then put back as they
-    were before the call (the rules of :func:`mha.tasks.neighbour_task.train`);
+    parameter becomes NaN or inf (training diverged): the parameters and their ``.grad`` are
+    then put back as they were before the call (the rules of
+    :func:`mha.tasks.neighbour_task.train`);
     :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
     """
     if not isinstance(model, nn.Module):
@@ -152,13 +153,22 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     require_trainable(trainable)
     optimizer = torch.optim.Adam(trainable, lr=lr)
     losses = []
-    with put_back_if_raising(trainable, lr):
-        for step in range(steps):
-            x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
-            loss = (_predict(model, x, y) - y).square().mean()
-            require_finite_loss(loss, step, lr, "parameters")
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+    # a call that raises puts back the parameters' .grad too, as neighbour_task.train does
+    # (zero_grad sets them to None, so the old tensors stay untouched)
+    grads = [(p, p.grad) for p in trainable]
+    try:
+        with put_back_if_raising(trainable, lr):
+            for step in range(steps):
+                x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
+                                      generator=generator)
+                loss = (_predict(model, x, y) - y).square().mean()
+                require_finite_loss(loss, step, lr, "parameters")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+    except BaseException:
+        for p, grad in grads:
+            p.grad = grad
+        raise
     return losses

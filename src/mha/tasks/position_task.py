@@ -39,6 +39,7 @@ from mha.layers.alibi import alibi_bias
 from mha.layers.multi_head import MultiHeadAttention
 from mha.layers.positional import sinusoidal_encoding
 from mha.layers.rotary import RotaryMultiHeadAttention
+from mha.tasks.training_guard import put_back_if_raising, require_finite_loss
 
 #: The position encodings the toy model can use.
 ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -165,12 +166,24 @@ def train_position_model(
     the caller's global RNG is left as it was.
 
     Raises ``ValueError`` naming ``encoding`` or a bad size, ``steps``, ``lr``, ``seed``,
-    ``max_start`` or ``start_step``; :class:`mha.MemoryBudgetError` when the model or a batch
-    would exceed the memory budget.
+    ``max_start`` or ``start_step``, ``max_start`` and ``max_positions`` together when a
+    ``"learned"`` table is too short for the last start, and ``lr`` when training diverges (a
+    NaN or inf loss or parameter, checked by :mod:`mha.tasks.training_guard`);
+    :class:`mha.MemoryBudgetError` when the model or a batch would exceed the memory budget.
     """
     require_int("steps", steps)
+    length = require_int("length", length)
     max_start = require_int("max_start", max_start, minimum=0)
     start_step = require_int("start_step", start_step)
+    max_positions = require_int("max_positions", max_positions)
+    last_start = max_start // start_step * start_step
+    # checked up front: else the model refuses the first late start in the middle of training
+    if encoding == "learned" and last_start + length > max_positions:
+        raise ValueError(f"max_start={max_start} and length={length} need positions up to "
+                         f"{last_start + length - 1}, but the learned table has "
+                         f"max_positions={max_positions}: lower max_start to at most "
+                         f"{max_positions - length} or raise max_positions to at least "
+                         f"{last_start + length}")
     require_positive("lr", lr)
     seed = require_int("seed", seed, minimum=0)
     # the initial weights come from the global RNG seeded with seed, as before, but on a fork
@@ -181,15 +194,20 @@ def train_position_model(
         generator = torch.Generator().manual_seed(seed)
         optimiser = torch.optim.Adam(model.parameters(), lr=lr)
         loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
-        for _ in range(steps):
-            tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
-            # no draw when every batch starts at 0: the runs from position 0 stay as they were
-            start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
-                        ) * start_step if max_start else 0
-            loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+        # a diverged run (too large an lr) gave a NaN model and then a plausible accuracy:
+        # refuse a non-finite loss at any step and non-finite parameters at the end
+        with put_back_if_raising(list(model.parameters()), lr):
+            for step in range(steps):
+                tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
+                # no draw when every batch starts at 0: the runs from position 0 stay as they
+                # were
+                start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
+                            ) * start_step if max_start else 0
+                loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
+                require_finite_loss(loss, step, lr, "parameters")
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
     return model.eval()
 
 
@@ -200,10 +218,15 @@ def previous_token_accuracy(
     """Share of the tokens ``1 .. length-1`` of a sequence (placed at positions ``start ..
     start + length - 1``) where the model predicts the previous token.
 
-    Raises ``ValueError`` naming ``model`` (not a ``PositionToyModel``) or a size;
-    :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
+    Raises ``ValueError`` naming ``model`` (not a ``PositionToyModel``) or a size (``length``
+    under 2: no scored position); :class:`mha.MemoryBudgetError` when the batch would exceed
+    the memory budget."""
     if not isinstance(model, PositionToyModel):
         raise ValueError(f"model must be a PositionToyModel, got {type(model).__name__}")
+    # token 0 has no previous token: length 1 scores nothing, and the mean of nothing is NaN
+    if require_int("length", length) < 2:
+        raise ValueError(f"length must be at least 2, got {length}: token 0 has no previous "
+                         f"token, so a sequence of 1 leaves no scored position")
     vocab_size = model.readout.out_features
     generator = torch.Generator().manual_seed(seed)
     tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
@@ -244,7 +267,8 @@ def score_offset_share(
     variance that the offset explains. Computed in float64; only ``"sinusoidal"`` models.
 
     Raises ``ValueError`` naming the argument for a model of another kind or encoding, a
-    ``window`` under 2, empty ``queries`` or one below ``window - 1``, and for a head whose
+    ``window`` under 2, empty ``queries``, fewer than two distinct ones or one below
+    ``window - 1``, and for a head whose
     centred scores are all 0 (it scores every key of a query alike: no share to speak of);
     :class:`mha.MemoryBudgetError` when the rows would exceed the memory budget.
     """
@@ -254,6 +278,12 @@ def score_offset_share(
     window = require_int("window", window, minimum=2)  # one key: nothing to compare
     queries = [require_int("queries", i, minimum=window - 1)
                for i in require_nonempty("queries", queries)]
+    # each offset's mean is taken over the queries: with one distinct query it is that score
+    # itself, nothing is left around it, and the share is 1 for any model
+    if len(set(queries)) < 2:
+        raise ValueError(f"queries must hold at least two distinct positions, got {queries}: "
+                         f"with one, each offset has a single score, which the offset "
+                         f"'explains' entirely (the share would be 1 for any model)")
     check_allocation("score_offset_share's rows", (len(queries), window, model.embed.embedding_dim),
                      torch.float64, f"use fewer queries ({len(queries)}) or a smaller window")
     attn, heads, dim = model.attn, model.num_heads, model.embed.embedding_dim
