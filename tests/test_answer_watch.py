@@ -750,6 +750,42 @@ def test_a_compiled_reference_is_reported():
     assert TAMPERED in result.entered, result
 
 
+def _twice(x):
+    return x * 2
+
+
+class _Twice(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("route", ["torch.vmap", "torch.func.vmap", "torch.func.grad"])
+def test_vmap_is_no_compiler(route):
+    """Review 41a (F1): every vmap call enters torch/_export/utils.py (functorch asks whether an
+    export is under way), which the watch counted among torch's compilers: an honest vmap answer
+    got 0 as tampering (its variants in tests/test_checks_variants.py)."""
+    from mha.answer_watch import observe
+
+    transform = {"torch.vmap": torch.vmap, "torch.func.vmap": torch.func.vmap,
+                 "torch.func.grad": lambda f: torch.func.grad(lambda t: f(t).sum())}[route]
+    x = torch.randn(3, 4)
+    _, found = observe(lambda: transform(_twice)(x), (), ("softmax",))
+    assert found == set(), found
+
+
+@pytest.mark.parametrize("route", ["export", "jit.script", "jit.trace"])
+def test_export_and_jit_stay_reported(route):
+    """The narrowing of F1 leaves torch.export.export and torch.jit reported as tampering."""
+    from mha.answer_watch import TAMPERED, observe
+
+    x = torch.randn(3, 4)
+    call = {"export": lambda: torch.export.export(_Twice(), (x,)),
+            "jit.script": lambda: torch.jit.script(_twice),
+            "jit.trace": lambda: torch.jit.trace(_twice, (x,))}[route]
+    _, found = observe(call, (), ("softmax",))
+    assert TAMPERED in found, found
+
+
 def test_the_watch_is_bound_before_any_student_code(monkeypatch):
     """Attack 40 (F1): the answer replaced ``mha.answer_watch.observe`` (reached by pkgutil);
     serve looked it up at every call. Now serve, observe and what observe uses are bound at

@@ -56,8 +56,9 @@ attack, round 7) or runs code built from a string (``exec``, ``eval``, ``compile
 of the standard library's doors to them (``inspect.currentframe``, ``inspect.stack``,
 ``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``); and any
 entry into torch's compilers (``torch.compile``, a function it compiled, dynamo's eval-frame
-callback, ``torch.export``, ``torch.jit.script`` and ``trace``), whose compiled code runs a
-reference's bytecode without entering it.
+callback, ``torch.export``, ``torch.jit.script`` and ``trace``; not ``torch.vmap``, which only
+asks an export helper whether an export is under way), whose compiled code runs a reference's
+bytecode without entering it.
 
 What the watch is: evidence of what ran, seen in the student's own process, hardened against
 the attacks above. :func:`observe` and everything it uses are bound when this module is imported
@@ -202,6 +203,12 @@ def _tampers() -> tuple[set[int], set[types.CodeType], tuple[str, ...]]:
         "export" + os.sep, "_export" + os.sep))
     return ({id(f) for module, name in builtin if (f := getattr(module, name, None)) is not None},
             {code for f in python for code in _nested(inspect.unwrap(f).__code__)}, files)
+
+
+# not a compiler: helpers that every torch.vmap / torch.func.vmap call enters (functorch's
+# predispatch asks _export/utils.py whether an export is under way: review 41a, an honest vmap
+# answer got 0 as tampering); torch.export.export itself enters torch/export/ first
+_NOT_COMPILERS = (os.path.join(os.path.dirname(torch.__file__), "_export", "utils.py"),)
 
 
 # the eval-frame wrapper every function torch.compile returns runs (its cached graph included);
@@ -379,6 +386,7 @@ def _bound():
     hook_switches, mode_switches, python_switches = _HOOK_SWITCHES, _MODE_SWITCHES, \
         _PYTHON_SWITCHES
     tamper_calls, tamper_codes, compiler_files = _tampers()
+    not_compilers = _NOT_COMPILERS
     compiled_name, compiled_file = _COMPILED_CALL
     own_files = _OWN_FILES
     set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
@@ -455,7 +463,8 @@ def _bound():
                 found.add(switched)
             elif mode is not None and id(code) in exit_codes:
                 found.add(left_torch)
-            elif code in tamper_codes or code.co_filename.startswith(compiler_files) or (
+            elif code in tamper_codes or code.co_filename.startswith(compiler_files) and \
+                    code.co_filename not in not_compilers or (
                     code.co_name == compiled_name and code.co_filename == compiled_file):
                 found.add(tampered)
             twins = codes.get(code.co_code)
