@@ -612,6 +612,29 @@ def test_a_forbidden_op_is_named_by_a_function_that_exists(child, capsys):
         assert hasattr(owner, name.removeprefix("nn.functional.")), name
 
 
+def _prompt(notebook: str, label: str) -> str:
+    import json
+    import pathlib
+
+    cells = json.loads((pathlib.Path(__file__).parent.parent / "notebooks" / notebook)
+                       .read_text())["cells"]
+    return next("".join(c["source"]) for c in cells if f":label: {label}" in "".join(c["source"]))
+
+
+@pytest.mark.parametrize("notebook,label", [("01_attention_recap.ipynb", "ex-01-2"),
+                                            ("02_diagonal_problem.ipynb", "ex-02-2")])
+def test_the_prompt_says_what_the_check_refuses_and_what_it_cannot_see(notebook, label):
+    """Review 41a (F2): the prompts said the check refuses tensors handed to NumPy, yet NumPy
+    reached by map(Tensor.numpy, ...) or over .tolist() passed: a prompt promises only what
+    the check enforces (refused: the tests above) and says what it cannot see."""
+    text = " ".join(_prompt(notebook, label).split())
+    assert "however they are called" in text
+    assert "`numpy.exp(scores)`" in text and "apply_(math.exp)" in text  # refused, tested above
+    assert "It cannot see every way around" in text and "reaches NumPy by another route" in text
+    assert "passes the check but not the exercise" in text
+    assert "Stay in torch" not in text  # the old promise
+
+
 def test_a_forbidden_word_matches_whole_words_of_op_names():
     from mha.answer_watch import op_matches
 
