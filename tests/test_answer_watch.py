@@ -6,6 +6,8 @@ which serves requests with the sandbox's own ``mha.exercises.serve``)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from test_checks_mutated_inputs import ChildChannel, all_checks
@@ -111,6 +113,23 @@ def module_softmax(scores, temperature):
 
 def log_softmax_exp(scores, temperature):
     return (scores / temperature).log_softmax(-1).exp()
+
+
+def softmax_by_refs(scores, temperature):  # review 41a: torch's Python softmax, from exp
+    import torch._refs
+    return torch._refs.softmax(scores / temperature, -1)
+
+
+def softmax_by_decomposition(scores, temperature):  # review 41a: aten's decomposition
+    import torch._decomp.decompositions
+    return torch._decomp.decompositions._softmax(scores / temperature, -1, False)
+
+
+def softmax_by_apply(scores, temperature):  # review 41a: math.exp on each element
+    import math
+    s = scores / temperature
+    e = (s - s.amax(-1, keepdim=True)).apply_(math.exp)
+    return e / e.sum(-1, keepdim=True)
 
 
 def in_a_thread(scores, temperature):  # the watch sees one thread (outside attack)
@@ -288,6 +307,23 @@ def prefers_by_numpy_exp(x):  # review 40: numpy.exp on the tensor (Tensor.__arr
     return _prefers(w / w.sum(-1, keepdim=True))
 
 
+def prefers_by_erfcx(x):  # review 41a: erfcx(-sqrt t) / erfc(-sqrt t) is e^t for t >= 0
+    s = _scores(x)
+    t = s - s.amin(-1, keepdim=True)
+    w = torch.special.erfcx(-t.sqrt()) / torch.special.erfc(-t.sqrt())
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_apply(x):  # review 41a: math.exp on each element, in Python
+    import math
+    w = _scores(x).apply_(math.exp)
+    return _prefers(w / w.sum(-1, keepdim=True))
+
+
+def prefers_by_softplus(x):  # log(1 + e^s) grows with s: the comparison, through softplus
+    return _prefers(F.softplus(_scores(x)))
+
+
 def prefers_by_numpy(x):  # the scores' exponentials in NumPy, the answer back in torch
     s = _scores(x).numpy()
     w = np.exp(s) / np.exp(s).sum(-1, keepdims=True)
@@ -402,9 +438,12 @@ def test_a_seen_reference_becomes_a_flag_of_the_exercise():
 
 
 SOFTMAXES = ["torch_softmax", "functional_softmax", "method_softmax", "module_softmax",
-             "log_softmax_exp", "through_sdpa"]
-# the tensors leave torch for NumPy, where the mode sees no op (review 40: full marks before)
-NUMPY_SOFTMAXES = ["scipy_softmax", "scipy_softmax_of_the_tensor", "numpy_by_dlpack"]
+             "log_softmax_exp", "through_sdpa",
+             "softmax_by_refs", "softmax_by_decomposition"]  # review 41a: full marks before
+# the tensors leave torch for NumPy, where the mode sees no op (review 40: full marks before),
+# or for Python's math on each element (review 41a)
+NUMPY_SOFTMAXES = ["scipy_softmax", "scipy_softmax_of_the_tensor", "numpy_by_dlpack",
+                   "softmax_by_apply"]
 
 
 @pytest.mark.parametrize("name", ["in_a_thread", "in_a_forked_process",
@@ -508,8 +547,10 @@ def test_1_2_refuses_every_softmax_of_torch(child, name, capsys):
                    graded_here(ch01.stable_softmax, namespace()[name]),
                    child.grade(ch01.stable_softmax, name)):
         assert result.points == 0 and result.status == "wrong", result
-        # named as the student wrote it (torch.softmax), not by torch's op (aten._softmax)
-        assert "the exercise forbids what your answer ran: torch." in result.message
+        # named as the student wrote it (torch.softmax), not by torch's op (aten._softmax);
+        # an op no public function is named after as torch's op (sdpa's _safe_softmax: 41a)
+        assert re.search(r"the exercise forbids what your answer ran: torch(\.|'s \w+ "
+                         r"operation)", result.message), result
         assert "torch._" not in result.message and "(_" not in result.message
 
 
@@ -528,7 +569,8 @@ def test_1_2_refuses_an_answer_whose_tensors_leave_torch_for_numpy(child, name, 
 PREFERS_BY_WEIGHTS = ["prefers_by_softmax", "prefers_by_mha", "prefers_by_exp",
                       "prefers_by_pow", "prefers_by_rpow", "prefers_by_float_power",
                       "prefers_by_sigmoid", "prefers_by_tanh", "prefers_by_numpy_exp",
-                      "prefers_by_numpy"]
+                      "prefers_by_numpy",
+                      "prefers_by_erfcx", "prefers_by_apply", "prefers_by_softplus"]  # 41a
 
 
 @pytest.mark.chapter(2)
@@ -550,6 +592,47 @@ def test_2_2_each_weighing_answer_is_right_but_for_the_rule():
     routes = namespace()
     for name in PREFERS_BY_WEIGHTS:
         assert torch.equal(routes[name](x), routes["prefers_by_dots"](x)), name
+
+
+@pytest.mark.chapter(2)
+def test_a_forbidden_op_is_named_by_a_function_that_exists(child, capsys):
+    """Review 41a (F6): the message named torch.softplus, torch.elu and torch.safe_softmax,
+    which do not exist."""
+    from mha.exercises import _written_name
+
+    for result in (ch02.prefers_other(namespace()["prefers_by_softplus"]),
+                   child.grade(ch02.prefers_other, "prefers_by_softplus")):
+        assert "ran: torch.nn.functional.softplus (or" in result.message, result
+    assert [_written_name(op) for op in ("softmax", "elu", "safe_softmax", "special_erfcx")] == [
+        "torch.softmax", "torch.nn.functional.elu", "torch's safe_softmax operation",
+        "torch.special.erfcx"]
+    for op in ("softplus", "elu", "softmax", "sigmoid", "exp2", "ldexp", "celu"):  # exists
+        name = _written_name(op).removeprefix("torch.")
+        owner = torch.nn.functional if name.startswith("nn.functional.") else torch
+        assert hasattr(owner, name.removeprefix("nn.functional.")), name
+
+
+def _prompt(notebook: str, label: str) -> str:
+    import json
+    import pathlib
+
+    cells = json.loads((pathlib.Path(__file__).parent.parent / "notebooks" / notebook)
+                       .read_text())["cells"]
+    return next("".join(c["source"]) for c in cells if f":label: {label}" in "".join(c["source"]))
+
+
+@pytest.mark.parametrize("notebook,label", [("01_attention_recap.ipynb", "ex-01-2"),
+                                            ("02_diagonal_problem.ipynb", "ex-02-2")])
+def test_the_prompt_says_what_the_check_refuses_and_what_it_cannot_see(notebook, label):
+    """Review 41a (F2): the prompts said the check refuses tensors handed to NumPy, yet NumPy
+    reached by map(Tensor.numpy, ...) or over .tolist() passed: a prompt promises only what
+    the check enforces (refused: the tests above) and says what it cannot see."""
+    text = " ".join(_prompt(notebook, label).split())
+    assert "however they are called" in text
+    assert "`numpy.exp(scores)`" in text and "apply_(math.exp)" in text  # refused, tested above
+    assert "It cannot see every way around" in text and "reaches NumPy by another route" in text
+    assert "passes the check but not the exercise" in text
+    assert "Stay in torch" not in text  # the old promise
 
 
 def test_a_forbidden_word_matches_whole_words_of_op_names():
@@ -748,6 +831,42 @@ def test_a_compiled_reference_is_reported():
     rotate = fast(mha.apply_rotary, backend="eager", dynamic=True)
     result = graded_here(ch06.rope_complex, lambda x, positions: rotate(x, positions))
     assert TAMPERED in result.entered, result
+
+
+def _twice(x):
+    return x * 2
+
+
+class _Twice(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("route", ["torch.vmap", "torch.func.vmap", "torch.func.grad"])
+def test_vmap_is_no_compiler(route):
+    """Review 41a (F1): every vmap call enters torch/_export/utils.py (functorch asks whether an
+    export is under way), which the watch counted among torch's compilers: an honest vmap answer
+    got 0 as tampering (its variants in tests/test_checks_variants.py)."""
+    from mha.answer_watch import observe
+
+    transform = {"torch.vmap": torch.vmap, "torch.func.vmap": torch.func.vmap,
+                 "torch.func.grad": lambda f: torch.func.grad(lambda t: f(t).sum())}[route]
+    x = torch.randn(3, 4)
+    _, found = observe(lambda: transform(_twice)(x), (), ("softmax",))
+    assert found == set(), found
+
+
+@pytest.mark.parametrize("route", ["export", "jit.script", "jit.trace"])
+def test_export_and_jit_stay_reported(route):
+    """The narrowing of F1 leaves torch.export.export and torch.jit reported as tampering."""
+    from mha.answer_watch import TAMPERED, observe
+
+    x = torch.randn(3, 4)
+    call = {"export": lambda: torch.export.export(_Twice(), (x,)),
+            "jit.script": lambda: torch.jit.script(_twice),
+            "jit.trace": lambda: torch.jit.trace(_twice, (x,))}[route]
+    _, found = observe(call, (), ("softmax",))
+    assert TAMPERED in found, found
 
 
 def test_the_watch_is_bound_before_any_student_code(monkeypatch):

@@ -80,6 +80,14 @@ def v12_float64_inside(scores, temperature):
     return (e / e.sum(dim=-1, keepdim=True)).to(scores.dtype)
 
 
+def v12_vmap_rows(scores, temperature):  # review 41a: one row at a time under torch.func.vmap
+    def row(r):
+        e = torch.exp((r - r.max()) / temperature)
+        return e / e.sum()
+    flat = scores.reshape(-1, scores.shape[-1])
+    return torch.func.vmap(row)(flat).reshape(scores.shape)
+
+
 def v13_broadcast(lengths, n):
     pos = torch.arange(n)
     return (pos[None, :] <= pos[:, None]) & (pos[None, None, :] < lengths[:, None, None])
@@ -157,6 +165,14 @@ def v22_float32(x):
 
 def v22_squared_norms(x):  # x ** 2 is a power of a scalar exponent: not the forbidden e ** s
     return x @ x.transpose(-2, -1) > (x ** 2).sum(-1, keepdim=True)
+
+
+def v22_vmap_sequences(x):  # review 41a: one sequence at a time under torch.vmap
+    def one(tokens):
+        dots = tokens @ tokens.T
+        return dots > dots.diagonal().unsqueeze(-1)
+    flat = x.reshape(-1, *x.shape[-2:])
+    return torch.vmap(one)(flat).reshape(*x.shape[:-1], x.shape[-2])
 
 
 def v23_mha(sizes, width, spread):
@@ -506,12 +522,12 @@ VARIANTS = {  # (module, check): correct answers written differently
     ("ch00", "scaled_scores"): [v02_matmul, v02_scaled_first, v02_einsum_float64, v02_numpy],
     ("ch00", "causal_mask"): [v03_tril, v03_arange, v03_numpy],
     ("ch01", "stable_softmax"): [v12_divide_first, v12_shift_first, v12_logsumexp,
-                                 v12_float64_inside],
+                                 v12_float64_inside, v12_vmap_rows],
     ("ch01", "causal_padding_mask"): [v13_broadcast, v13_tril, v13_numpy_inside],
     ("ch01", "nearest_key_features"): [v15_half_square, v15_scaled, v15_float32],
     ("ch01", "entropy_curve"): [v16_loop, v16_entr, v16_categorical],
     ("ch02", "prefers_other"): [v22_dots, v22_scaled_first, v22_scaled_after, v22_einsum_norms,
-                                v22_float32, v22_squared_norms],
+                                v22_float32, v22_squared_norms, v22_vmap_sequences],
     ("ch02", "failure_rate_by_tokens"): [v23_mha, v23_own_float32],
     ("ch02", "previous_token_projections"): [v24_sqrt_log, v24_float32_big],
     ("ch03", "self_attention_from_matrices"): [v31_copy, v31_parameters_float64],

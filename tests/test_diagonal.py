@@ -297,6 +297,34 @@ def test_equal_norm_rows_approach_the_identity(x, width_factor):
         assert (diag(a) >= bound * (1 - 1e-9)).all()
 
 
+def test_equal_norms_give_the_identity_only_when_large():
+    """Review 41a (F7): the objectives and the summary said "nearly the identity when the norms
+    are equal"; that holds for large norms (||x_i||^2 = C, section 2.6), while equal norms of 1
+    give nearly uniform weights (C = 64, n = 8: mean diagonal 0.139 against 1/8). Both places
+    now state the condition."""
+    import json
+    import pathlib
+
+    g = torch.Generator().manual_seed(0)
+    c, n = 64, 8
+    unit = torch.nn.functional.normalize(torch.randn(n, c, generator=g, dtype=torch.float64),
+                                         dim=-1)
+    for norm, near in ((1.0, 1 / n), (math.sqrt(c), 1.0)):
+        _, a = mha.self_attention(unit * norm)
+        scores = (unit * norm) @ (unit * norm).T / math.sqrt(c)  # independent reference
+        by_hand = scores.exp() / scores.exp().sum(-1, keepdim=True)
+        torch.testing.assert_close(a, by_hand)
+        assert abs(diag(a).mean().item() - near) < 0.05, (norm, diag(a).mean())
+    cells = json.loads((pathlib.Path(__file__).parent.parent / "notebooks" /
+                        "02_diagonal_problem.ipynb").read_text())["cells"]
+    texts = [" ".join("".join(cell["source"]).split()) for cell in cells]
+    objectives = next(t for t in texts if "**Learning objectives.**" in t)
+    summary = next(t for t in texts if t.startswith("(ch02-summary)="))
+    for text in (objectives, summary):
+        limitation = text[text.index("nearly the identity") - 120:][:400]
+        assert r"\lVert x_i \rVert^2 = C" in limitation and "uniform" in limitation, limitation
+
+
 @pytest.mark.claim("2.5")
 def test_one_hot_tokens_of_norm_sqrt_c_approach_the_identity_as_c_grows():
     # orthogonal tokens of norm sqrt(C): alpha_ii = e^sqrt(C) / (e^sqrt(C) + C - 1) -> 1

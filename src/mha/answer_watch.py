@@ -15,11 +15,16 @@ answer runs under :func:`observe`, which records
   ``TorchDispatchMode``: ``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``nn.Softmax``,
   ``F.log_softmax`` all reach ``aten._softmax`` or ``aten._log_softmax`` there), or whose
   overload a forbidden ``op.overload`` names (``pow.Scalar``: ``math.e ** s``, a power whose
-  exponent is a tensor, where ``s ** 2`` is ``pow.Tensor_Scalar``);
+  exponent is a tensor, where ``s ** 2`` is ``pow.Tensor_Scalar``); and every entry into one
+  of torch's Python decompositions (``torch/_refs``, ``_decomp``, ``_prims``) whose function's
+  name holds a forbidden word (``torch._refs.softmax``, built from exp, sum and div);
 - while ops are watched, a tensor that leaves torch for NumPy (``Tensor.numpy``,
   ``Tensor.__array__``, which ``numpy.exp(t)``, ``np.asarray(t)`` and scipy's functions reach,
-  ``Tensor.__dlpack__``): what NumPy computes dispatches no torch op, so a check that forbids
-  ops counts it wrong (``LEFT_TORCH``), as it counts work in another thread.
+  ``Tensor.__dlpack__``) or whose elements are handed to Python one by one (``Tensor.apply_``,
+  ``map_``, ``map2_``): what NumPy or Python computes dispatches no torch op, so a check that
+  forbids ops counts it wrong (``LEFT_TORCH``), as it counts work in another thread. A method
+  called by a builtin (``map(torch.Tensor.numpy, ...)``, ``functools.partial``,
+  ``operator.methodcaller``) makes no event: that exit is not seen.
 
 A reference is recognised by the content of its code (bytecode, constants, global names),
 not by identity or line numbers: a copy of a function, or of a whole module whose code objects
@@ -56,8 +61,9 @@ attack, round 7) or runs code built from a string (``exec``, ``eval``, ``compile
 of the standard library's doors to them (``inspect.currentframe``, ``inspect.stack``,
 ``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``); and any
 entry into torch's compilers (``torch.compile``, a function it compiled, dynamo's eval-frame
-callback, ``torch.export``, ``torch.jit.script`` and ``trace``), whose compiled code runs a
-reference's bytecode without entering it.
+callback, ``torch.export``, ``torch.jit.script`` and ``trace``; not ``torch.vmap``, which only
+asks an export helper whether an export is under way), whose compiled code runs a reference's
+bytecode without entering it.
 
 What the watch is: evidence of what ran, seen in the student's own process, hardened against
 the attacks above. :func:`observe` and everything it uses are bound when this module is imported
@@ -99,7 +105,8 @@ from mha._old_paths import MOVED
 
 SWITCHED_OFF = "the observation of its calls was switched off"
 ESCAPED = "it started a thread or a process, whose work is not observed"
-LEFT_TORCH = "its tensors left torch for NumPy, whose operations are not observed"
+LEFT_TORCH = ("its tensors left torch for NumPy or for Python run per element (Tensor.apply_), "
+              "whose operations are not observed")
 # frames or the object graph read (the way to the watch and the grader's runner), code run from
 # a string, or a function compiled so that torch runs it without entering its code
 TAMPERED = ("it reached past the watch (frames, the object graph, code run from a string, or "
@@ -124,6 +131,11 @@ def _escapes() -> set[int]:
 _ESCAPES = _escapes()
 
 
+# Tensor's methods that run a Python callable on each element (``t.apply_(math.exp)``): what it
+# computes dispatches no torch op, as NumPy's does not (review 41a)
+_PER_ELEMENT = frozenset({"apply_", "map_", "map2_"})
+
+
 def _exits() -> tuple[set[int], set[int]]:
     """How a tensor leaves torch for another array library: the Python methods of ``Tensor``
     that NumPy and DLPack call (their code, by identity: a ``call`` event) and torch's builtin
@@ -133,7 +145,11 @@ def _exits() -> tuple[set[int], set[int]]:
              if isinstance(getattr(getattr(torch.Tensor, name, None), "__code__", None),
                            types.CodeType)}
     builtins = {id(f) for f in (getattr(torch._C, "_to_dlpack", None),
-                                getattr(torch._C, "_to_dlpack_versioned", None)) if f is not None}
+                                getattr(torch._C, "_to_dlpack_versioned", None),
+                                # called unbound: torch.Tensor.numpy(t), Tensor.apply_(t, f)
+                                *(getattr(torch._C.TensorBase, name, None)
+                                  for name in _PER_ELEMENT | {"numpy"}))
+                if f is not None}
     return codes, builtins
 
 
@@ -142,10 +158,13 @@ _BUILTIN_METHOD = type(torch.zeros(0).numpy)  # a method of a C type bound to it
 
 
 def _leaves_torch(arg: object) -> bool:
-    """Whether a ``c_call`` of ``arg`` takes a tensor out of torch: ``t.numpy()``, however it
-    was named (the profile hook reports a method of a C type bound to its object)."""
+    """Whether a ``c_call`` of ``arg`` takes a tensor out of torch: ``t.numpy()``, or hands its
+    elements to Python (``t.apply_(f)``, ``map_``, ``map2_``), however it was named (the profile
+    hook reports a method of a C type bound to its object). Called from a builtin (``map``,
+    ``functools.partial``, ``operator.methodcaller``) it makes no ``c_call``: not seen."""
     return id(arg) in _EXIT_BUILTINS or type(arg) is _BUILTIN_METHOD \
-        and arg.__name__ == "numpy" and isinstance(arg.__self__, torch.Tensor)
+        and (arg.__name__ == "numpy" or arg.__name__ in _PER_ELEMENT) \
+        and isinstance(arg.__self__, torch.Tensor)
 
 
 def _switches() -> tuple[set[int], set[int], set[int]]:
@@ -202,6 +221,17 @@ def _tampers() -> tuple[set[int], set[types.CodeType], tuple[str, ...]]:
         "export" + os.sep, "_export" + os.sep))
     return ({id(f) for module, name in builtin if (f := getattr(module, name, None)) is not None},
             {code for f in python for code in _nested(inspect.unwrap(f).__code__)}, files)
+
+
+# not a compiler: helpers that every torch.vmap / torch.func.vmap call enters (functorch's
+# predispatch asks _export/utils.py whether an export is under way: review 41a, an honest vmap
+# answer got 0 as tampering); torch.export.export itself enters torch/export/ first
+_NOT_COMPILERS = (os.path.join(os.path.dirname(torch.__file__), "_export", "utils.py"),)
+# torch's Python decompositions of its ops, built from smaller ops (``torch._refs.softmax``,
+# ``torch._decomp.decompositions._softmax`` compute a softmax from exp, sum and div): entering
+# one whose name is a forbidden op counts as that op (review 41a)
+_DECOMPOSITIONS = tuple(os.path.join(os.path.dirname(torch.__file__), d) + os.sep
+                        for d in ("_refs", "_decomp", "_prims"))
 
 
 # the eval-frame wrapper every function torch.compile returns runs (its cached graph included);
@@ -379,6 +409,7 @@ def _bound():
     hook_switches, mode_switches, python_switches = _HOOK_SWITCHES, _MODE_SWITCHES, \
         _PYTHON_SWITCHES
     tamper_calls, tamper_codes, compiler_files = _tampers()
+    not_compilers, decompositions, matches = _NOT_COMPILERS, _DECOMPOSITIONS, op_matches
     compiled_name, compiled_file = _COMPILED_CALL
     own_files = _OWN_FILES
     set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
@@ -455,7 +486,11 @@ def _bound():
                 found.add(switched)
             elif mode is not None and id(code) in exit_codes:
                 found.add(left_torch)
-            elif code in tamper_codes or code.co_filename.startswith(compiler_files) or (
+            elif mode is not None and code.co_filename.startswith(decompositions):
+                if matches(code.co_name, mode.words):
+                    found.add(f"torch op {code.co_name}")
+            elif code in tamper_codes or code.co_filename.startswith(compiler_files) and \
+                    code.co_filename not in not_compilers or (
                     code.co_name == compiled_name and code.co_filename == compiled_file):
                 found.add(tampered)
             twins = codes.get(code.co_code)

@@ -567,6 +567,23 @@ def _run(checker: Callable, answer: Ref) -> tuple[str, str]:
     return "correct", "correct"
 
 
+def _written_name(op: str) -> str:
+    """A function the student can have called for torch's op ``op``: ``torch.special.erfcx`` for
+    ``special_erfcx``, else ``torch.op`` if it exists, else ``torch.nn.functional.op`` (softplus,
+    elu), else "torch's op operation" (an op such as safe_softmax that no public function is
+    named after: review 41a)."""
+    import torch.nn.functional
+    import torch.special
+
+    if op.startswith("special_") and hasattr(torch.special, op.removeprefix("special_")):
+        return f"torch.special.{op.removeprefix('special_')}"
+    if hasattr(torch, op):
+        return f"torch.{op}"
+    if hasattr(torch.nn.functional, op):
+        return f"torch.nn.functional.{op}"
+    return f"torch's {op} operation"
+
+
 def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, str, set[str]]:
     """``_run(part, answer)`` with the answer's calls watched for what ``checker`` names (its
     ``watch``: reference names, forbidden torch ops): (status, message, what was entered). A
@@ -584,7 +601,8 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
         channel.watch, channel.entered = None, None
     broke = sorted(e.removeprefix("torch op ") for e in entered if e.startswith("torch op "))
     # as the student wrote it: aten._softmax is torch.softmax, pow.Scalar is torch.pow (or **)
-    written = sorted({f"torch.{op.split('.')[0].lstrip('_')}" for op in broke})
+    written = sorted({_written_name(op.split('.')[0].lstrip('_')) for op in broke},
+                     key=lambda name: (name.startswith("torch's"), name))  # functions first
     if watch and watch.get("ops") and status != "not done" and (
             broke or {SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH} & entered):
         status, message = "wrong", (
@@ -593,8 +611,8 @@ def _watched_run(checker: Callable, part: Callable, answer: Ref) -> tuple[str, s
             else "the exercise forbids some operations, and your answer ran work in another "
                  "thread or process, where they cannot be seen" if ESCAPED in entered
             else "the exercise forbids some operations, and your answer took tensors out of "
-                 "torch into NumPy (numpy.exp(t), t.numpy(), scipy), where they cannot be "
-                 "seen" if LEFT_TORCH in entered
+                 "torch into NumPy (numpy.exp(t), t.numpy(), scipy) or ran Python on each "
+                 "element (t.apply_(f)), where they cannot be seen" if LEFT_TORCH in entered
             else "the exercise forbids some operations, and your answer read frames or the "
                  "object graph, ran code from a string or compiled code (torch.compile, "
                  "torch.jit), which hides them" if TAMPERED in entered
@@ -726,7 +744,8 @@ def exercise_check(exercise: str, points: float = 1, *, part: str = "",
     lists words of the torch operations the exercise forbids (``("softmax",)``: every op whose
     name holds it between underscores, ``_softmax`` and ``_log_softmax``; ``"pow.Scalar"``: that
     overload only). A check that forbids ops also counts wrong an answer whose tensors leave
-    torch for NumPy, where its ops cannot be seen (``mha.answer_watch.LEFT_TORCH``). Each call
+    torch for NumPy or for Python per element (``t.apply_(f)``), where its ops cannot be seen
+    (``mha.answer_watch.LEFT_TORCH``). Each call
     of the answer is watched for both, and for the functions of the check's own module
     (``mha.answer_watch``): a reference entered is reported in the result, a forbidden op makes
     the part wrong.

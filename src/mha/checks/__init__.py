@@ -15,9 +15,14 @@ Each check is made with :func:`mha.exercises.exercise_check` and carries these a
   flags these names in the text of the exercise's solution cells (``mha_grade.flags``);
 - ``forbidden_ops``: words of the torch operations the exercise forbids (``("softmax", ...)``
   for "without calling torch.softmax"), or overloads (``"pow.Scalar"``); an answer whose call
-  runs one gets that part wrong, and so does one whose tensors leave torch for NumPy
-  (``numpy.exp(t)``, ``t.numpy()``, scipy), where its ops cannot be seen. The exercise's prompt
-  says what the check refuses and that an answer in Python's own floats is not seen.
+  runs one, however it calls it (``torch.softmax``, ``Tensor.softmax``, ``nn.Softmax``, torch's
+  Python decomposition ``torch._refs.softmax``), gets that part wrong, and so does one that
+  hands its tensors straight to NumPy or SciPy (``t.numpy()``, ``numpy.exp(t)``) or to Python
+  element by element (``t.apply_(math.exp)``), where its ops cannot be seen. The check cannot
+  see every way around: Python's own numbers (``t.tolist()``), NumPy reached by other routes
+  (``map(torch.Tensor.numpy, [t])``), an exponential built from other functions. The
+  exercise's prompt says exactly what the check refuses, and that such an answer passes the
+  check but not the exercise.
 
 How a check treats the answer (both in a notebook and under grading, see ``mha.exercises``): it
 draws its inputs (from the hidden seed under grading), computes its reference and every expected

@@ -11,12 +11,15 @@ from mha.layers.attention import attention, self_attention
 
 # "without a softmax or an exponential": torch's softmaxes, and every op of torch that computes
 # an exponential of its input (e^s, 2^s, e^s - 1, log-sum-exp, the sigmoid, the hyperbolic
-# functions, the activations made of e^s, ldexp's 2^e) or a power whose exponent is a tensor
+# functions, the activations made of e^s, ldexp's 2^e, the special functions scaled by an
+# exponential: erfcx(x) = e^(x^2) erfc(x), i0e, i1e, the scaled Bessel k0 and k1, whose ratio
+# to the unscaled one is an exponential: review 41a) or a power whose exponent is a tensor
 # (math.e ** s, torch.pow(2, s), float_power; pow.Tensor_Scalar, s ** 2, stays allowed). An
 # honest comparison of dot products needs none of them (tests/test_checks_variants.py).
 EXPONENTIAL_OPS = (*SOFTMAX_OPS, "exp", "exp2", "expm1", "expit", "logsumexp", "logcumsumexp",
                    "logaddexp", "logaddexp2", "sigmoid", "tanh", "sinh", "cosh", "elu", "celu",
-                   "silu", "mish", "softplus", "glu", "ldexp",
+                   "silu", "mish", "softplus", "glu", "ldexp", "erfcx", "i0e", "i1e",
+                   "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
                    "pow.Scalar", "pow.Scalar_out", "pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
                    "pow_.Tensor", "float_power.Scalar", "float_power.Scalar_out",
                    "float_power.Tensor_Tensor", "float_power.Tensor_Tensor_out",
