@@ -60,12 +60,7 @@ of the standard library's doors to them (``inspect.currentframe``, ``inspect.sta
 ``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``); and any
 entry into torch's compilers (``torch.compile``, a function it compiled, dynamo's eval-frame
 callback, ``torch.export``, ``torch.jit.script`` and ``trace``), whose compiled code runs a
-reference's bytecode without entering it. A call from the answer's own code of what hands out
-the watch itself (``sys.getprofile``, whose hook's closure holds the record; ``sys.gettrace``,
-``threading.getprofile``; torch's getters of its dispatch modes, ``_get_dispatch_stack_at``,
-``_len_torch_dispatch_stack``, ``_get_current_dispatch_mode(_stack)``,
-``_disable_current_modes``, whose mode holds the ops' record: outside attack, round 41, which
-cleared both) is reported too, and raises :class:`WatchNotReadable` instead of handing it out.
+reference's bytecode without entering it.
 
 What the watch is: evidence of what ran, seen in the student's own process, hardened against
 the attacks above. :func:`observe` and everything it uses are bound when this module is imported
@@ -77,6 +72,14 @@ they call are bound too (``sorted``, ``set``, ``id``, ``any``...: a cell replace
 with a JSON encoder bound then (a cell replaced ``json._default_encoder`` by one that emptied
 ``"entered"``). These four ways past the watch (round 41) are closed; the watch stays evidence,
 not proof.
+
+A call from the answer's own code of what hands out the watch itself is reported as
+``TAMPERED`` too, and raises :class:`WatchNotReadable` instead of handing it out:
+``sys.getprofile`` (whose hook's closure holds the record), ``sys.gettrace``,
+``threading.getprofile``, and torch's getters of its dispatch modes (``_get_dispatch_stack_at``,
+``_len_torch_dispatch_stack``, ``_get_current_dispatch_mode(_stack)``,
+``_disable_current_modes``: the mode holds the ops' record; outside attack, round 41, which
+cleared both).
 
 What it cannot prove: the answer runs in the same process and may still undo all this (edit the
 code or closure cells of these functions, reached from a cell rather than during the call, or a
@@ -157,12 +160,9 @@ _EXIT_CODES, _EXIT_BUILTINS = _exits()
 _BUILTIN_METHOD = type(torch.zeros(0).numpy)  # a method of a C type bound to its object
 
 
-def _leaves_torch(arg: object, *, id=id, type=type, isinstance=isinstance,
-                  _EXIT_BUILTINS=_EXIT_BUILTINS, _BUILTIN_METHOD=_BUILTIN_METHOD,
-                  torch=torch) -> bool:
+def _leaves_torch(arg: object) -> bool:
     """Whether a ``c_call`` of ``arg`` takes a tensor out of torch: ``t.numpy()``, however it
-    was named (the profile hook reports a method of a C type bound to its object). What it
-    reads is bound at import, as defaults: the hook calls it (round 41, F4)."""
+    was named (the profile hook reports a method of a C type bound to its object)."""
     return id(arg) in _EXIT_BUILTINS or type(arg) is _BUILTIN_METHOD \
         and arg.__name__ == "numpy" and isinstance(arg.__self__, torch.Tensor)
 
@@ -438,9 +438,6 @@ def _bound():
     hook_switches, mode_switches, python_switches = _HOOK_SWITCHES, _MODE_SWITCHES, \
         _PYTHON_SWITCHES
     tamper_calls, tamper_codes, compiler_files = _tampers()
-    peek_calls, peek_codes = _peeks()
-    not_readable, context_file = WatchNotReadable, contextlib.__file__
-    list_dir, get_pid, stat_of, get_uid = os.listdir, os.getpid, os.stat, os.geteuid
     compiled_name, compiled_file = _COMPILED_CALL
     own_files = _OWN_FILES
     set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
@@ -452,9 +449,15 @@ def _bound():
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
     dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
-    exit_codes, leaves_torch = _EXIT_CODES, _leaves_torch
+    # the hook calls it: a copy that reads a private snapshot of this module's names and the
+    # builtins, taken now (a cell that replaces ``builtins.type`` changes nothing it does)
+    exit_codes, leaves_torch = _EXIT_CODES, types.FunctionType(
+        _leaves_torch.__code__, {**vars(b), **globals()}, "_leaves_torch")
     switched, escaped, tampered, left_torch = SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH
     infinity = b.float("inf")
+    peek_calls, peek_codes = _peeks()
+    not_readable, context_file = WatchNotReadable, contextlib.__file__
+    list_dir, get_pid, stat_of, get_uid = os.listdir, os.getpid, os.stat, os.geteuid
     # None until the grader's runner sets them: threads beside an answer are not watched
     baseline: dict[str, object] = {"threads": None, "count": None, "processes": None}
 
