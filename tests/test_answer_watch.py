@@ -925,3 +925,269 @@ def test_a_watch_switched_off_is_flagged_as_what_the_answer_did():
     assert not any(f.startswith("calls the reference") for f in outcome.flags), outcome.flags
     assert any(f.startswith("defeats the answer watch in exercise 1.2") and SWITCHED_OFF in f
                for f in outcome.flags), outcome.flags
+
+
+# attack 41 (F1): the watch's own record reached during the call, through the profile hook's
+# closure or the dispatch mode's ``found`` (each getter named in the code or built with chr)
+PEEKING = '''
+import sys, threading, torch
+from torch.utils import _python_dispatch as _dispatch
+
+def _clear_hook(work):
+    out = work()
+    for cell in getattr(sys.getprofile(), "__closure__", None) or ():
+        if type(cell.cell_contents) is set:
+            cell.cell_contents.clear()
+    return out
+
+def _clear_mode(work):
+    out = work()
+    at = "".join(map(chr, [95, 103, 101, 116, 95, 100, 105, 115, 112, 97, 116, 99, 104, 95,
+                           115, 116, 97, 99, 107, 95, 97, 116]))  # _get_dispatch_stack_at
+    getattr(torch._C, at)(0).found.clear()
+    return out
+
+def _clear_current_mode(work):
+    out = work()
+    _dispatch._get_current_dispatch_mode().found.clear()
+    return out
+
+def _clear_mode_stack(work):
+    out = work()
+    for mode in _dispatch._get_current_dispatch_mode_stack():
+        mode.found.clear()
+    return out
+
+def _clear_disabled_modes(work):
+    out = work()
+    with _dispatch._disable_current_modes() as modes:
+        for mode in modes:
+            mode.found.clear()
+    return out
+
+def _count_modes(work):
+    torch._C._len_torch_dispatch_stack()
+    return work()
+
+def _trace(work):
+    sys.gettrace()
+    return work()
+
+def _threading_profile(work):
+    threading.getprofile()
+    return work()
+'''
+
+
+def _peeking() -> dict:
+    found: dict = {}
+    exec(PEEKING, found)  # noqa: S102 (the test's own attacks)
+    return {name: f for name, f in found.items() if name.startswith("_") and callable(f)
+            and not name.startswith("__")}
+
+
+@pytest.mark.parametrize("name", sorted(_peeking()))
+def test_reading_the_watchs_hook_or_mode_during_the_call_is_reported(name):
+    """Attack 41 (F1): ``sys.getprofile()`` handed out the hook, whose closure holds the record,
+    and the dispatch stack the mode, whose ``found`` is the same set: the answer cleared it and
+    kept full marks for torch.softmax. A getter called by the answer's code during the call is
+    reported as tampering (and raises: the hook or the mode is not handed out)."""
+    from mha.answer_watch import TAMPERED, observe
+
+    route = _peeking()[name]
+    scores = torch.randn(3, 5)
+    outcome, found = observe(lambda: route(lambda: torch.softmax(scores, -1)), (), ("softmax",))
+    assert TAMPERED in found and type(outcome).__name__ == "WatchNotReadable", (outcome, found)
+    _, found = observe(lambda: route(lambda: mha.apply_rotary(torch.randn(1, 4, 8),
+                                                              torch.arange(4))),
+                       ("mha.apply_rotary",), ())
+    assert TAMPERED in found, found
+    result = graded_here(ch01.stable_softmax,
+                         lambda s, t: route(lambda: torch.softmax(s / t, dim=-1)))
+    assert result.points == 0 and TAMPERED in result.entered, result
+
+
+def test_torchs_own_reads_of_its_dispatch_modes_are_no_tampering():
+    """torch reads its mode stack for its own work (here asked by the answer whether a mode is
+    on): only the answer's own calls of the getters count."""
+    from torch.utils._python_dispatch import any_torch_dispatch_mode_on_stack
+
+    from mha.answer_watch import observe
+
+    x = torch.randn(3, 5)
+    outcome, found = observe(lambda: (any_torch_dispatch_mode_on_stack(), x.softmax(-1)),
+                             ("mha.attention",), ("exp",))
+    assert found == set() and outcome[0] is True, (outcome, found)
+
+
+def test_a_process_alive_beside_the_answer_is_reported_under_grading_only():
+    """Attack 41 (F2): a helper process forked by a cell before the check, fed through a pipe
+    during the call, ran torch.softmax unseen. The grader's runner takes the processes alive
+    before the student's first cell as the grader's; any other process of its user (the
+    sandbox's PID namespace) alive during a call is reported. In a notebook none is."""
+    import subprocess
+    import sys
+
+    import mha.answer_watch as watch
+
+    try:
+        watch.allow_processes_alive_now()  # the grader's runner, before any student code
+        helper = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                  stdin=subprocess.PIPE)  # a cell before the check
+        try:
+            assert ESCAPED in watch.observe(lambda: None, (), ())[1]
+            result = graded_here(ch01.stable_softmax, namespace()["torch_softmax"])
+            assert result.points == 0 and ESCAPED in result.entered, result
+            watch._forget_threads()  # a student's own notebook
+            assert ESCAPED not in watch.observe(lambda: None, (), ())[1]
+        finally:
+            helper.communicate(b"", timeout=30)  # ended and reaped
+    finally:
+        watch._forget_threads()
+
+
+class _Pipe:
+    """One direction of the runner's protocol, in memory: lines written, lines read."""
+
+    def __init__(self):
+        self.lines: list[bytes] = []
+
+    def readline(self, _limit: int = -1) -> bytes:
+        return self.lines.pop(0)
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(data)
+
+    def flush(self) -> None:
+        pass
+
+
+class _ThroughTheRunner(LocalChannel):
+    """The check's requests served by the grader's runner (``run_notebook.Runner``, made
+    before any student code, as in the sandbox), with ``during`` applied around each capture:
+    a cell's changes to the process, which the grader's own side does not share."""
+
+    def __init__(self, answer, during):
+        from mha.exercises import serve, type_names
+        from mha_grade.run_notebook import Runner
+
+        super().__init__(answer)
+        self.requests, self.replies, self.during = _Pipe(), _Pipe(), during
+        self.runner = Runner(self.requests, self.replies, 60.0, serve, type_names)
+        self.seen: list[dict] = []
+
+    def request(self, message: dict) -> dict:
+        import json
+
+        self.requests.lines += [json.dumps(message).encode() + b"\n", b'{"op": "done"}\n']
+        with self.during():
+            self.runner.capture("1.2", self.table)
+        ready, reply = (json.loads(line) for line in self.replies.lines)
+        self.replies.lines.clear()
+        assert ready["ready"] == "1.2"
+        self.seen.append(reply)
+        return reply
+
+
+def _sees_the_softmax(during) -> list[dict]:
+    """The replies the runner gave for 1.2's torch.softmax answer with ``during`` applied."""
+    channel = _ThroughTheRunner(namespace()["torch_softmax"], during)
+    set_grading_seed(7)
+    try:
+        result = evaluate(ch01.stable_softmax.checker, "1.2", 1, channel.answer())
+    finally:
+        set_grading_seed(None)
+    assert result.points == 0, result
+    # every reply says what it watched, and each that brings the answer's value the op (a
+    # reply whose request failed, on a builtin replaced elsewhere, earns nothing anyway)
+    assert channel.seen and all(
+        r.get("watched", {}).get("ops") == ch01.stable_softmax.checker.watch["ops"]
+        and ("value" not in r or "torch op _softmax" in r.get("entered", ()))
+        for r in channel.seen), channel.seen
+    return channel.seen
+
+
+def test_the_runners_replies_are_encoded_by_what_it_bound_before_any_student_code(monkeypatch):
+    """Attack 41 (F3): a cell replaced ``json._default_encoder`` (which the runner's
+    ``json.dumps`` read at each call) by one that empties ``"entered"``: full marks for
+    torch.softmax. The encoder, the decoder and the C encoder they read are replaced here."""
+    import contextlib
+    import json
+    import json.encoder
+
+    class Quiet(json.JSONEncoder):
+        def encode(self, o):
+            if type(o) is dict and type(o.get("entered")) is list:
+                o = {**o, "entered": []}
+            return super().encode(o)
+
+    @contextlib.contextmanager
+    def replaced():
+        with monkeypatch.context() as patch:
+            patch.setattr(json, "_default_encoder", Quiet())
+            patch.setattr(json.encoder, "c_make_encoder", None)  # the Python encoder instead
+            patch.setattr(json.JSONEncoder, "iterencode", lambda self, o, _one_shot=False: ["{}"])
+            patch.setattr(json, "_default_decoder", None)
+            yield
+
+    _sees_the_softmax(replaced)
+
+
+def _request_path() -> tuple[tuple[str, ...], set]:
+    """The watch's request path: the files of the watch and the runner, and the code of
+    ``serve`` (not the encoding of values, whose lies only cost the answer its points)."""
+    from mha import answer_watch, exercises
+    from mha.answer_watch import _nested
+    from mha_grade import run_notebook
+
+    return (answer_watch.__file__, run_notebook.__file__), set(_nested(
+        exercises._bound_serve.__code__))
+
+
+class _Deaf(set):
+    def add(self, item):
+        pass
+
+    def update(self, *items):
+        pass
+
+
+# what each builtin returns when the watch's request path calls it: a filter as a cell writes
+# one (attack 41, F4: ``builtins.sorted`` dropped the record), each enough to hide the op
+_HOSTILE = {"sorted": lambda *a, **k: [], "list": lambda *a: [], "tuple": lambda *a: (),
+            "set": lambda *a: _Deaf(), "frozenset": lambda *a: frozenset(),
+            "dict": lambda *a, **k: {}, "len": lambda *a: 0, "str": lambda *a, **k: "",
+            "type": lambda *a: type(None), "isinstance": lambda *a: False,
+            "id": lambda *a: -1, "any": lambda *a: False, "bool": lambda *a: False,
+            "getattr": lambda *a: None}
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE))
+def test_the_request_path_calls_builtins_bound_before_any_student_code(monkeypatch, name):
+    """Attack 41 (F4): a cell set ``builtins.sorted`` to a filter that drops the record, and
+    serve's ``sorted(entered)`` (looked up at each call) handed the grader nothing. Each builtin
+    the request path calls (serve, observe and its hook, the dispatch mode, the runner) is
+    replaced here by one that lies to that path: the op is still seen."""
+    import builtins
+    import contextlib
+    import sys
+
+    original, lie, frame = getattr(builtins, name), _HOSTILE[name], sys._getframe
+    files, codes = _request_path()
+    lied: list[str] = []
+
+    def hostile(*args, **kwargs):  # calls no builtin of its own
+        code = frame(1).f_code
+        if code.co_filename in files or code in codes:
+            lied.append(code.co_name)
+            return lie(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def replaced():
+        with monkeypatch.context() as patch:
+            patch.setattr(builtins, name, hostile)
+            yield
+
+    _sees_the_softmax(replaced)
+    assert lied == [], lied  # the path called none of them

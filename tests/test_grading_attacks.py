@@ -293,6 +293,58 @@ def attacks(paths):
         student(), "scaled_scores", SOLVED_02.replace("    return", "    _unwatch()\n    return"))),
         "causal_mask", SOLVED_03.replace("    return", "    _mask(n, n)\n    return")),
         {"0.2": 1, "0.3": 2})
+    # attack 41: the watch's record, its helpers and its reply reached another way; each answer
+    # calls 0.2's reference beside its honest sum
+    chars = 'def _nm(*c):\n    return "".join(map(chr, c))\n'
+    # 23. F1: the profile hook (sys.getprofile, named with chr), whose closure holds the record,
+    # cleared after the reference ran
+    clear_record = (reference + "import sys as _s\n" + chars +
+                    "_GP = _nm(103, 101, 116, 112, 114, 111, 102, 105, 108, 101)\n"
+                    "def _tidy():\n"
+                    "    for c in getattr(getattr(_s, _GP)(), '__closure__', None) or ():\n"
+                    "        if type(c.cell_contents) is set:\n"
+                    "            c.cell_contents.clear()\n")
+    made["record_cleared"] = (with_cells(clear_record, nb=answer(student(), "scaled_scores",
+        solved_02_calling.replace("    return", "    _tidy()\n    return"))),
+        {"0.2": 0, "0.3": 0})
+    # 24. F2: a helper process forked by a cell before the check (fork named with chr), which
+    # runs the reference whenever the answer writes to its pipe
+    helper = (reference + "import os as _os, torch as _t\n" + chars +
+              "_r1, _w1 = _os.pipe()\n_r2, _w2 = _os.pipe()\n"
+              "if getattr(_os, _nm(102, 111, 114, 107))() == 0:\n"
+              "    _os.close(_w1)\n"
+              "    while _os.read(_r1, 1):\n"
+              "        _ref(_t.ones(1, 2, 3), _t.ones(1, 2, 3), _t.ones(1, 2, 3))\n"
+              "        _os.write(_w2, b'.')\n"
+              "    _os._exit(0)\n")
+    made["helper_process"] = (with_cells(helper, nb=answer(student(), "scaled_scores",
+        SOLVED_02.replace("    return", "    _os.write(_w1, b'.')\n    _os.read(_r2, 1)\n"
+                                          "    return"))),
+        {"0.2": 1, "0.3": 0})
+    # 25. F3: json's default encoder (which the runner's json.dumps read at each call) replaced
+    # by one that empties "entered"
+    quiet_json = (reference + "import json as _j\n"
+                  "class _Enc(type(_j._default_encoder)):\n"
+                  "    def encode(self, o):\n"
+                  "        if type(o) is dict and type(o.get('entered')) is list:\n"
+                  "            o = {**o, 'entered': []}\n"
+                  "        return super().encode(o)\n"
+                  "_j._default_encoder = _Enc()\n")
+    made["json_encoder"] = (with_cells(quiet_json, nb=answer(student(), "scaled_scores",
+                                                             solved_02_calling)),
+                            {"0.2": 1, "0.3": 0})
+    # 26. F4: builtins.sorted (which serve called on the record) replaced by a filter
+    quiet_sorted = (reference + "import builtins as _b\n_sorted = sorted\n"
+                    "def _quiet(items, *a, **k):\n"
+                    "    out = _sorted(items, *a, **k)\n"
+                    "    if type(items) is set and any(type(x) is str and x.startswith('mha.')\n"
+                    "                                  for x in items):\n"
+                    "        return []\n"
+                    "    return out\n"
+                    "_b.sorted = _quiet\n")
+    made["builtins_sorted"] = (with_cells(quiet_sorted, nb=answer(student(), "scaled_scores",
+                                                                  solved_02_calling)),
+                               {"0.2": 1, "0.3": 0})
     return made
 
 
@@ -392,7 +444,7 @@ ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_fil
            "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
            "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
            "kills_processes", "hangs_in_call", "vandal", "watch_replaced", "timeit_b64",
-           "frame_walk"]
+           "frame_walk", "record_cleared", "helper_process", "json_encoder", "builtins_sorted"]
 
 
 @pytest.mark.parametrize("who", ATTACKS)
@@ -481,6 +533,14 @@ PAST_THE_WATCH = {
                    "calls the reference of exercise 0.2 (seen when"],
     "frame_walk": ["reaches past the answer watch", "defeats the answer watch in exercise 0.2",
                    "calls the reference of exercise 0.3 (seen when"],
+    # attack 41
+    "record_cleared": ["defeats the answer watch in exercise 0.2 (seen when its check called the "
+                       "answer: it reached past the watch",
+                       "calls the reference of exercise 0.2 (seen when"],
+    "helper_process": ["defeats the answer watch in exercise 0.2 (seen when its check called the "
+                       "answer: it started a thread or a process"],
+    "json_encoder": ["calls the reference of exercise 0.2 (seen when"],
+    "builtins_sorted": ["calls the reference of exercise 0.2 (seen when"],
 }
 
 
@@ -488,7 +548,9 @@ PAST_THE_WATCH = {
 def test_ways_past_the_answer_watch_are_flagged_and_hide_no_reference(attacked, who):
     """Attack 40: the watch's module reached by pkgutil and its observe replaced (F1), code run
     from a base64 string by timeit (F1b), the frames walked up to the runner to strip the watch
-    from later requests (F3): each is named in the flags, and the reference still seen."""
+    from later requests (F3): each is named in the flags, and the reference still seen. Attack
+    41: the record cleared through the profile hook, a helper process forked before the check,
+    json's default encoder and ``builtins.sorted`` replaced: the same."""
     flags = " | ".join(r["flags"] for r in attacked["log"] if r["notebook"] == f"{who}/{NAME}")
     for wanted in PAST_THE_WATCH[who]:
         assert wanted in flags, (wanted, flags)

@@ -161,6 +161,12 @@ def read(*cells):
     ("from torch.library import Library\nlib = Library('me', 'DEF')", "low-level"),
     ("import gc\nmodes = [o for o in gc.get_objects() if hasattr(o, 'forbidden')]", "low-level"),
     ("import os\nos.posix_spawn('/bin/true', ['true'], {})", "processes"),
+    # attack 41: the watch's hook or dispatch mode read, its record cleared
+    ("import sys\nh = sys.getprofile()", "reaches past the answer watch"),
+    ("import threading\nh = threading.gettrace()", "reaches past the answer watch"),
+    ("import torch\nm = torch._C._get_dispatch_stack_at(0)", "reaches past the answer watch"),
+    ("from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as s",
+     "reaches past the answer watch"),
 ])
 def test_review_flags_see_more_import_forms(code, flag):
     assignment = assignments.load_assignment(EXAMPLE)

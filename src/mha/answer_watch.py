@@ -36,9 +36,12 @@ observed, so a call that starts one (``threading``, ``_thread`` under any of its
 forbids ops counts it wrong. Under grading, so is a call that runs while a Python thread is
 alive that was not alive before the student's first cell (a worker started before the check,
 fed through a queue: an outside attack): the grader's runner takes the threads alive then as
-the course's (:func:`allow_threads_alive_now`). In a student's own notebook it does not: the
-kernel, a progress bar or torch start threads of their own there, and an honest answer beside
-them must not read as wrong.
+the course's (:func:`allow_threads_alive_now`). So is a call that runs while another process
+of the runner's user is alive that was not alive then (a helper forked by an earlier cell, fed
+through a pipe: outside attack, round 41), where every such process is the submission's: the
+sandbox's own PID namespace, or a user of its own (:func:`allow_processes_alive_now`). In a
+student's own notebook neither is: the kernel, a progress bar or torch start threads of their
+own there, and an honest answer beside them must not read as wrong.
 
 An answer that switches the observation off is reported (``SWITCHED_OFF``), and a check that
 forbids ops counts it wrong: the profile hook removed or replaced (``sys.setprofile(None)``),
@@ -69,12 +72,27 @@ What the watch is: evidence of what ran, seen in the student's own process, hard
 the attacks above. :func:`observe` and everything it uses are bound when this module is imported
 (no name of this module, ``sys`` or ``torch`` is looked up when it runs), ``mha.exercises.serve``
 binds ``observe``, and the grader's runner binds its request path, before any student code runs;
-the grader counts a reply that did not watch what it asked as a watch switched off.
+the grader counts a reply that did not watch what it asked as a watch switched off. The builtins
+they call are bound too (``sorted``, ``set``, ``id``, ``any``...: a cell replaced
+``builtins.sorted`` by a filter that dropped the record), and the runner encodes its replies
+with a JSON encoder bound then (a cell replaced ``json._default_encoder`` by one that emptied
+``"entered"``). These four ways past the watch (round 41) are closed; the watch stays evidence,
+not proof.
+
+A call from the answer's own code of what hands out the watch itself is reported as
+``TAMPERED`` too, and raises :class:`WatchNotReadable` instead of handing it out:
+``sys.getprofile`` (whose hook's closure holds the record), ``sys.gettrace``,
+``threading.getprofile``, and torch's getters of its dispatch modes (``_get_dispatch_stack_at``,
+``_len_torch_dispatch_stack``, ``_get_current_dispatch_mode(_stack)``,
+``_disable_current_modes``: the mode holds the ops' record; outside attack, round 41, which
+cleared both).
 
 What it cannot prove: the answer runs in the same process and may still undo all this (edit the
 code or closure cells of these functions, reached from a cell rather than during the call, or a
-frame reached through an exception's ``tb_frame``, which no call reveals: the text flags name
-these); it may re-implement a reference by editing its bytecode (the
+frame reached through an exception's ``tb_frame``, which no call reveals, and from it the
+record itself: the text flags name these); a getter of the hook called by a builtin
+(``itertools.starmap(sys.getprofile, [()])``) makes no event, so the hook and its record are
+handed out unseen; it may re-implement a reference by editing its bytecode (the
 "rebuild" limit: any change to the code, a constant or a global name makes it another function),
 register a Python kernel for an op (``torch.library``), whose code runs where the mode is
 suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
@@ -88,6 +106,7 @@ that a reference ran; its absence is no proof that the answer is the student's o
 from __future__ import annotations
 
 import _thread
+import contextlib
 import functools
 import importlib
 import inspect
@@ -188,6 +207,29 @@ def _switches() -> tuple[set[int], set[int], set[int]]:
 
 
 _HOOK_SWITCHES, _MODE_SWITCHES, _PYTHON_SWITCHES = _switches()
+
+
+def _peeks() -> tuple[set[int], set[types.CodeType]]:
+    """What hands out the watch itself when called during the watched call (outside attack,
+    round 41: the answer cleared the record through the profile hook's closure, or the dispatch
+    mode's ``found``): the getters of the profile and trace hooks and of torch's dispatch modes
+    (builtins by identity; Python functions by their code, from code outside torch)."""
+    from torch.utils import _python_dispatch as dispatch
+
+    builtin = [(sys, "getprofile"), (sys, "gettrace"), (torch._C, "_get_dispatch_stack_at"),
+               (torch._C, "_len_torch_dispatch_stack"), (torch._C, "_get_dispatch_mode")]
+    python = [getattr(module, name, None) for module, names in (
+        (threading, ("getprofile", "gettrace")),
+        (dispatch, ("_get_current_dispatch_mode", "_get_current_dispatch_mode_stack",
+                    "_disable_current_modes", "_pop_mode", "_pop_mode_temporarily")))
+        for name in names]
+    return ({id(f) for module, name in builtin if (f := getattr(module, name, None)) is not None},
+            {code for f in python if f is not None
+             for code in _nested(inspect.unwrap(f).__code__)})
+
+
+class WatchNotReadable(RuntimeError):
+    """Raised in the answer that asks for the watch's hook or dispatch mode during the call."""
 
 
 def _tampers() -> tuple[set[int], set[types.CodeType], tuple[str, ...]]:
@@ -306,12 +348,21 @@ def _codes_of(thing: object, seen: set[int]) -> list[types.CodeType]:
     return codes
 
 
-def content(code: types.CodeType) -> tuple:
-    """What ``code`` computes, without its names and line numbers: the bytecode, the constants
-    (nested code by its content) and the global and attribute names it reads."""
-    return (code.co_code, code.co_names,
-            tuple(content(c) if isinstance(c, types.CodeType) else (type(c), c)
-                  for c in code.co_consts))
+def _content():
+    # bound at import, itself included: the profile hook calls it (round 41, F4)
+    tuple_, isinstance_, type_, code_type = tuple, isinstance, type, types.CodeType
+
+    def content(code: types.CodeType) -> tuple:
+        """What ``code`` computes, without its names and line numbers: the bytecode, the
+        constants (nested code by its content) and the global and attribute names it reads."""
+        return (code.co_code, code.co_names,
+                tuple_(content(c) if isinstance_(c, code_type) else (type_(c), c)
+                       for c in code.co_consts))
+
+    return content
+
+
+content = _content()
 
 
 def _nested(code: types.CodeType) -> list[types.CodeType]:
@@ -339,15 +390,17 @@ def watched_codes(names: tuple[str, ...]) -> dict[bytes, list[tuple[tuple, str]]
     return codes
 
 
-def op_matches(name: str, words: tuple[str, ...] | list[str]) -> bool:
+def op_matches(name: str, words: tuple[str, ...] | list[str], *, _any=any,
+               _search=re.search, _escape=re.escape) -> bool:
     """Whether the torch op ``name`` holds one of ``words`` as a whole word between underscores:
     ``softmax`` matches ``_softmax`` and ``_log_softmax``, ``exp`` matches ``exp_`` but not
     ``expand``. A word with a dot names one overload, whole: ``pow.Scalar`` matches the name
     ``pow.Scalar`` only (the mode reports an overload so named), not ``pow`` nor
     ``pow.Tensor_Scalar``."""
-    return any(name == word if "." in word else
-               "." not in name and re.search(rf"(?:^|_){re.escape(word)}(?:$|_)", name)
-               for word in words)
+    # what it calls, bound at import: the dispatch mode calls it (round 41, F4)
+    return _any(name == word if "." in word else
+                "." not in name and _search(rf"(?:^|_){_escape(word)}(?:$|_)", name)
+                for word in words)
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__  # torch's "no dispatch of its own"
@@ -364,23 +417,24 @@ class _Ops(TorchDispatchMode):
         self.forbidden: dict[object, str | None] = {}
         self.dispatching = False  # torch suspends the mode while it runs: see observe's hook
 
-    def _verdict(self, func) -> str | None:
+    def _verdict(self, func, _matches=op_matches) -> str | None:
         name = func.overloadpacket.__name__
         overload = f"{name}.{func._overloadname}"
-        return (name if op_matches(name, self.words)
-                else overload if op_matches(overload, self.words) else None)
+        return (name if _matches(name, self.words)
+                else overload if _matches(overload, self.words) else None)
 
-    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+    # what it calls, bound at import, as defaults (round 41, F4)
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None, *, _any=any,
+                           _getattr=getattr, _plain=_PLAIN_DISPATCH, _switched=SWITCHED_OFF):
         self.dispatching = True
         try:
-            try:
-                forbidden = self.forbidden[func]
-            except KeyError:
+            forbidden = self.forbidden.get(func, self)  # no name of builtins looked up
+            if forbidden is self:
                 forbidden = self.forbidden[func] = self._verdict(func)
             if forbidden is not None:
                 self.found.add(f"torch op {forbidden}")
-            if any(getattr(t, "__torch_dispatch__", None) is not _PLAIN_DISPATCH for t in types_):
-                self.found.add(SWITCHED_OFF)
+            if _any(_getattr(t, "__torch_dispatch__", None) is not _plain for t in types_):
+                self.found.add(_switched)
             return func(*args, **(kwargs or {}))
         finally:
             self.dispatching = False
@@ -405,6 +459,11 @@ def _bound():
     looked up when they run, so an answer that rebinds one (``answer_watch.content = ...``,
     ``sys.setprofile = ...``) changes nothing they do (outside attack, round 7, replaced
     ``observe`` itself: ``mha.exercises.serve`` binds it at import too)."""
+    # the builtins they call, as locals: a cell that replaces ``builtins.sorted``, ``set`` or
+    # ``id`` changes nothing they do (outside attack, round 41, F4)
+    import builtins as b
+    (id, set, frozenset, tuple, bool, any, str, open, Exception, OSError) = (
+        b.id, b.set, b.frozenset, b.tuple, b.bool, b.any, b.str, b.open, b.Exception, b.OSError)
     escapes, threads_started = _ESCAPES, _thread._count
     hook_switches, mode_switches, python_switches = _HOOK_SWITCHES, _MODE_SWITCHES, \
         _PYTHON_SWITCHES
@@ -421,10 +480,17 @@ def _bound():
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
     dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
-    exit_codes, leaves_torch = _EXIT_CODES, _leaves_torch
+    # the hook calls it: a copy that reads a private snapshot of this module's names and the
+    # builtins, taken now (a cell that replaces ``builtins.type`` changes nothing it does)
+    exit_codes, leaves_torch = _EXIT_CODES, types.FunctionType(
+        _leaves_torch.__code__, {**vars(b), **globals()}, "_leaves_torch")
     switched, escaped, tampered, left_torch = SWITCHED_OFF, ESCAPED, TAMPERED, LEFT_TORCH
+    infinity = b.float("inf")
+    peek_calls, peek_codes = _peeks()
+    not_readable, context_file = WatchNotReadable, contextlib.__file__
+    list_dir, get_pid, stat_of, get_uid = os.listdir, os.getpid, os.stat, os.geteuid
     # None until the grader's runner sets them: threads beside an answer are not watched
-    baseline: dict[str, object] = {"threads": None, "count": None}
+    baseline: dict[str, object] = {"threads": None, "count": None, "processes": None}
 
     def allow_threads_alive_now() -> None:
         """Report every Python thread alive beside an answer from now on, except those alive
@@ -433,15 +499,46 @@ def _bound():
         baseline["threads"] = frozenset(current_frames())
         baseline["count"] = threads_started()  # started by _thread, whatever name called it
 
+    def processes() -> frozenset[str]:
+        """The processes of this PID namespace (the sandbox's ``/proc``), by pid."""
+        try:
+            return frozenset(name for name in list_dir("/proc") if name.isdigit())
+        except OSError:
+            return frozenset()
+
+    def working(pid: str) -> bool:
+        """Whether process ``pid`` is there, the answer's (its user's: without a PID namespace
+        of its own, Gradescope's, the answer runs as a user of its own) and not a zombie, which
+        does no work."""
+        try:
+            if stat_of(f"/proc/{pid}").st_uid != get_uid():
+                return False
+            with open(f"/proc/{pid}/stat", "rb") as status:
+                state = status.read().rpartition(b")")[2].split()[:1]
+        except OSError:  # gone
+            return False
+        return state != [b"Z"] and state != [b"X"]
+
+    def allow_processes_alive_now() -> None:
+        """Report every process of the sandbox alive beside an answer from now on, except those
+        alive now: the grader's runner calls it before any student code runs, where every other
+        process of its user is the answer's (the sandbox's own PID namespace, or a user of its
+        own): a helper process forked by a cell before the check, fed through a pipe, did the
+        answer's work unseen (outside attack, round 41)."""
+        baseline["processes"] = processes()
+
     def forget_threads() -> None:
-        """Watch no thread beside an answer again (as in a student's notebook): for tests."""
-        baseline["threads"] = baseline["count"] = None
+        """Watch no thread or process beside an answer again (as in a student's notebook): for
+        tests."""
+        baseline["threads"] = baseline["count"] = baseline["processes"] = None
 
     def strangers() -> bool:
         """Whether a Python thread runs beside the caller that was not there before any student
         code (see the module's docstring)."""
-        known = baseline["threads"]
-        return known is not None and bool(set(current_frames()) - known - {get_ident()})
+        known, alive = baseline["threads"], baseline["processes"]
+        return known is not None and bool(set(current_frames()) - known - {get_ident()}) or \
+            alive is not None and any(working(pid) for pid in
+                                      processes() - alive - {str(get_pid())})
 
     def observe(call, references: tuple[str, ...], forbidden_ops: tuple[str, ...]):
         """``call()`` watched for ``references`` and ``forbidden_ops``: (what it returned, or
@@ -450,7 +547,7 @@ def _bound():
         found: set[str] = set()
         codes = codes_of(tuple(references))
         started = baseline["count"]
-        started_before = started if started is not None else float("inf")
+        started_before = started if started is not None else infinity
         previous = get_profile()
         mode = ops(tuple(forbidden_ops), found) if forbidden_ops else None
         if mode is not None:
@@ -461,6 +558,13 @@ def _bound():
             """Whether the ops' watch is off: our mode not on top of the stack, or torch's
             Python dispatch keys excluded."""
             return stack_depth() != depth + 1 or excluded(python_key) or excluded(snapshot_key)
+
+        def foreign_caller(frame) -> bool:
+            """Whether the answer's own code called ``frame`` (through ``with``: contextlib)."""
+            caller = frame.f_back
+            while caller is not None and caller.f_code.co_filename == context_file:
+                caller = caller.f_back
+            return caller is not None and not caller.f_code.co_filename.startswith(own_files)
 
         def hook(frame, event, arg):
             if event != "call" and event != "c_call":  # an op starts with a call (or none)
@@ -477,11 +581,17 @@ def _bound():
                     found.add(switched)
                 elif id(arg) in tamper_calls and not code.co_filename.startswith(own_files):
                     found.add(tampered)
+                elif id(arg) in peek_calls and not code.co_filename.startswith(own_files):
+                    found.add(tampered)  # and the hook or the mode is not handed out
+                    raise not_readable("the answer watch's hooks are not readable during a call")
                 if id(arg) in escapes or threads_started() > started_before:
                     found.add(escaped)
                 if mode is not None and leaves_torch(arg):
                     found.add(left_torch)
                 return
+            if code in peek_codes and foreign_caller(frame):
+                found.add(tampered)
+                raise not_readable("the answer watch's dispatch mode is not readable during a call")
             if id(code) in python_switches:
                 found.add(switched)
             elif mode is not None and id(code) in exit_codes:
@@ -523,7 +633,7 @@ def _bound():
         return outcome, found
 
     observe_code = observe.__code__  # its own sys.setprofile(previous) switches nothing off
-    return observe, allow_threads_alive_now, forget_threads
+    return observe, allow_threads_alive_now, allow_processes_alive_now, forget_threads
 
 
-observe, allow_threads_alive_now, _forget_threads = _bound()
+observe, allow_threads_alive_now, allow_processes_alive_now, _forget_threads = _bound()

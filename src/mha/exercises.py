@@ -308,9 +308,14 @@ def _bound_serve():
     an answer that rebinds ``mha.answer_watch.observe`` (outside attack, round 7: reached by
     ``pkgutil.resolve_name``) changes nothing the grader's runner, which took ``serve`` before
     any student code, then does."""
+    import builtins as b
+
     from mha.answer_watch import MAX_NAMES, observe
 
     serve_plain = _serve
+    # the builtins it calls, as locals: a cell that replaces ``builtins.sorted`` by a filter
+    # changes nothing it says (outside attack, round 41, F4)
+    sorted, list, tuple, str, type, dict = b.sorted, b.list, b.tuple, b.str, b.type, b.dict
 
     def serve(request: dict, table: list) -> dict:
         """Carry out one request on the answer's side; the reply is plain data.
@@ -331,6 +336,9 @@ def _bound_serve():
 
         references, ops = names("references"), names("ops")
         reply, entered = observe(lambda: serve_plain(request, table), references, ops)
+        if type(reply) is not dict:  # _serve's ``except Exception`` missed (a replaced
+            # builtins.Exception): the answer's error, whose ``__or__`` may be its own
+            reply = {"raised": {"types": ["builtins.RuntimeError"], "message": "no reply"}}
         return reply | {"entered": sorted(entered)[:MAX_NAMES],
                         "watched": {"references": list(references), "ops": list(ops)}}
 

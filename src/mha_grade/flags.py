@@ -42,8 +42,10 @@ SUSPICIOUS = {
                                       r"\banswer_watch\b|\bsys\.monitoring\b"),
     # ways past the answer watch (outside attack, round 7): a module by its dotted name, code run
     # from a string, the frames up to the grader's runner, a function compiled so that torch runs
-    # it without entering its code (an alias of torch.compile reads ``torch.compile`` too)
+    # it without entering its code (an alias of torch.compile reads ``torch.compile`` too); the
+    # watch's own hook or dispatch mode read (round 41: their record cleared)
     "reaches past the answer watch": re.compile(
+        r"\b(getprofile|gettrace)\b|_get_dispatch_stack_at|_get_current_dispatch_mode|"
         r"\bpkgutil\b|\bresolve_name\b|(?<![%\w])timeit\b|\brunpy\b|\bInteractive(Interpreter|"
         r"Console)\b|\bcode\.interact\b|\bfrom\s+code\s+import\b|\bimport\s+code\b|_getframe|"
         r"\bcurrentframe\b|\b_current_frames\b|\bwalk_(stack|tb)\b|"

@@ -323,8 +323,12 @@ def write_plan(steps: list[dict], assignment: Assignment, settings: Settings) ->
     """Write the sandbox's plan, read-only, in a fresh folder: (the folder, the plan)."""
     work = Path(tempfile.mkdtemp(prefix="mha-grade-one-"))
     plan_path = work / "plan.json"
+    # every other process of the runner's user is the submission's: in the sandbox's PID
+    # namespace, or as a user of its own (mha.answer_watch watches them beside an answer)
     plan_path.write_text(json.dumps({"cells": steps, "checks": graded_checks(assignment),
-                                     "cell_timeout": settings.cell_timeout}))
+                                     "cell_timeout": settings.cell_timeout,
+                                     "watch_processes": bool(settings.sandboxed
+                                                             or settings.user is not None)}))
     plan_path.chmod(0o444)
     if settings.user is not None:
         work.chmod(0o711)  # the submission's user may reach its plan and home, list nothing

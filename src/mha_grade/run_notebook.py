@@ -40,11 +40,12 @@ class CellTimeout(KeyboardInterrupt):
     """A cell (or a call of the student's function) ran past its time limit."""
 
 
-def _text(error: BaseException | None) -> str:
-    """The error's message, short; an error whose ``str`` fails has none."""
+def _text(error: BaseException | None, *, _str=str, _base=BaseException) -> str:
+    """The error's message, short; an error whose ``str`` fails has none (the builtins it
+    calls bound at import: round 41, F4)."""
     try:
-        return str(error)[:300]
-    except BaseException:  # noqa: BLE001 (the student's own exception class)
+        return _str(error)[:300]
+    except _base:  # noqa: BLE001 (the student's own exception class)
         return ""
 
 
@@ -63,7 +64,7 @@ def main() -> None:
     shell = InteractiveShell.instance()
     runner = Runner(requests, replies, limit, serve, type_names)
     runner.wrap_checks(plan.get("checks", {}))
-    settle_threads()
+    settle_threads(bool(plan.get("watch_processes")))
     # bound before the first cell: a cell that replaces the runner's attributes changes nothing
     send, run_steps, capture_hidden_parts = runner.send, runner.run_steps, \
         runner.capture_hidden_parts
@@ -94,13 +95,18 @@ def raise_cell_timeout(limit: float):
     return alarm
 
 
-def settle_threads() -> None:
-    """Take the threads alive now (the shell's own) as the answer watch's baseline, and keep
-    progress bars from starting threads of their own."""
-    # the shell's own threads (IPython's history) are not the answer's (mha.answer_watch)
-    from mha.answer_watch import allow_threads_alive_now
+def settle_threads(processes: bool = False) -> None:
+    """Take the threads alive now (the shell's own) as the answer watch's baseline, and the
+    processes too where every other process of this user is the submission's (``processes``:
+    the sandbox, or a user of its own); keep progress bars from starting threads of their
+    own."""
+    # the shell's own threads (IPython's history) are not the answer's (mha.answer_watch); the
+    # processes alive now are the grader's (the sandbox's init, this one)
+    from mha.answer_watch import allow_processes_alive_now, allow_threads_alive_now
 
     allow_threads_alive_now()
+    if processes:
+        allow_processes_alive_now()
     # a progress bar starts a monitor thread that outlives it: an honest answer after one would
     # run beside a thread not in the baseline (outside attack, round 5); tqdm runs without it
     try:
@@ -129,8 +135,16 @@ class Runner:
         with_hidden: set[str] = set()  # capture keys whose checks have hidden parts
         self.called, self.busy, self.last, self.with_hidden_parts = called, busy, last, with_hidden
         write, flush, readline = replies.write, replies.flush, requests.readline
-        dumps, loads = json.dumps, json.loads
+        dumps, loads = plain_json()
         set_timer, get_timer, real = signal.setitimer, signal.getitimer, signal.ITIMER_REAL
+        # the builtins and names the request path calls, as locals: a cell that replaces
+        # ``builtins.sorted`` or this module's ``CellTimeout`` changes nothing it does (outside
+        # attack, round 41, F4)
+        import builtins as b
+
+        BaseException, eval, enumerate, list, type = b.BaseException, b.eval, b.enumerate, \
+            b.list, b.type
+        timeout, text_of, leave = CellTimeout, _text, os._exit
 
         def send(message: dict) -> None:
             """One message to the grader: a JSON line."""
@@ -144,11 +158,11 @@ class Runner:
             try:
                 return serve(request, table) if table else {
                     "raised": {"types": ["builtins.NameError"], "message": "no answer"}}
-            except CellTimeout:
+            except timeout:
                 return {"raised": {"types": ["builtins.TimeoutError"],
                                    "message": f"the call took more than {limit:.0f} s"}}
             except BaseException as error:  # noqa: BLE001 (SystemExit from the answer)
-                return {"raised": {"types": type_names(error)[:20], "message": _text(error)}}
+                return {"raised": {"types": type_names(error)[:20], "message": text_of(error)}}
             finally:
                 set_timer(real, 0)
 
@@ -158,7 +172,7 @@ class Runner:
             while True:
                 line = readline(64 * 2**20)
                 if not line:
-                    os._exit(0)
+                    leave(0)
                 request = loads(line)
                 if request.get("op") == "done":
                     break
@@ -221,7 +235,8 @@ class Runner:
             finally:
                 set_timer(real, 0)
             if failed:
-                send({"cell": index, "error": type(error).__name__[:80], "message": _text(error)})
+                send({"cell": index, "error": type(error).__name__[:80],
+                      "message": text_of(error)})
 
         def run_steps(shell, steps: list[dict]) -> None:
             """Each step in order, saying when it starts: a cell, run as written, or the capture
@@ -256,6 +271,37 @@ class Runner:
             if any(part.hidden for part in getattr(getattr(where, check).checker, "parts", ())):
                 self.with_hidden_parts.update({key, f"stub:{key}"})
             setattr(where, check, self.wrapper(getattr(where, check), key))
+
+
+def plain_json():
+    """(dumps, loads) for the protocol, with everything they use bound now, before any student
+    code: ``json.dumps`` reads ``json._default_encoder`` (and the encoder ``c_make_encoder``) at
+    each call, and ``json.loads`` reads ``json._default_decoder``: a cell that replaced the
+    encoder by one that empties ``"entered"`` hid the watch's record (outside attack, round
+    41, F3). Both speak JSON as ``json.dumps(message, allow_nan=True)`` and ``json.loads`` do."""
+    from _json import make_encoder  # what json.dumps encodes with, in C
+
+    default = json.JSONEncoder().default  # raises TypeError, as json.dumps does
+    strings = json.encoder.encode_basestring_ascii
+    join, scan = "".join, json.JSONDecoder().scan_once  # C's scanner, its options read now
+    stop, value_error, length = StopIteration, ValueError, len
+
+    def dumps(message: dict, allow_nan: bool = True) -> str:
+        # a fresh set of markers (containers being encoded) per message, as json.dumps makes
+        return join(make_encoder({}, default, strings, None, ": ", ", ", False, False,
+                                 allow_nan)(message, 0))
+
+    def loads(line: bytes) -> object:
+        text = line.decode("utf-8").strip()
+        try:
+            value, end = scan(text, 0)
+        except stop:
+            raise value_error("not JSON") from None
+        if end != length(text):  # as json.loads: one value per line, nothing after it
+            raise value_error("not one JSON value")
+        return value
+
+    return dumps, loads
 
 
 def watch_before_students_code(check) -> None:
