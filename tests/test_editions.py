@@ -394,6 +394,70 @@ def test_writing_the_edition_again_keeps_a_notebook_the_student_changed(tmp_path
     assert not list(tmp_path.rglob("*.writing"))
 
 
+def test_a_notebook_jupyterlab_only_opened_and_saved_is_not_kept(tmp_path, capsys):
+    """JupyterLab's save and autosave of a chapter the student only opened rewrite the kernel's
+    display name and add ``collapsed``/``jupyter`` marks to cells; running cells changes their
+    outputs. None of that is the student's work, so the next run writes a fresh edition; a
+    changed source, or a cell turned into another type, is the student's and is kept."""
+    import nbformat
+
+    path = NOTEBOOKS[2]
+    run = [str(path), "--out", str(tmp_path)]
+    written = tmp_path / "notebooks" / path.name
+    assert jupyter_edition.main(run) == 0
+    fresh = written.read_text(encoding="utf-8")
+
+    def as_jupyterlab_saves_it(change=None):
+        nb = nbformat.reads(fresh, as_version=4)
+        nb.metadata.kernelspec.display_name = "Python 3 (ipykernel)"  # what lab_save.py saw
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.metadata.get("jupyter", {}).get("source_hidden"):
+                cell.metadata["collapsed"] = True  # JupyterLab's mark of outputs_hidden
+            elif cell.cell_type == "markdown":
+                cell.metadata["jupyter"] = {"source_hidden": False}
+        code = next(c for c in nb.cells if c.cell_type == "code" and c.outputs)
+        code.outputs, code.execution_count = [], 7  # run, then saved
+        if change:
+            change(nb)
+        text = nbformat.writes(nb)
+        assert text != fresh
+        written.write_text(text, encoding="utf-8")
+        capsys.readouterr()
+        assert jupyter_edition.main(run) == 0
+        return capsys.readouterr().out
+
+    said = as_jupyterlab_saves_it()
+    assert "kept" not in said and written.read_text(encoding="utf-8") == fresh
+
+    def write_something(nb):
+        nb.cells[-1].source += "\n\nMy notes."
+
+    def turn_a_cell_into_markdown(nb):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.strip())
+        nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source)
+
+    for change in (write_something, turn_a_cell_into_markdown):
+        said = as_jupyterlab_saves_it(change)
+        assert f"kept {written}" in said, change.__name__
+        assert written.read_text(encoding="utf-8") != fresh
+        written.unlink()
+        assert jupyter_edition.main(run) == 0  # a fresh copy, for the next case
+
+    # a record from before (a digest of the whole notebook) still recognises its own file
+    record = tmp_path / jupyter_edition.RECORD
+    relative = f"notebooks/{path.name}"
+    older = json.loads(fresh)
+    older["cells"][1]["source"] += " (an older edition)"
+    written.write_text(jupyter_edition.serialize(older), encoding="utf-8")
+    record.write_text(json.dumps({relative: jupyter_edition.digest(
+        jupyter_edition.serialize(older), whole=True)}), encoding="utf-8")
+    capsys.readouterr()
+    assert jupyter_edition.main(run) == 0
+    assert "kept" not in capsys.readouterr().out
+    assert written.read_text(encoding="utf-8") == fresh
+    assert json.loads(record.read_text(encoding="utf-8"))[relative].startswith("cells:")
+
+
 def test_a_notebook_that_cannot_be_converted_writes_nothing(tmp_path, monkeypatch):
     """Every notebook is converted before any is written: no half-written edition."""
     convert = jupyter_edition.convert_notebook

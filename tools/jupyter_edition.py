@@ -643,18 +643,37 @@ def write(nb: dict, path: Path) -> None:
 RECORD = ".jupyter_edition_written.json"
 
 
-def digest(text: str) -> str | None:
-    """SHA-256 of the notebook's content, not its bytes: JupyterLab saves an unchanged notebook
-    in its own layout (sources as lists of lines, keys sorted), which is not the student's work.
-    None for a file that is no notebook."""
+# A digest of this form covers only the cells' types and sources; one without the prefix (an
+# older record) covered the whole notebook.
+DIGEST_PREFIX = "cells:"
+
+
+def digest(text: str, whole: bool = False) -> str | None:
+    """SHA-256 of what is the student's work in a notebook: each cell's type and source, in
+    order. Not its bytes, nor its metadata or outputs: JupyterLab saves (and autosaves) a notebook
+    the student only opened in its own layout (sources as lists of lines, keys sorted), with its
+    kernel's display name and with ``collapsed``/``jupyter`` marks on the cells, and running a
+    cell changes its outputs; none of that is the student's to keep. ``whole=True``: the digest
+    of the whole notebook that older records hold. None for a file that is no notebook."""
     import nbformat
 
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception:  # noqa: BLE001 - whatever it is, it is not what this tool wrote
         return None
-    canonical = json.dumps(nb, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    if whole:
+        canonical = json.dumps(nb, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    work = [[cell.get("cell_type"), source(cell)] for cell in nb.get("cells", [])]
+    canonical = json.dumps(work, ensure_ascii=False)
+    return DIGEST_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def as_written(text: str, recorded: str | None) -> bool:
+    """Is ``text`` still what the record says this tool wrote (in the record's own form)?"""
+    if recorded is None:
+        return False
+    return digest(text, whole=not recorded.startswith(DIGEST_PREFIX)) == recorded
 
 
 def replace_file(path: Path, text: str) -> None:
@@ -679,8 +698,9 @@ def write_keeping_changes(editions: dict[str, dict], out: Path) -> list[str]:
         path, text = out / relative, serialize(nb)
         new = digest(text)
         if path.exists():
-            now = digest(path.read_text(encoding="utf-8", errors="replace"))
-            if now != new and (now is None or record.get(relative) != now):
+            current = path.read_text(encoding="utf-8", errors="replace")
+            now = digest(current)
+            if now != new and (now is None or not as_written(current, record.get(relative))):
                 kept.append(relative)
                 continue
         if not path.exists() or path.read_text(encoding="utf-8", errors="replace") != text:
