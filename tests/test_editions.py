@@ -446,6 +446,21 @@ def test_the_student_edition_grades_like_the_myst_one():
             plan(myst, assignment, with_stubs=True)
 
 
+def test_make_jupyter_opens_the_edition_without_jupyterlab_myst():
+    """jupyterlab-myst 2.7.0 (in the course's environment) leaves the maths inside a folded
+    solution's <details> as raw TeX; JupyterLab's own renderer typesets it (checked in headless
+    chromium). `make jupyter` adds a config directory that disables it to the config path."""
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "jupyter"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert 'JUPYTER_CONFIG_PATH="' + str(ROOT / "tools" / "jupyter_edition_lab") in dry
+    assert re.search(r"JUPYTER_CONFIG_PATH=.*\\\n\s*\S*jupyter lab _build/jupyter/notebooks/", dry)
+    config = ROOT / "tools" / "jupyter_edition_lab" / "labconfig" / "page_config.json"
+    assert json.loads(config.read_text(encoding="utf-8")) == {
+        "disabledExtensions": {"jupyterlab-myst": True}}
+
+
 # -- writing it where students work (`make jupyter` opens _build/jupyter/notebooks/)
 
 
