@@ -137,9 +137,14 @@ lab: $(STAMP)
 # The Jupyter edition (what the book's launch and download buttons open: no MyST left, solutions
 # folded, links within a chapter as anchors in it) written to _build/jupyter/ and opened in
 # JupyterLab. A notebook the student changed there since it was written is kept, and named.
+# JupyterLab opens it without jupyterlab-myst (tools/jupyter_edition_lab/, added to the config
+# path, not replacing the user's): the edition has no MyST, and jupyterlab-myst 2.7.0 leaves the
+# maths inside a folded solution's <details> as raw TeX, where JupyterLab's own renderer
+# typesets it.
 jupyter: $(STAMP)
 	$(BIN)/python tools/jupyter_edition.py --out _build/jupyter
-	$(BIN)/jupyter lab _build/jupyter/notebooks/
+	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/jupyter_edition_lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab _build/jupyter/notebooks/
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

@@ -5,10 +5,11 @@ Colab and JupyterLab show MyST as raw text, so both editions turn it into plain 
 markdown cell, nor in what nbconvert's HTML exporter (the markdown Jupyter renders) makes of
 them; every exercise keeps its numbered heading; code and outputs are the source's; the setup
 cell installs from the repository named in _config.yml; solutions are folded as the book folds
-them; references to the same notebook are anchors in it, and the rest link to the published book
-named in _config.yml; the student edition has an answer cell for every question asked in words
-and still grades; and, when the book is built, every number and link agrees with the book's own
-HTML.
+them, and stay folded when run; each solution's code is followed by a cell for the student's
+answer, which the check calls; references to the same notebook are anchors in it, and the rest
+link to the published book named in _config.yml; the student edition has an answer cell for
+every question asked in words and still grades; and, when the book is built, every number and
+link agrees with the book's own HTML.
 """
 
 import json
@@ -118,14 +119,17 @@ def test_every_exercise_of_the_source_has_its_numbered_heading_in_order(kind, pa
 def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
     source, edition = fmt.load(path), jupyter(path)
     code = [c for c in source["cells"] if c["cell_type"] == "code"]
-    kept = [c for c in edition["cells"] if c["cell_type"] == "code"]
+    kept = [c for c in edition["cells"] if c["cell_type"] == "code" and not is_answer(c)]
     assert len(kept) == len(code)
     for original, copy in zip(code, kept, strict=True):
-        assert copy["outputs"] == original["outputs"]
+        if "check" in original["metadata"].get("tags", []):  # cleared: see below
+            assert copy["outputs"] == [] and copy["execution_count"] is None
+        else:
+            assert copy["outputs"] == original["outputs"]
         folding = {"jupyter", "cellView"}  # what folds a solution (checked below)
         assert {k: v for k, v in copy["metadata"].items() if k not in folding} == \
             {k: v for k, v in original["metadata"].items() if k not in folding}
-        if fmt.source(original) != setup_cell_source():
+        if fmt.source(original) != setup_cell_source():  # (its note: below)
             # a folded solution's code starts with the line its folded view shows (below)
             assert fmt.source(copy).removeprefix(
                 jupyter_edition.FOLDED_CODE_FIRST_LINE + "\n") == fmt.source(original)
@@ -134,8 +138,10 @@ def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
 
 def test_the_setup_cell_installs_from_the_repository_of_config_yml():
     for path in NOTEBOOKS:
-        for nb in (jupyter(path), student(path)):
-            assert fmt.source(nb["cells"][0]) == setup_cell_source()
+        assert fmt.source(student(path)["cells"][0]) == setup_cell_source()
+        # the Jupyter edition's also says where an answer goes (when there is an answer cell)
+        first = fmt.source(jupyter(path)["cells"][0])
+        assert first.replace(jupyter_edition.FIRST_CELL_NOTE, "") == setup_cell_source()
     fork = jupyter_edition.load_book(ROOT, repository="https://github.com/a-teacher/mha-fork",
                                      branch="spring")
     nb = jupyter_edition.convert_notebook(fmt.load(NOTEBOOKS[0]), fork, docname(NOTEBOOKS[0]))
@@ -231,11 +237,19 @@ def folded(cell):
     return cell.get("metadata", {}).get("jupyter", {})
 
 
+def is_answer(cell):
+    return "answer" in cell.get("metadata", {}).get("tags", [])
+
+
+SUMMARY = re.compile(r"\A<details><summary>Solution to Exercise (\d+\.\d+)(, [\w' ]+)? "
+                     r"\(click to open\)</summary>\n\n(.+)\n\n</details>\Z", re.DOTALL)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
 def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
-    """Every cell of a solution is collapsed: code with its outputs, text behind a first line
-    that gives nothing away (a collapsed cell in JupyterLab shows its first line); each keeps a
-    visible "Solution to Exercise N.K" line, and no other cell is folded."""
+    """Every cell of a solution is folded: code with its outputs collapsed behind a first line
+    that gives nothing away (a collapsed cell in JupyterLab shows its first line), text in a
+    closed <details> block whose summary names the exercise; no other cell is folded."""
     source, edition = fmt.load(path), jupyter(path)
     solution_ids = {source["cells"][i]["id"] for e in fmt.parse(source) for i in e.solution}
     by_id = {c.get("id"): c for c in edition["cells"]}
@@ -246,51 +260,149 @@ def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
             assert cell["metadata"]["cellView"] == "form", cell_id  # Colab's folding
             assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_CODE_FIRST_LINE
         else:
-            assert folded(cell) == {"source_hidden": True}, cell_id
-            assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_FIRST_LINE
+            # not collapsed: JupyterLab opens a collapsed markdown cell when it runs (Run All
+            # showed every written solution); a <details> block stays closed
+            assert not folded(cell), cell_id
+            assert SUMMARY.match(fmt.source(cell)), fmt.source(cell)[:200]
     captions_of_solutions = {f"{i}-caption" for i in solution_ids}
     others = [c.get("id") for c in edition["cells"] if folded(c)
-              and c.get("id") not in solution_ids | captions_of_solutions]
+              and c.get("id") not in solution_ids]
     assert not others, f"folded outside a solution: {others}"
-    headings = re.findall(r"^\*\*Solution to Exercise (\d+\.\d+)", "\n".join(markdown(edition)),
-                          re.MULTILINE)
-    assert headings == [e.name for e in fmt.parse(source)]
-    assert all(not folded(by_id[f"{i}-head"]) for i in solution_ids if f"{i}-head" in by_id)
+    details = [c.get("id") for c in edition["cells"] if "<details>" in fmt.source(c)]
+    assert set(details) <= solution_ids | captions_of_solutions, "a <details> outside a solution"
+    # every exercise's solution is named, once, in order (a summary, or a heading for a
+    # solution that is only code)
+    named = []
+    for text in markdown(edition):
+        found = SUMMARY.match(text)
+        if found and not found.group(2):
+            named.append(found.group(1))
+        named += re.findall(r"^\*\*Solution to Exercise (\d+\.\d+)", text, re.MULTILINE)
+    assert named == [e.name for e in fmt.parse(source)]
 
 
 def test_a_folded_solution_previews_a_plain_line_for_the_reader():
     """JupyterLab shows a collapsed cell as the raw first line of its source. Chapter 2's prose
     solution began with maths (shown as raw LaTeX), then with an HTML comment (shown as
     markup), and the second code cell of Exercise 2.3 with "### BEGIN SOLUTION". Every folded
-    cell now previews a plain sentence saying it is the folded solution: no maths, no HTML,
-    no markdown, no grading marker, nothing of the solution."""
+    code cell now previews a plain sentence saying it is the folded solution (the text of a
+    solution is in a closed <details> block, which shows only its summary)."""
     path = ROOT / "notebooks" / "02_diagonal_problem.ipynb"
     cells = [c for c in jupyter(path)["cells"] if folded(c)]
-    previews = {c["cell_type"]: set() for c in cells}
-    for cell in cells:
-        previews[cell["cell_type"]].add(fmt.source(cell).split("\n")[0])
-    assert previews == {"markdown": {jupyter_edition.FOLDED_FIRST_LINE},
-                        "code": {jupyter_edition.FOLDED_CODE_FIRST_LINE}}
+    assert {c["cell_type"] for c in cells} == {"code"}
+    assert {fmt.source(c).split("\n")[0] for c in cells} == {
+        jupyter_edition.FOLDED_CODE_FIRST_LINE}
     line = jupyter_edition.FOLDED_FIRST_LINE
     assert re.fullmatch(r"[A-Z][\w ,:.']+\.", line) and "solution" in line.lower(), line
     assert len(jupyter_edition.FOLDED_CODE_FIRST_LINE) <= 79  # one line in a narrow window
     # the issue's code cell: its source starts with the grading marker
-    second = [c for c in cells if c["cell_type"] == "code"
-              and fmt.source(c).split("\n")[1] == "### BEGIN SOLUTION"]
+    second = [c for c in cells if fmt.source(c).split("\n")[1] == "### BEGIN SOLUTION"]
     assert second, "Exercise 2.3's second cell starts with its marker no more: find another"
     # book/how_to_use.md quotes it
     assert line in " ".join((ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8").split())
-    # rendered (the cell opened), the line is a paragraph of its own, the solution after it
-    for cell in cells:
-        if cell["cell_type"] == "markdown":
-            assert fmt.source(cell).startswith(line + "\n\n")
+
+
+def test_a_folded_solution_text_renders_its_markdown_and_maths_inside_details():
+    """The blank lines inside <details> end the HTML block, so the solution's markdown is parsed
+    as markdown (CommonMark, as JupyterLab's renderer and nbconvert do) and its maths is left
+    for MathJax, not swallowed as raw HTML."""
+    from markdown_it import MarkdownIt
+
+    path = ROOT / "notebooks" / "01_attention_recap.ipynb"
+    texts = [t for t in markdown(jupyter(path)) if t.startswith("<details>")]
+    assert texts
+    for text in texts:
+        html = MarkdownIt("commonmark").render(text)
+        assert html.startswith("<details><summary>Solution to Exercise 1.")
+        assert "<p>" in html and html.rstrip().endswith("</details>")
+    exercise_2 = next(t for t in texts if "Exercise 1.2 (click" in t)
+    html = MarkdownIt("commonmark").render(exercise_2)
+    assert "<p>Subtract each row" in html and "$e^0 = 1$" in html
+
+
+# -- where a student of the Jupyter edition writes an answer
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_each_solution_s_code_is_followed_by_an_answer_cell_before_its_check(path):
+    """Run All ran each folded solution after the student's answer written under the prompt,
+    so the check called the course's solution and said "correct" for a wrong answer. Now an
+    answer cell follows the solution's last cell (a figure's caption included), before the
+    check; the checks' stored outputs are gone (they said "correct" before anything was
+    written); the edition's first cell says where answers go."""
+    source, edition = fmt.load(path), jupyter(path)
+    ids = [c.get("id") for c in edition["cells"]]
+    with_code = [e for e in fmt.parse(source) if e.code]
+    for exercise in with_code:
+        answer = ids.index(f"answer-{exercise.label}")
+        cell = edition["cells"][answer]
+        assert cell["cell_type"] == "code" and cell["outputs"] == []
+        text = fmt.source(cell)
+        assert text.startswith(f"# Your answer to Exercise {exercise.name} goes here")
+        assert "\n" not in text and "runs after the course's folded solution" in text
+        solution = [ids.index(source["cells"][i]["id"]) for i in exercise.solution
+                    if source["cells"][i]["id"] in ids]
+        checks = [ids.index(source["cells"][i]["id"]) for i in exercise.checks]
+        assert max(solution) < answer < min(checks, default=len(ids))
+        assert all(c.get("id", "").endswith("-caption") for c in edition["cells"][
+            max(solution) + 1:answer]), "only the solution's figure caption between them"
+        assert ("the check below" in text) == bool(checks)
+        for i in checks:
+            assert edition["cells"][i]["outputs"] == [], edition["cells"][i]["id"]
+    answers = [i for i in ids if i.startswith("answer-")]
+    assert len(answers) == len(with_code)
+    assert (jupyter_edition.FIRST_CELL_NOTE in fmt.source(edition["cells"][0])) == bool(answers)
+    # the original had stored check outputs: this is what clearing them is about
+    stored = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    assert any(stored[i].get("outputs") for e in with_code for i in e.checks)
+
+
+def test_run_all_checks_the_answer_written_in_the_answer_cell(capsys):
+    """The student's scenario (Exercise 1.2, a softmax without the max subtracted), run top to
+    bottom as Run All runs it: the check now sees the student's answer and says it is wrong;
+    with the answer cell left as it is, the course's solution still defines the function."""
+    path = ROOT / "notebooks" / "01_attention_recap.ipynb"
+    source, edition = fmt.load(path), jupyter(path)
+    exercise = next(e for e in fmt.parse(source) if e.name == "1.2")
+    ids = [c.get("id") for c in edition["cells"]]
+    answer = ids.index(f"answer-{exercise.label}")
+    check = ids.index(source["cells"][exercise.checks[0]]["id"])
+    wrong = ("def stable_softmax(scores, temperature):\n"
+             "    e = torch.exp(scores)\n"
+             "    return e / e.sum(dim=-1, keepdim=True)\n")
+    imports = next(fmt.source(c) for c in edition["cells"] if "import mha" in fmt.source(c))
+
+    def run_all(answer_text):
+        namespace = {}
+        exec(imports, namespace)  # noqa: S102 - the chapter's own code
+        first = ids.index(source["cells"][exercise.solution[0]]["id"])
+        for i in range(first, check + 1):
+            cell = edition["cells"][i]
+            if cell["cell_type"] == "code":
+                text = answer_text if i == answer else fmt.source(cell)
+                exec(text, namespace)  # noqa: S102
+        return capsys.readouterr().out, namespace
+
+    said, namespace = run_all(fmt.source(edition["cells"][answer]) + "\n" + wrong)
+    assert "✗ Exercise 1.2" in said, said
+    # an independent reference: torch's own softmax of scores / T, against the function run
+    import torch
+
+    scores = torch.tensor([[1.0, 2.0, 3.0]])
+    assert not torch.allclose(namespace["stable_softmax"](scores, 0.5),
+                              torch.softmax(scores / 0.5, dim=-1))
+    said, namespace = run_all(fmt.source(edition["cells"][answer]))
+    assert "✓ Exercise 1.2" in said, said
+    torch.testing.assert_close(namespace["stable_softmax"](scores, 0.5),
+                               torch.softmax(scores / 0.5, dim=-1))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
 def test_the_student_edition_folds_nothing(path):
     """Its solutions are stubs a student fills in."""
     assert not [c.get("id") for c in student(path)["cells"]
-                if folded(c) or "cellView" in c.get("metadata", {})]
+                if folded(c) or "cellView" in c.get("metadata", {})
+                or "<details>" in fmt.source(c) or fmt.source(c).startswith("# Your answer to")]
 
 
 # -- the student edition
@@ -332,6 +444,21 @@ def test_the_student_edition_grades_like_the_myst_one():
         assert labels(plain) == labels(myst) != set()
         assert plan(plain, assignment, with_stubs=True) == \
             plan(myst, assignment, with_stubs=True)
+
+
+def test_make_jupyter_opens_the_edition_without_jupyterlab_myst():
+    """jupyterlab-myst 2.7.0 (in the course's environment) leaves the maths inside a folded
+    solution's <details> as raw TeX; JupyterLab's own renderer typesets it (checked in headless
+    chromium). `make jupyter` adds a config directory that disables it to the config path."""
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "jupyter"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert 'JUPYTER_CONFIG_PATH="' + str(ROOT / "tools" / "jupyter_edition_lab") in dry
+    assert re.search(r"JUPYTER_CONFIG_PATH=.*\\\n\s*\S*jupyter lab _build/jupyter/notebooks/", dry)
+    config = ROOT / "tools" / "jupyter_edition_lab" / "labconfig" / "page_config.json"
+    assert json.loads(config.read_text(encoding="utf-8")) == {
+        "disabledExtensions": {"jupyterlab-myst": True}}
 
 
 # -- writing it where students work (`make jupyter` opens _build/jupyter/notebooks/)
@@ -392,6 +519,70 @@ def test_writing_the_edition_again_keeps_a_notebook_the_student_changed(tmp_path
     assert f"kept {written[second]}" in capsys.readouterr().out
     assert written[first].read_text(encoding="utf-8") == edition[first]  # same bytes: fine
     assert not list(tmp_path.rglob("*.writing"))
+
+
+def test_a_notebook_jupyterlab_only_opened_and_saved_is_not_kept(tmp_path, capsys):
+    """JupyterLab's save and autosave of a chapter the student only opened rewrite the kernel's
+    display name and add ``collapsed``/``jupyter`` marks to cells; running cells changes their
+    outputs. None of that is the student's work, so the next run writes a fresh edition; a
+    changed source, or a cell turned into another type, is the student's and is kept."""
+    import nbformat
+
+    path = NOTEBOOKS[2]
+    run = [str(path), "--out", str(tmp_path)]
+    written = tmp_path / "notebooks" / path.name
+    assert jupyter_edition.main(run) == 0
+    fresh = written.read_text(encoding="utf-8")
+
+    def as_jupyterlab_saves_it(change=None):
+        nb = nbformat.reads(fresh, as_version=4)
+        nb.metadata.kernelspec.display_name = "Python 3 (ipykernel)"  # what lab_save.py saw
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.metadata.get("jupyter", {}).get("source_hidden"):
+                cell.metadata["collapsed"] = True  # JupyterLab's mark of outputs_hidden
+            elif cell.cell_type == "markdown":
+                cell.metadata["jupyter"] = {"source_hidden": False}
+        code = next(c for c in nb.cells if c.cell_type == "code" and c.outputs)
+        code.outputs, code.execution_count = [], 7  # run, then saved
+        if change:
+            change(nb)
+        text = nbformat.writes(nb)
+        assert text != fresh
+        written.write_text(text, encoding="utf-8")
+        capsys.readouterr()
+        assert jupyter_edition.main(run) == 0
+        return capsys.readouterr().out
+
+    said = as_jupyterlab_saves_it()
+    assert "kept" not in said and written.read_text(encoding="utf-8") == fresh
+
+    def write_something(nb):
+        nb.cells[-1].source += "\n\nMy notes."
+
+    def turn_a_cell_into_markdown(nb):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.strip())
+        nb.cells[nb.cells.index(cell)] = nbformat.v4.new_markdown_cell(cell.source)
+
+    for change in (write_something, turn_a_cell_into_markdown):
+        said = as_jupyterlab_saves_it(change)
+        assert f"kept {written}" in said, change.__name__
+        assert written.read_text(encoding="utf-8") != fresh
+        written.unlink()
+        assert jupyter_edition.main(run) == 0  # a fresh copy, for the next case
+
+    # a record from before (a digest of the whole notebook) still recognises its own file
+    record = tmp_path / jupyter_edition.RECORD
+    relative = f"notebooks/{path.name}"
+    older = json.loads(fresh)
+    older["cells"][1]["source"] += " (an older edition)"
+    written.write_text(jupyter_edition.serialize(older), encoding="utf-8")
+    record.write_text(json.dumps({relative: jupyter_edition.digest(
+        jupyter_edition.serialize(older), whole=True)}), encoding="utf-8")
+    capsys.readouterr()
+    assert jupyter_edition.main(run) == 0
+    assert "kept" not in capsys.readouterr().out
+    assert written.read_text(encoding="utf-8") == fresh
+    assert json.loads(record.read_text(encoding="utf-8"))[relative].startswith("cells:")
 
 
 def test_a_notebook_that_cannot_be_converted_writes_nothing(tmp_path, monkeypatch):

@@ -6,12 +6,16 @@ The chapters are written in MyST for the book (Jupyter Book 1: sphinx-exercise, 
 sphinxcontrib-bibtex). Colab and JupyterLab show that MyST as raw text, so this edition rewrites
 every markdown cell in the markdown Jupyter renders, numbered as the book numbers it:
 
-- an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a solution a
-  bold "Solution to" line, then the solution folded, as the book folds it: its text in a
-  markdown cell JupyterLab shows collapsed, whose first line (all a collapsed cell shows of
-  itself) gives nothing away, and its code cells with their code and outputs collapsed (the
-  ``{solution-end}`` cell goes). The student edition, whose solutions are stubs to fill in,
-  folds nothing (``fold_solutions=False``);
+- an exercise becomes ``**Exercise 4.1** (title)`` and its text, maths as maths; a solution is
+  folded, as the book folds it: its text in an HTML ``<details>`` block whose summary reads
+  "Solution to Exercise 4.1 (click to open)" (running the cell does not open it, unlike a
+  collapsed markdown cell, which JupyterLab opens when it runs), its code cells with their code
+  and outputs collapsed behind a first line that gives nothing away (the ``{solution-end}`` cell
+  goes). After a solution's code cells comes an answer cell for the student's own code: it runs
+  after the solution, so the check below it calls the student's definition, not the course's;
+  the checks' stored outputs are cleared (they would say "correct" before anything was
+  written). The student edition, whose solutions are stubs to fill in, folds nothing and adds
+  no answer cell (``fold_solutions=False``);
 - a lemma or theorem ``**Lemma 2.1** (title)``, a proof ``*Proof.*``; a note or other
   admonition a quotation with its title in bold; a table or figure its numbered caption;
 - ``{ref}``, ``{numref}``, ``{prf:ref}``, ``{doc}`` and links to labels become the text the book
@@ -92,6 +96,17 @@ NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
 FOLDED_FIRST_LINE = "Solution, folded: click the dots to open it, the bar on its left to fold it."
 FOLDED_CODE_FIRST_LINE = "# " + FOLDED_FIRST_LINE
 FOLDED = {"source_hidden": True, "outputs_hidden": True}
+# A folded solution's text: <details> stays closed when its cell runs (JupyterLab's "run"
+# un-collapses a collapsed markdown cell, so Run All used to open every written solution). The
+# blank lines end the HTML block, so the markdown and maths inside are rendered as markdown.
+DETAILS = "<details><summary>{summary} (click to open)</summary>\n\n{text}\n\n</details>"
+# Under a solution's code: where the student writes theirs. It runs after the course's code,
+# so the check calls the student's definition (the student's code written above the folded
+# solution was redefined by it, and the check said "correct" for a wrong answer).
+ANSWER_LINE = ("# Your answer to {name} goes here: it runs after the course's folded solution "
+               "above, so yours is the one {user} calls.")
+FIRST_CELL_NOTE = ("# Exercises: write your answer in the cell under each folded solution, the\n"
+                   "# one that starts \"# Your answer to Exercise N.K goes here\".\n")
 LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
 ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 
@@ -235,6 +250,13 @@ class Chapter:
         self.fold_solutions = fold_solutions
         self.sections = [0] * 6  # heading counters, h1 .. h6
         self.counters: dict[str, int] = {}
+        self.current_solution = "the exercise"  # the exercise of the last solution directive
+        self.current_label = "exercise"  # and its label
+        self.solution_name = "the exercise"  # the exercise of the solution being converted
+        self.solution_label = "exercise"
+        self.folded_text_of: str | None = None  # the solution whose text was folded last
+        self.answer_due: str | None = None  # a solution's code just ended: its answer cell
+        self.answer_label = "exercise"
 
     # -- numbering
 
@@ -266,6 +288,8 @@ class Chapter:
         in_solution = False  # between {solution-start} and {solution-end}: the book folds it
         for cell in cells:
             cell = copy.deepcopy(cell)
+            if self.answer_due is not None and not self.part_of_solution(cell, in_solution):
+                out.append(self.answer_cell(cell))
             if cell["cell_type"] == "markdown":
                 text = source(cell)
                 starts = re.search(r"^\s*```+\{solution(-start)?\}", text, re.MULTILINE)
@@ -277,12 +301,15 @@ class Chapter:
                 cell["source"] = text
                 heading, _, answer = text.partition("\n")
                 if starts and heading.startswith("**Solution to"):
-                    # the heading shown, the solution's text in a cell of its own, folded
-                    out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'sol')}-head",
-                                "metadata": {}, "source": heading})
+                    self.solution_name = self.current_solution
+                    self.solution_label = self.current_label
                     cell["source"] = answer.strip("\n")
-                    self.fold(cell)
+                    if not self.fold_solutions or not cell["source"]:
+                        # the heading shown, the solution's text (if any) in a cell of its own
+                        out.append({"cell_type": "markdown", "metadata": {}, "source": heading,
+                                    "id": f"{cell.get('id', 'sol')}-head"})
                     if cell["source"]:
+                        self.fold(cell)  # folded: its summary names the solution
                         out.append(cell)
                     in_solution = starts.group(1) is not None
                     continue
@@ -293,6 +320,13 @@ class Chapter:
             elif cell["cell_type"] == "code":
                 if in_solution or "solution" in cell.get("metadata", {}).get("tags", []):
                     self.fold(cell)
+                    if self.fold_solutions:
+                        self.answer_due = self.solution_name
+                        self.answer_label = self.solution_label
+                elif self.fold_solutions and "check" in cell.get("metadata", {}).get("tags", []):
+                    # a stored "correct" would grade the course's solution, before the student
+                    # wrote anything; the check's line comes when the student runs it
+                    cell["outputs"], cell["execution_count"] = [], None
                 figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
                 if figure is not None and figure.get("name") and cell.get("outputs"):
                     # the figure's anchor in a cell of its own just above the cell that draws
@@ -314,22 +348,50 @@ class Chapter:
                                 "metadata": {"tags": ["caption"]},
                                 "source": f"**Fig. {number}.** {caption}".rstrip()})
                     if cell.get("metadata", {}).get("jupyter"):  # a solution's figure
-                        self.fold(out[-1])
+                        self.fold(out[-1], "its figure's caption")
             else:
                 out.append(cell)
+        if self.answer_due is not None:
+            out.append(self.answer_cell(None))
         return out
 
-    def fold(self, cell: dict) -> None:
-        """Fold a solution's cell as the book folds it: a markdown cell collapsed behind a first
-        line that gives nothing away (JupyterLab shows a collapsed cell as its first line), a
-        code cell with its code and outputs collapsed (Colab, which reads neither mark, hides the
-        code of a cell in "form" view). Colab shows markdown cells open."""
+    @staticmethod
+    def part_of_solution(cell: dict, in_solution: bool) -> bool:
+        """Still inside the solution: its cells, the empty {solution-end} cell, a figure's
+        caption (added after its cell, not read from the source)."""
+        text = source(cell)
+        return (in_solution or "solution" in cell.get("metadata", {}).get("tags", [])
+                or bool(re.search(r"^\s*```+\{solution-end\}", text, re.MULTILINE))
+                and not re.sub(r"```+\{solution-end\}\s*```+", "", text).strip())
+
+    def answer_cell(self, following: dict | None) -> dict:
+        """The empty code cell the student writes their answer in, under the solution's code."""
+        name, self.answer_due = self.answer_due, None
+        checked = following is not None and "check" in following.get("metadata", {}).get(
+            "tags", [])
+        return {"cell_type": "code", "execution_count": None, "outputs": [],
+                "id": f"answer-{self.answer_label}",  # as the student edition names its own
+                "metadata": {"tags": ["answer"]},
+                "source": ANSWER_LINE.format(name=name, user="the check below" if checked
+                                             else "the cells below")}
+
+    def fold(self, cell: dict, what: str = "") -> None:
+        """Fold a solution's cell as the book folds it: a markdown cell's text in a closed
+        <details> block whose summary names the solution (JupyterLab and Colab render markdown
+        and maths inside it, and running the cell leaves it closed), a code cell with its code
+        and outputs collapsed behind a first line that gives nothing away (JupyterLab shows a
+        collapsed cell as its first line; Colab, which reads neither mark, hides the code of a
+        cell in "form" view)."""
         if not self.fold_solutions:
             return
         if cell["cell_type"] == "markdown":
-            if source(cell).strip():
-                cell["source"] = FOLDED_FIRST_LINE + "\n\n" + source(cell)
-            cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(source_hidden=True)
+            name = self.solution_name
+            summary = f"Solution to {name}" + (f", {what}" if what else "")
+            if not what and self.folded_text_of == name:
+                summary += ", continued"  # a second text cell of the same solution
+            if not what:
+                self.folded_text_of = name
+            cell["source"] = DETAILS.format(summary=summary, text=source(cell).strip("\n"))
         else:
             cell["source"] = FOLDED_CODE_FIRST_LINE + "\n" + source(cell)
             cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(FOLDED)
@@ -406,10 +468,12 @@ class Chapter:
             target = self.book.targets.get(argument.strip())
             what = f"{target.numbered_name} ({target.title})" if target and target.title else (
                 target.numbered_name if target else "the exercise")
+            # the exercise's name, for the summary of the folded solution and its answer cell
+            self.current_solution = target.numbered_name if target else "the exercise"
+            self.current_label = argument.strip()
             if name == "solution-start":
                 return [f"**Solution to {what}.**"]
-            # plain markdown, not <details>: Jupyter typesets no maths inside HTML; the cell is
-            # folded instead (convert_cells)
+            # the heading line, then the text: convert_cells puts the text in a <details>
             return [f"**Solution to {what}.**", "", *content.split("\n")]
         if name == "solution-end":
             return []
@@ -605,6 +669,13 @@ def convert_notebook(nb: dict, book: Book, docname: str, fold_solutions: bool = 
     first = [setup_cell(cells[0], book)] if cells and SETUP_SPEC.search(source(cells[0])) else []
     converted = Chapter(book, docname, chapter, fold_solutions=fold_solutions).convert_cells(
         cells[len(first):])
+    if fold_solutions and first and any(c.get("id", "").startswith("answer-")
+                                        for c in converted):
+        # the first thing a student reads says where an answer goes (not above the solution:
+        # the solution, run after it, would redefine it)
+        lines = source(first[0]).split("\n")
+        first[0]["source"] = "\n".join(lines[:1] + FIRST_CELL_NOTE.rstrip("\n").split("\n")
+                                       + lines[1:])
     edition["cells"] = first + link_missing_anchors_to_the_book(converted, book)
     return edition
 
@@ -643,18 +714,37 @@ def write(nb: dict, path: Path) -> None:
 RECORD = ".jupyter_edition_written.json"
 
 
-def digest(text: str) -> str | None:
-    """SHA-256 of the notebook's content, not its bytes: JupyterLab saves an unchanged notebook
-    in its own layout (sources as lists of lines, keys sorted), which is not the student's work.
-    None for a file that is no notebook."""
+# A digest of this form covers only the cells' types and sources; one without the prefix (an
+# older record) covered the whole notebook.
+DIGEST_PREFIX = "cells:"
+
+
+def digest(text: str, whole: bool = False) -> str | None:
+    """SHA-256 of what is the student's work in a notebook: each cell's type and source, in
+    order. Not its bytes, nor its metadata or outputs: JupyterLab saves (and autosaves) a notebook
+    the student only opened in its own layout (sources as lists of lines, keys sorted), with its
+    kernel's display name and with ``collapsed``/``jupyter`` marks on the cells, and running a
+    cell changes its outputs; none of that is the student's to keep. ``whole=True``: the digest
+    of the whole notebook that older records hold. None for a file that is no notebook."""
     import nbformat
 
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception:  # noqa: BLE001 - whatever it is, it is not what this tool wrote
         return None
-    canonical = json.dumps(nb, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    if whole:
+        canonical = json.dumps(nb, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    work = [[cell.get("cell_type"), source(cell)] for cell in nb.get("cells", [])]
+    canonical = json.dumps(work, ensure_ascii=False)
+    return DIGEST_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def as_written(text: str, recorded: str | None) -> bool:
+    """Is ``text`` still what the record says this tool wrote (in the record's own form)?"""
+    if recorded is None:
+        return False
+    return digest(text, whole=not recorded.startswith(DIGEST_PREFIX)) == recorded
 
 
 def replace_file(path: Path, text: str) -> None:
@@ -679,8 +769,9 @@ def write_keeping_changes(editions: dict[str, dict], out: Path) -> list[str]:
         path, text = out / relative, serialize(nb)
         new = digest(text)
         if path.exists():
-            now = digest(path.read_text(encoding="utf-8", errors="replace"))
-            if now != new and (now is None or record.get(relative) != now):
+            current = path.read_text(encoding="utf-8", errors="replace")
+            now = digest(current)
+            if now != new and (now is None or not as_written(current, record.get(relative))):
                 kept.append(relative)
                 continue
         if not path.exists() or path.read_text(encoding="utf-8", errors="replace") != text:
