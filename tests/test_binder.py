@@ -6,6 +6,7 @@ course's lock: the same packages at the same versions, except that torch comes f
 CPU index (the PyPI build for Linux pulls GBs of CUDA packages).
 """
 
+import os
 import re
 
 import lockfiles
@@ -38,3 +39,12 @@ def test_binder_uses_the_course_python_and_the_book_launches_binder():
     # or a Pipfile would take precedence over requirements.txt
     others = {p.name for p in (ROOT / "binder").iterdir()} - {"requirements.txt", "runtime.txt"}
     assert not others & {"environment.yml", "Pipfile", "setup.py", "Project.toml"}
+
+
+def test_binder_turns_jupyterlab_myst_off_for_the_edition():
+    """Binder opens the Jupyter edition, whose folded solutions are <details> blocks: with
+    jupyterlab-myst on, their maths stays raw TeX (seen in JupyterLab 4.5.11, fix41e)."""
+    post_build = ROOT / "binder" / "postBuild"
+    assert os.access(post_build, os.X_OK)
+    assert "jupyter labextension disable --level=sys_prefix jupyterlab-myst" in \
+        post_build.read_text()
