@@ -314,60 +314,134 @@ def test_in_the_agreement_task_the_encoder_decoder_attention_keeps_the_least_wit
     assert least(7, cross) == 2  # with one head left the order changes
 
 
-@pytest.mark.claim("7.5")
-def test_with_the_best_single_head_of_each_kind_kept_the_encoder_decoder_attention_keeps_least(
-        agreement):
-    """The one-head fall of the decoder's self-attention is the importance order's: with each
-    kind's best single head kept (each of its 8 tried alone, the kind's other heads removed) the
-    shares kept are 0.89-1.00 (encoder), 0.85-1.00 (decoder), 0.35-0.49 (encoder-decoder), and
-    the encoder-decoder attention keeps the least in 6 of 6 seeds."""
-    nets, (source, target_in, target_out), curves = agreement
+def agreement_share_kept(net, test, ends, kind, gates):
+    """The share of what ``kind`` carries that ``net`` keeps with ``gates``: token accuracy on
+    positions 2..n-1 of the sentences ``test``, against ``ends`` (with all, with none of the
+    kind's heads), as in share_kept."""
+    source, target_in, target_out = test
+    with torch.no_grad():
+        predicted = net(source, target_in, gates).argmax(-1)[:, 2:]
+    accuracy = (predicted == target_out[:, 2:]).double().mean().item()
+    full, none = ends[kind]
+    return (accuracy - none) / (full - none)
+
+
+def ends_of(curves):
+    """seed -> kind -> (token accuracy with all the kind's heads, with none), from the curves."""
+    return {s: {kind: (c[kind]["token"][0], c[kind]["token"][-1]) for kind in KINDS}
+            for s, c in curves.items()}
+
+
+@pytest.fixture(scope="module")
+def single_head_shares(agreement):
+    """(seed, kind) -> the share kept of what the kind carries with each one of its 8 heads
+    kept alone (the kind's other heads removed, the other kinds intact)."""
+    nets, test, curves = agreement
     r = AGREEMENT_RECIPE
-    best = {}
+    ends = ends_of(curves)
+    shares = {}
     for seed, net in nets.items():
         for k, kind in enumerate(KINDS):
-            token = curves[seed][kind]["token"]
-            shares = []
+            shares[seed, kind] = []
             for layer in range(r["num_layers"]):
                 for head in range(r["num_heads"]):
                     gates = torch.ones(3, r["num_layers"], r["num_heads"])
                     gates[k] = 0.0
                     gates[k, layer, head] = 1.0
-                    with torch.no_grad():
-                        predicted = net(source, target_in, gates).argmax(-1)[:, 2:]
-                    accuracy = (predicted == target_out[:, 2:]).double().mean().item()
-                    shares.append((accuracy - token[-1]) / (token[0] - token[-1]))
-            best[seed, kind] = max(shares)
+                    shares[seed, kind].append(
+                        agreement_share_kept(net, test, ends[seed], kind, gates))
+    return shares
+
+
+@pytest.mark.claim("7.5")
+def test_with_the_best_single_head_of_each_kind_kept_the_encoder_decoder_attention_keeps_least(
+        agreement, single_head_shares):
+    """The one-head fall of the decoder's self-attention is the importance order's: with each
+    kind's best single head kept (each of its 8 tried alone, the kind's other heads removed) the
+    shares kept are 0.89-1.00 (encoder), 0.85-1.00 (decoder), 0.35-0.49 (encoder-decoder), and
+    the encoder-decoder attention keeps the least in 6 of 6 seeds."""
+    nets = agreement[0]
+    best = {key: max(shares) for key, shares in single_head_shares.items()}
     enc, dec, cross = KINDS
     assert [spread([best[s, kind] for s in nets], 2) for kind in KINDS] == [
         "0.89-1.00", "0.85-1.00", "0.35-0.49"]
     assert sum(best[s, cross] < min(best[s, enc], best[s, dec]) for s in nets) == 6
 
 
+def seeds_where_least(kept):
+    """kind -> the number of seeds in which it keeps the least share of the three; kept:
+    seed -> kind -> share."""
+    return {kind: sum(all(kept[s][kind] < kept[s][o] for o in KINDS if o != kind) for s in kept)
+            for kind in KINDS}
+
+
 @pytest.mark.claim("7.5")
-def test_another_importance_sample_reverses_the_two_heads_left_count(agreement):
-    """The importance order's counts are its sample's: measured on two other batches of 250
-    sentences (generator seed 13, the course's is 4), the same translators pruned in that order
-    keep, with 2 of 8 heads left, the least of their part in the decoder's self-attention in 5
-    of 6 seeds and in the encoder-decoder attention in 1 of 6 (5 of 6 with seed 4); so the
-    verdict rests on the best single head of each kind, which uses no importance sample."""
-    nets, test, _ = agreement
+def test_pruned_in_a_random_order_the_encoder_decoder_attention_does_not_keep_the_least(
+        agreement, single_head_shares):
+    """The claim's condition: the order. Pruned in a random order instead of by importance, the
+    encoder-decoder attention is not the kind that keeps the least in most seeds. With one head
+    left a random order leaves each head alike, so the expected share is the mean over the 8
+    single heads: 0.14-0.26 (encoder), 0.20-0.35 (decoder), 0.17-0.29 (encoder-decoder), the
+    least in 3, 1 and 2 of 6 seeds. With two heads left, averaged over 6 random orders per kind
+    and seed (generator seed 0): the encoder-decoder attention keeps the least in 0 of 6 seeds, the
+    encoder's self-attention in 5 and the decoder's in 1."""
+    nets, test, curves = agreement
+    r = AGREEMENT_RECIPE
+    enc, dec, cross = KINDS
+    mean_one = {s: {kind: sum(single_head_shares[s, kind]) / 8 for kind in KINDS} for s in nets}
+    assert [spread([mean_one[s][kind] for s in nets], 2) for kind in KINDS] == [
+        "0.14-0.26", "0.20-0.35", "0.17-0.29"]
+    assert seeds_where_least(mean_one) == {enc: 3, dec: 1, cross: 2}
+
+    ends = ends_of(curves)
+    heads = [(layer, head) for layer in range(r["num_layers"]) for head in range(r["num_heads"])]
+    orders = torch.Generator().manual_seed(0)
+    mean_two = {}
+    for seed, net in nets.items():
+        mean_two[seed] = {}
+        for k, kind in enumerate(KINDS):
+            shares = []
+            for _ in range(6):
+                gates = torch.ones(3, r["num_layers"], r["num_heads"])
+                for i in torch.randperm(len(heads), generator=orders)[:6].tolist():
+                    gates[(k, *heads[i])] = 0.0  # the first 6 of a random order removed
+                shares.append(agreement_share_kept(net, test, ends[seed], kind, gates))
+            mean_two[seed][kind] = sum(shares) / len(shares)
+    assert seeds_where_least(mean_two) == {enc: 5, dec: 1, cross: 0}
+
+
+@pytest.mark.claim("7.5")
+def test_over_other_importance_samples_the_encoder_decoder_attention_mostly_keeps_least(
+        agreement):
+    """The importance order's count "with 2 of 8 heads left the encoder-decoder attention keeps
+    the least of its part" over other samples of the importance (two batches of 250 sentences
+    each): with generator seeds 0, 1, 2, 3 and the course's 4 in 5, 5, 5, 6 and 5 of 6 seeds; a
+    sample that reverses it exists: with seed 13 in 1 of 6, the decoder's self-attention in 5.
+    (A review's run over seeds 0-29, not repeated here, found 5 or 6 of 6 in 23 of 30 samples,
+    4 in 5, 3 in one, 1 only at 13.)"""
+    nets, test, curves = agreement
     r = AGREEMENT_RECIPE
     dictionary = mha.translation_dictionary(r["vocab_size"], r["dictionary_seed"])
-    gen = torch.Generator().manual_seed(13)
-    batches = [mha.agreement_translation_batch(250, r["seq_len"], dictionary, gen)
-               for _ in range(2)]
-    kept = {}
-    for seed, net in nets.items():
-        curves = agreement_pruning_curves(net, kind_importance(net, batches), *test)
-        kept[seed] = {kind: share_kept(curves[kind]["token"]) for kind in KINDS}
-
-    def least(kind, k=6):  # seeds where the kind keeps the least share, k heads removed
-        return sum(all(kept[s][kind][k] < kept[s][o][k] for o in KINDS if o != kind)
-                   for s in kept)
-
+    ends = ends_of(curves)
     enc, dec, cross = KINDS
-    assert (least(dec), least(cross), least(enc)) == (5, 1, 0)
+    counts = {4: seeds_where_least({s: {kind: share_kept(c[kind]["token"])[6] for kind in KINDS}
+                                    for s, c in curves.items()})}
+    for sample in (0, 1, 2, 3, 13):
+        gen = torch.Generator().manual_seed(sample)
+        batches = [mha.agreement_translation_batch(250, r["seq_len"], dictionary, gen)
+                   for _ in range(2)]
+        kept = {}
+        for seed, net in nets.items():
+            importance = kind_importance(net, batches)
+            kept[seed] = {}
+            for k, kind in enumerate(KINDS):
+                gates = torch.ones(3, r["num_layers"], r["num_heads"])
+                for layer, head in mha.pruning_order(importance[k])[:6]:  # 2 of 8 left
+                    gates[k, layer, head] = 0.0
+                kept[seed][kind] = agreement_share_kept(net, test, ends[seed], kind, gates)
+        counts[sample] = seeds_where_least(kept)
+    assert {g: c[cross] for g, c in counts.items()} == {0: 5, 1: 5, 2: 5, 3: 6, 4: 5, 13: 1}
+    assert counts[13][dec] == 5
 
 
 def small_translator_and_batches():
