@@ -331,6 +331,15 @@ def test_a_cache_filled_by_one_layer_is_refused_by_another_of_the_same_shape(nam
         with pytest.raises(ValueError, match="cache was filled by another"):
             second(x[:, 4:], cache=unpickled, is_causal=True)
 
+        fresh = new_cache()  # copy.copy drops the binding too, as the class docstring says
+        first(x[:, :4], cache=fresh, is_causal=True)
+        shallow = copy.copy(fresh)
+        second(x[:, 4:], cache=shallow, is_causal=True)  # unbound: the next layer takes it
+        with pytest.raises(ValueError, match="cache was filled by another"):
+            first(x[:, 4:], cache=shallow, is_causal=True)
+        assert len(fresh) == 4  # the original is untouched and still its layer's
+        torch.testing.assert_close(first(x[:, 4:], cache=fresh, is_causal=True)[0], expected)
+
 
 def test_a_decoder_refuses_caches_reversed_or_from_another_model_and_keeps_them():
     torch.manual_seed(0)

@@ -697,8 +697,11 @@ def test_order_blind_accuracy_is_the_expected_largest_count_over_i():
 
 def test_a_diverged_training_is_refused_naming_lr():
     """lr=1e6 made every parameter NaN within a few steps, and the NaN model then reported a
-    plausible accuracy (0.07): the loop now checks the loss at every step (training_guard)."""
-    with pytest.raises(ValueError, match=r"training diverged \(try a smaller lr than 1000000"):
+    plausible accuracy (0.07): the loop now checks the loss at every step (training_guard).
+    The message names the model the function built (its caller passed none: tester 41 read
+    "model" as an argument it never gave)."""
+    with pytest.raises(ValueError, match=r"the 'none' position model.*training diverged "
+                                         r"\(try a smaller lr than 1000000"):
         position_task.train_position_model("none", steps=20, lr=1e6)
 
 

@@ -196,7 +196,9 @@ def train_position_model(
         loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
         # a diverged run (too large an lr) gave a NaN model and then a plausible accuracy:
         # refuse a non-finite loss at any step and non-finite parameters at the end
-        with put_back_if_raising(list(model.parameters()), lr):
+        # the caller passed no model: the errors name the one built here
+        what = f"the {encoding!r} position model"
+        with put_back_if_raising(list(model.parameters()), lr, what):
             for step in range(steps):
                 tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
                 # no draw when every batch starts at 0: the runs from position 0 stay as they
@@ -204,7 +206,7 @@ def train_position_model(
                 start = int(torch.randint(max_start // start_step + 1, (), generator=generator)
                             ) * start_step if max_start else 0
                 loss = loss_fn(model(tokens, start).flatten(0, 1), targets.flatten())
-                require_finite_loss(loss, step, lr, "parameters")
+                require_finite_loss(loss, step, lr, "parameters", what)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()

@@ -22,25 +22,30 @@ def require_trainable(trainable: list[torch.Tensor]) -> None:
                          "bfloat16 (model.to(torch.bfloat16)), and convert afterwards")
 
 
-def require_finite_loss(loss: torch.Tensor, step: int, lr: float, suspects: str) -> None:
-    """Raise ``ValueError`` naming ``model`` when ``loss`` is NaN or inf (``suspects``: what
-    else may hold NaN, e.g. "parameters or inputs")."""
+def require_finite_loss(loss: torch.Tensor, step: int, lr: float, suspects: str,
+                        what: str = "model") -> None:
+    """Raise ``ValueError`` naming ``what`` (the caller's argument, ``model``, or the model a
+    function builds itself) when ``loss`` is NaN or inf (``suspects``: what else may hold NaN,
+    e.g. "parameters or inputs")."""
     if not torch.isfinite(loss.detach()):
-        raise ValueError(f"the loss of model is {loss.item()} at step {step}: training diverged "
-                         f"(try a smaller lr than {lr}), or model's {suspects} hold NaN or inf")
+        raise ValueError(f"the loss of {what} is {loss.item()} at step {step}: training "
+                         f"diverged (try a smaller lr than {lr}), or {what}'s {suspects} hold "
+                         f"NaN or inf")
 
 
 @contextlib.contextmanager
-def put_back_if_raising(trainable: list[torch.Tensor], lr: float) -> Iterator[None]:
+def put_back_if_raising(trainable: list[torch.Tensor], lr: float,
+                        what: str = "model") -> Iterator[None]:
     """Run a training loop; after it, the parameters must be finite (the last step's update is
-    seen by no loss). Whatever raises inside, the parameters are put back as they were."""
+    seen by no loss; ``what`` names their model in the error). Whatever raises inside, the
+    parameters are put back as they were."""
     with torch.no_grad():
         before = [p.detach().clone() for p in trainable]
     try:
         yield
         with torch.no_grad():
             if not all(bool(torch.isfinite(p).all()) for p in trainable):
-                raise ValueError(f"model's parameters hold NaN or inf after the last step: "
+                raise ValueError(f"{what}'s parameters hold NaN or inf after the last step: "
                                  f"training diverged (try a smaller lr than {lr})")
     except BaseException:
         with torch.no_grad():
