@@ -26,8 +26,9 @@ class LayerBound:
     The cache keeps a weak reference to its layer (it does not keep the layer alive) and the
     layer refuses a filled cache that another layer filled. ``copy.deepcopy`` keeps the
     binding (to the copied layer when the layer is copied in the same call); ``pickle`` and
-    ``copy.copy`` drop it (a layer is not pickled with its cache): an unpickled or shallow-copied
-    cache binds to the next layer that uses it. Inside ``torch.compile`` the binding is neither checked nor made.
+    ``copy.copy`` drop it (a layer is not pickled with its cache): an unpickled or
+    shallow-copied cache binds to the next layer that uses it. Inside ``torch.compile`` the
+    binding is neither checked nor made.
     """
 
     _owner: weakref.ref | None = None  # the class default: an empty cache, or an unpickled one
