@@ -47,6 +47,22 @@ def test_stable_softmax_check_rejects_wrong_answers(wrong):
     assert status(checks.stable_softmax, wrong) == "wrong"
 
 
+@pytest.mark.parametrize("dim", [0, -2])
+def test_stable_softmax_check_names_the_dimension_an_answer_normalised_over(dim):
+    """Normalised over dim 0 (or the columns) the answer got only "28 of 28 values differ"
+    (student 41); each part now names the dimension, also for one row of scores (1, 3)."""
+    def over(scores, temperature):
+        s = scores / temperature
+        e = torch.exp(s - s.max(dim=dim, keepdim=True).values)
+        return e / e.sum(dim=dim, keepdim=True)
+
+    result = checks.stable_softmax(over)
+    assert result.status == "wrong"
+    for part in result.parts:
+        assert "normalised over dimension 0, not the last" in part.message, part.message
+    assert "normalised over dimension" not in checks.stable_softmax(naive_softmax).message
+
+
 def test_a_check_reports_not_done_and_errors_without_raising(capsys):
     def not_done(scores, temperature):
         raise NotImplementedError()

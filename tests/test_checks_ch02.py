@@ -53,6 +53,16 @@ def test_prefers_other_rejects_wrong_answers(capsys):
     assert ch02.prefers_other(lambda x: prefers_other_reference(x)[..., :-1]).status == "wrong"
     assert ch02.prefers_other(lambda x: 1 / 0).status == "error"
 
+    # written for one sequence: torch's broadcasting error alone did not say why (student 41)
+    def one_sequence(x):
+        dots = x @ x.T
+        return dots > dots.diagonal().unsqueeze(-1)
+
+    result = ch02.prefers_other(one_sequence)
+    assert result.status == "wrong"
+    assert "for x of shape (2, 5, 16), a batch of 2 sequences, your answer raised " \
+        "RuntimeError" in result.message and "x.transpose(-2, -1)" in result.message
+
     def not_done(x):
         raise NotImplementedError()
 

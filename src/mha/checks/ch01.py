@@ -34,6 +34,11 @@ def _softmax_cases(answer, cases) -> None:
             ("the temperature is ignored", torch.softmax(scores.double(), dim=-1)),
             ("the scores are multiplied by the temperature; divide them by it",
              torch.softmax(scores.double() * temperature, dim=-1))]
+        # normalised over another dimension (dim=0 or the columns): no hint before (student 41)
+        mistakes += [(f"your weights are normalised over dimension {dim}, not the last: each "
+                      f"row (dim=-1, one query's scores) must sum to 1",
+                      torch.softmax(s, dim=dim)) for dim in sorted({0, scores.dim() - 2})
+                     if scores.dim() > 1]
         got = answer(scores, temperature)
         if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
             raise Wrong(f"for {what}: your answer contains inf or nan "
