@@ -339,7 +339,10 @@ def test_each_solution_s_code_is_followed_by_an_answer_cell_before_its_check(pat
         assert cell["cell_type"] == "code" and cell["outputs"] == []
         text = fmt.source(cell)
         assert text.startswith(f"# Your answer to Exercise {exercise.name} goes here")
-        assert "\n" not in text and "runs after the course's folded solution" in text
+        # comments only, each short enough to read without scrolling (one line of ~135
+        # characters before)
+        assert all(line.startswith("# ") and len(line) <= 90 for line in text.splitlines())
+        assert "runs after the course's folded solution" in text
         solution = [ids.index(source["cells"][i]["id"]) for i in exercise.solution
                     if source["cells"][i]["id"] in ids]
         checks = [ids.index(source["cells"][i]["id"]) for i in exercise.checks]

@@ -103,8 +103,8 @@ DETAILS = "<details><summary>{summary} (click to open)</summary>\n\n{text}\n\n</
 # Under a solution's code: where the student writes theirs. It runs after the course's code,
 # so the check calls the student's definition (the student's code written above the folded
 # solution was redefined by it, and the check said "correct" for a wrong answer).
-ANSWER_LINE = ("# Your answer to {name} goes here: it runs after the course's folded solution "
-               "above, so yours is the one {user} calls.")
+ANSWER_LINE = ("# Your answer to {name} goes here.\n"  # two short lines: no scrolling
+               "# It runs after the course's folded solution above: {user} calls yours.")
 FIRST_CELL_NOTE = ("# Exercises: write your answer in the cell under each folded solution, the\n"
                    "# one that starts \"# Your answer to Exercise N.K goes here\".\n")
 LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
