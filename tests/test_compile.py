@@ -340,10 +340,11 @@ def test_compiled_decode_with_the_prompt_through_the_step_compiles_three_times_w
 @pytest.mark.parametrize("attention", ["latent", "grouped"])
 def test_compiled_tiny_decoder_decodes_in_one_graph_and_equals_generate(attention):
     torch.manual_seed(0)
-    make = (lambda: mha.MultiHeadLatentAttention(16, 4, latent_dim=8, rope_dim=4)) \
-        if attention == "latent" else None
-    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_kv_heads=2,
-                            num_layers=2, make_attention=make).eval()
+    # latent attention has no key/value heads: num_kv_heads goes with the grouped layer only
+    options = dict(make_attention=lambda: mha.MultiHeadLatentAttention(
+        16, 4, latent_dim=8, rope_dim=4)) if attention == "latent" else dict(num_kv_heads=2)
+    model = mha.TinyDecoder(256, 32, embed_dim=16, num_heads=4, num_layers=2,
+                            **options).eval()
     prompt = torch.randint(256, (2, 5), generator=torch.Generator().manual_seed(11))
     step, counter = counted_compile(lambda tokens, caches: model(tokens, caches=caches))
     with torch.no_grad():

@@ -683,3 +683,13 @@ def test_the_construction_diagram_shows_the_layers_own_shapes():
     for ends, shape in expected.items():
         assert drawn[ends] == shape, ends
     assert keys.shape[1] == 56 and "(B, n_q, h*d_v)" in construction_diagram().alt_text()
+
+
+def test_a_1x1_convolution_with_padding_valid_is_covered_as_padding_0():
+    """'valid' (no padding) is the 'same' padding of a 1x1 kernel; it was refused."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 1, padding="valid").double()
+    x = torch.randn(2, 3, 5, 5, dtype=torch.float64)
+    torch.testing.assert_close(mha.conv_to_attention(conv)(x), conv(x))
+    with pytest.raises(ValueError, match=r"padding=1 for a 3x3 kernel.*got padding='valid'"):
+        mha.conv_to_attention(nn.Conv2d(3, 4, 3, padding="valid"))

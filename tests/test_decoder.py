@@ -474,3 +474,34 @@ def test_train_decoder_gives_back_every_submodules_mode():
     with pytest.raises(ValueError, match="diverged"):
         mha.train_decoder(model, data, 20, batch_size=2, length=8, lr=1e6)
     assert [m.training for m in model.modules()] == modes
+
+
+def test_heads_given_with_make_attention_must_be_the_made_layers():
+    """num_heads=3 with a layer of 4 heads was silently ignored."""
+    def make():
+        return mha.MultiHeadAttention(16, 4)
+
+    with pytest.raises(ValueError, match=r"num_heads=3 was given with make_attention.*"
+                                         r"num_heads=4"):
+        mha.TinyDecoder(256, 8, embed_dim=16, num_heads=3, num_layers=1, make_attention=make)
+    with pytest.raises(ValueError, match=r"num_kv_heads=2 was given with make_attention.*"
+                                         r"num_kv_heads=4"):
+        mha.TinyDecoder(256, 8, embed_dim=16, num_kv_heads=2, num_layers=1, make_attention=make)
+    with pytest.raises(ValueError, match=r"num_kv_heads=2 .*MultiHeadLatentAttention, which "
+                                         r"has no num_kv_heads"):
+        mha.TinyDecoder(256, 8, embed_dim=16, num_heads=4, num_kv_heads=2, num_layers=1,
+                        make_attention=lambda: mha.MultiHeadLatentAttention(
+                            16, 4, latent_dim=8, rope_dim=4))
+    # stating the layer's own numbers, or none, is fine; without make_attention 8 heads
+    model = mha.TinyDecoder(256, 8, embed_dim=16, num_heads=4, num_kv_heads=4, num_layers=1,
+                            make_attention=make)
+    assert model.blocks[0].attn.num_heads == 4
+    assert mha.TinyDecoder(256, 8, embed_dim=16, num_layers=1).blocks[0].attn.num_heads == 8
+
+
+def test_a_made_attention_layer_in_another_dtype_is_refused_when_the_decoder_is_built():
+    """A float64 layer in a float32 decoder failed at the first forward, naming `query`."""
+    with pytest.raises(ValueError, match=r"make_attention\(\) builds a layer whose "
+                                         r"q_proj.weight is torch.float64.*torch.float32"):
+        mha.TinyDecoder(256, 8, embed_dim=16, num_layers=1,
+                        make_attention=lambda: mha.MultiHeadAttention(16, 4).double())

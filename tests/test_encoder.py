@@ -202,3 +202,16 @@ def test_head_importance_gates_default_to_torchs_default_dtype_and_refuse_other_
     assert seen == [torch.get_default_dtype()]
     with pytest.raises(ValueError, match="dtype must be a floating torch dtype"):
         mha.head_importance(loss_fn, [0], 1, 2, dtype=torch.int64)
+
+
+def test_head_importance_sums_float16_gradients_past_float16s_range():
+    """Three batches of gradient 30,000 sum to 90,000 > 65,504: in float16 the running sum
+    was inf, and so was every importance, with no error."""
+    def loss_fn(batch, gates):
+        return (gates * batch).sum()  # d loss / d gate = batch, for every gate
+
+    got = mha.head_importance(loss_fn, [30000.0] * 3, 1, 2, normalize_layers=False,
+                              dtype=torch.float16)
+    assert got.dtype == torch.float16
+    # by hand: the mean of |30,000| over three batches (30,000 is a float16 number)
+    assert got.double().tolist() == [[30000.0, 30000.0]]

@@ -2,6 +2,7 @@
 outputs that reproduce exactly, and a notebook output every front end can draw."""
 
 import base64
+import html
 import json
 
 import nbformat
@@ -222,7 +223,8 @@ def test_tokens_with_markup_stay_inside_the_script(token):
     line = next(t for t in script.splitlines() if t.startswith("  var spec = "))
     assert json.loads(line.removeprefix("  var spec = ").removesuffix(";")) == \
         json.loads(chart.json)
-    assert token in chart.json.replace("\\u003c", "<")  # the hover still shows the token
+    # the hover still shows the token, escaped for Plotly's markup (which unescapes it)
+    assert html.escape(token, quote=False) in chart.json
 
 
 def test_explorer_names_tokens_that_are_not_a_list():
@@ -234,3 +236,46 @@ def test_explorer_names_tokens_that_are_not_a_list():
     with pytest.raises(ValueError, match=r"key_tokens must be a list of token strings \(one "
                                          r"per key\), got int"):
         attention_explorer(["a", "b", "c"], w, key_tokens=3)
+
+
+@pytest.mark.parametrize("tokens", [["<s>", "a", "<br>", "</s>"], ["a&b", "<b>x</b>", "c", "d"]])
+def test_tokens_reach_plotly_escaped_so_they_are_not_read_as_markup(tokens):
+    """Plotly reads tick labels and hover text as markup: "<s>" (strike-through) and "<br>"
+    vanished, "</s>" closed a tag. Escaped, Plotly draws them as typed."""
+    spec = attention_explorer(tokens, random_weights(1, 1, 4, 4)).spec
+    shared = spec["layout"]["template"]["data"]["heatmap"][0]
+    escaped = [t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for t in tokens]
+    assert shared["x"] == escaped and shared["y"] == escaped
+    assert shared["x"][0] in ("&lt;s&gt;", "a&amp;b")
+    assert shared["text"][1][0] == f"query 1 ({escaped[1]}) \u2192 key 0 ({escaped[0]})"
+
+
+def _flipped(w):
+    return w[..., ::-1]
+
+
+def _read_only(w):
+    w = w.copy()
+    w.flags.writeable = False
+    return w
+
+
+@pytest.mark.parametrize("view", [_flipped, lambda w: w.astype(np.longdouble),
+                                  lambda w: w.astype(">f8"), _read_only],
+                         ids=["negative-strides", "longdouble", "big-endian", "read-only"])
+def test_numpy_arrays_torch_cannot_wrap_are_drawn_as_their_float64_values(view, monkeypatch):
+    """torch.from_numpy refused these valid float arrays with its own messages (or warned
+    that a read-only one is not writable); the chart is the one of their float64 copy."""
+    w = random_weights(1, 2, 4, 4).double().numpy()
+    given = view(w)
+    reference = attention_explorer(list("abcd"), np.array(given, dtype=np.float64))
+    wrap = torch.from_numpy
+
+    def writable_only(array):
+        # torch warns "not writable" once per process: an earlier test may have used it up
+        assert array.flags.writeable, "a read-only array reached torch.from_numpy"
+        return wrap(array)
+
+    monkeypatch.setattr(torch, "from_numpy", writable_only)
+    got = attention_explorer(list("abcd"), given)
+    assert got.json == reference.json

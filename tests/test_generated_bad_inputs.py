@@ -204,7 +204,7 @@ RECIPES: dict[str, Recipe] = {
                                    x=lambda: r(2, 3, 8), cache=mha.KVCache,
                                    head_mask=lambda: torch.ones(2)),
     "TinyDecoder": call(mha.TinyDecoder, vocab_size=16, max_len=12, embed_dim=8, num_heads=2,
-                        num_kv_heads=1, num_layers=1, mlp_dim=16,
+                        num_kv_heads=2, num_layers=1, mlp_dim=16,
                         make_attention=lambda: mha.MultiHeadAttention(8, 2)),
     "TinyDecoder.forward": method(small_decoder, "forward", tokens=lambda: ids(2, 3),
                                   caches=lambda: [mha.KVCache()],

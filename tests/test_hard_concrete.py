@@ -89,3 +89,22 @@ def test_training_gates_have_log_alphas_dtype_and_the_float32_values(dtype):
     layer = mha.MultiHeadAttention(6, 3).to(dtype)
     out, _ = layer(torch.randn(2, 5, 6, dtype=dtype), head_mask=gates(2)[:, 0])
     assert out.dtype == dtype
+
+
+def test_training_gates_draw_their_noise_on_the_gates_device():
+    """On the CPU the noise made gates elsewhere fail, naming a u the caller never passed."""
+    gates = mha.HardConcreteGates((2, 3)).to("meta")
+    sampled = gates(4)
+    assert sampled.device.type == "meta" and sampled.shape == (4, 2, 3)
+    with pytest.raises(ValueError, match=r"generator is on cpu .* meta"):
+        gates(4, torch.Generator().manual_seed(0))
+
+
+def test_training_gates_on_the_cpu_are_the_formula_of_the_generators_noise():
+    """Drawn on log_alpha's device, the CPU's draws are what they were: the generator's."""
+    gates = mha.HardConcreteGates((2, 3), init_log_alpha=0.5)
+    got = gates(4, torch.Generator().manual_seed(3))
+    u = torch.rand(4, 2, 3, generator=torch.Generator().manual_seed(3)).clamp(1e-6, 1 - 1e-6)
+    reference = torch.tensor([gate_by_hand(0.5, float(v), 0.33, -0.1, 1.1)
+                              for v in u.flatten()], dtype=torch.float64).reshape(4, 2, 3)
+    torch.testing.assert_close(got.double(), reference, rtol=0, atol=1e-6)

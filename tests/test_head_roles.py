@@ -76,3 +76,34 @@ def test_head_confidence_refuses_a_sequence_with_no_key_allowed():
     tm[1] = False
     torch.testing.assert_close(head_roles.head_confidence(w, tm, km),
                                w[0].max(dim=-1).values.mean(dim=-1))
+
+
+def many_queries_weights(batch=32768, sharp=0.75):
+    """(batch, 1, 2, 2) weights, every row (sharp, 1 - sharp): batch * 2 = 65,536 real queries,
+    more than float16's largest number (65,504)."""
+    row = torch.tensor([sharp, 1 - sharp], dtype=torch.float64)
+    return row.expand(batch, 1, 2, 2).contiguous()
+
+
+def test_head_confidence_counts_more_queries_than_float16_holds():
+    """Counted in float16, 65,536 queries were inf and every head scored 0, silently."""
+    w = many_queries_weights()
+    # by hand: every query's largest weight is 0.75, so the mean is 0.75
+    reference = w.max(dim=-1).values.mean()  # float64
+    got = mha.head_confidence(w.half())
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), reference.reshape(1), rtol=0, atol=1e-3)
+
+
+def test_mean_share_on_keys_counts_more_queries_than_float16_holds():
+    """attention_to, the same count: 65,536 queries in float16 gave 0 for every head."""
+    from mha.models.pretrained import attention_to
+
+    w = many_queries_weights()
+    key_mask = torch.zeros(w.shape[0], 2, dtype=torch.bool)
+    key_mask[:, 0] = True
+    # by hand: every query puts 0.75 on key 0
+    got = attention_to(w.half(), key_mask)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), torch.tensor([0.75], dtype=torch.float64),
+                               rtol=0, atol=1e-3)

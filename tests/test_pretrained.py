@@ -3,6 +3,7 @@
 The reference is Hugging Face transformers' own BertModel loaded from the same files.
 """
 
+import math
 import os
 
 import pytest
@@ -263,3 +264,27 @@ def test_attention_to_checks_its_weights_as_its_neighbours_do():
         pretrained.attention_to(w, keys.long())
     # the checks change no value: the share of key 0 is its weights' mean
     torch.testing.assert_close(pretrained.attention_to(w, keys), w[..., 0].mean(dim=(0, 2)))
+
+
+def test_mean_pool_of_float16_features_whose_sum_passes_float16s_range():
+    """A feature of 300 over 256 tokens sums to 76,800 > 65,504: float16 gave NaN."""
+    hidden = torch.zeros(1, 256, 4, dtype=torch.float64)
+    hidden[..., 0], hidden[..., 3] = 100.0, 300.0
+    # by hand: the mean is (100, 0, 0, 300), of length 100 sqrt(10)
+    reference = torch.tensor([[1.0, 0.0, 0.0, 3.0]], dtype=torch.float64) / math.sqrt(10)
+    got = pretrained.mean_pool(hidden.half(), torch.ones(1, 256))
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), reference, rtol=0, atol=1e-3)
+
+
+def test_prune_encoder_of_a_layer_with_no_heads_left_says_so():
+    """It said "heads[1] must lie in 0..-1"."""
+    torch.manual_seed(0)
+    encoder = pretrained.BertEncoder(50, 16, 2, 4, 32, 20)
+    pruned = pretrained.prune_encoder(encoder, {1: [0, 1, 2, 3]})
+    with pytest.raises(ValueError, match=r"heads\[1\].*layer 1 has no heads left"):
+        pretrained.prune_encoder(pruned, {1: [0]})
+    # nothing asked of that layer is fine, and the pruned encoder is still what it was
+    again = pretrained.prune_encoder(pruned, {1: [], 0: [2]})
+    assert again.layers[1].attention.num_heads == 0 and again.layers[0].attention.num_heads == 3
+    assert pruned.layers[0].attention.num_heads == 4

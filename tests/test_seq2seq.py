@@ -534,3 +534,15 @@ def test_a_translator_with_one_pruned_layer_says_so_and_gating_gives_its_outputs
     y = y + block.cross_attn(block.norm2(y), memory, need_weights=False)[0]
     y = y + block.mlp(block.norm3(y))
     torch.testing.assert_close(model.readout(model.norm(y)), gated, rtol=1e-5, atol=1e-5)
+
+
+def test_translation_batch_takes_numpy_integer_sizes_as_agreement_translation_batch_does():
+    import numpy as np
+
+    dictionary = mha.translation_dictionary(5)
+    got = mha.translation_batch(np.int64(4), np.int32(6), dictionary,
+                                torch.Generator().manual_seed(0))
+    reference = mha.translation_batch(4, 6, dictionary, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip(got, reference, strict=True))
+    with pytest.raises(ValueError, match="batch_size must be an int >= 2, got 1"):
+        mha.translation_batch(1, 6, dictionary, torch.Generator().manual_seed(0))

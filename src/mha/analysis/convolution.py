@@ -380,7 +380,8 @@ def conv_to_attention(conv: nn.Conv2d, alpha: float = 50.0) -> GridSelfAttention
             hint = (" (a strided convolution is the stride-1 one read at every s-th pixel)"
                     if name == "stride" else "")
             raise ValueError(f"only {name}={covered!r} is covered, got {name}={got!r}{hint}")
-    if conv.padding not in ("same", (pad, pad)):
+    # 'valid' is no padding: the 'same' one of a 1x1 kernel
+    if conv.padding not in ("same", (pad, pad)) and not (conv.padding == "valid" and pad == 0):
         raise ValueError(
             f"only 'same' zero padding is covered (padding={pad} for a {size}x{size} kernel "
             f"with dilation {spread}), got padding={conv.padding!r}"

@@ -80,6 +80,12 @@ def hard_concrete_sample(
     require_values("u", u)  # noise must be read to be checked
     if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
         raise ValueError("u must be uniform noise strictly inside (0, 1), got values outside")
+    return _squash(log_alpha, u, temperature, stretch)
+
+
+def _squash(log_alpha: torch.Tensor, u: torch.Tensor, temperature: float,
+            stretch: tuple[float, float]) -> torch.Tensor:
+    """The gates of checked arguments (:func:`hard_concrete_sample` without its checks)."""
     low, high = stretch
     s = torch.sigmoid((torch.log(u) - torch.log1p(-u) + log_alpha) / temperature)
     return (low + (high - low) * s).clamp(0.0, 1.0)
@@ -144,22 +150,42 @@ class HardConcreteGates(nn.Module):
                 ) -> torch.Tensor:
         """Sampled gates ``(batch, *shape)`` in training mode, deterministic ``shape`` in eval.
 
-        Float, in ``log_alpha``'s dtype. Raises ``ValueError`` naming ``batch`` or
-        ``generator``, or when ``log_alpha`` holds NaN (a diverged training step);
-        :class:`mha.MemoryBudgetError` when the sampled gates would exceed the memory budget."""
+        Float, in ``log_alpha``'s dtype and on its device (the noise is drawn there).
+        Raises ``ValueError`` naming ``batch`` or ``generator`` (not a ``torch.Generator``, or
+        on another device than ``log_alpha``), or when ``log_alpha`` holds NaN (a diverged
+        training step); :class:`mha.MemoryBudgetError` when the sampled gates would exceed the
+        memory budget."""
         if not self.training:
             require_no_nan("log_alpha", self.log_alpha, NAN_LOG_ALPHA)
             low, high = self.stretch
             return (low + (high - low) * torch.sigmoid(self.log_alpha)).clamp(0.0, 1.0)
         batch = None if batch is None else require_int("batch", batch)
         require_generator("generator", generator)
+        device = self.log_alpha.device
+        if generator is not None and (generator.device.type != device.type or (
+                device.index is not None and generator.device.index not in (None, device.index))):
+            fix = ("pass no generator (meta tensors hold no values to draw)"
+                   if device.type == "meta" else
+                   f"pass a generator made there, e.g. torch.Generator(device="
+                   f"{str(device)!r}).manual_seed(0)")
+            raise ValueError(f"generator is on {generator.device} but the gates (log_alpha) are "
+                             f"on {device}: {fix}")
         size = self.log_alpha.shape if batch is None else (batch, *self.log_alpha.shape)
-        check_allocation("HardConcreteGates", size, self.log_alpha.dtype, "use a smaller batch")
-        # keep u away from 0 and 1 so that logit(u) stays finite
-        # (in float32: 1 - 1e-6 rounds to 1 in float16 and bfloat16, whose gates are computed
-        # in float32 and returned in log_alpha's dtype, as documented, for its head_mask)
-        u = torch.rand(size, generator=generator).clamp(1e-6, 1 - 1e-6)
-        gates = hard_concrete_sample(self.log_alpha, u, self.temperature, self.stretch)
+        # the gates are computed in the dtype of log_alpha and u together, as
+        # hard_concrete_sample checked them
+        check_allocation("HardConcreteGates", size,
+                         torch.promote_types(self.log_alpha.dtype, torch.get_default_dtype()),
+                         "use a smaller batch")
+        require_no_nan("log_alpha", self.log_alpha, NAN_LOG_ALPHA)
+        # the noise on the gates' device: drawn on the CPU, gates elsewhere failed with a
+        # message about a u the caller never passed. Keep u away from 0 and 1 so that
+        # logit(u) stays finite (in float32: 1 - 1e-6 rounds to 1 in float16 and bfloat16,
+        # whose gates are computed in float32 and returned in log_alpha's dtype, as
+        # documented, for its head_mask)
+        u = torch.rand(size, generator=generator, device=device).clamp(1e-6, 1 - 1e-6)
+        # u is in (0, 1) by construction: hard_concrete_sample's check of it would read its
+        # values, which gates on the meta device do not have
+        gates = _squash(self.log_alpha, u, self.temperature, self.stretch)
         return gates.to(self.log_alpha.dtype)
 
     def prob_nonzero(self) -> torch.Tensor:

@@ -81,8 +81,11 @@ def head_confidence(
                              f"sequence out of token_mask")
         weights = weights.masked_fill(~key_mask[:, None, None, :], 0.0)
     top = weights.max(dim=-1).values  # (batch, heads, n)
-    real = token_mask[:, None, :].to(top.dtype)
-    return (top * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
+    # count and sum in float32 at least: in float16 a count above 65,504 queries is inf, and
+    # every head would score 0 (float32 and float64 weights are summed as before)
+    total = torch.promote_types(top.dtype, torch.float32)
+    real = token_mask[:, None, :].to(total)
+    return ((top.to(total) * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))).to(top.dtype)
 
 
 def relative_offsets(

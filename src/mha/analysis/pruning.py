@@ -121,7 +121,9 @@ def head_importance(
     if not isinstance(batches, Iterable):
         raise ValueError(f"batches must be an iterable of batches, got {type(batches).__name__}")
     gates = torch.ones(num_layers, num_heads, dtype=dtype, requires_grad=True)
-    total = torch.zeros(num_layers, num_heads, dtype=dtype)
+    # a running sum over many batches: in float16 it would pass 65,504 and reach inf, so it
+    # is kept in float32 at least and cast back at the end (float32 and float64 as before)
+    total = torch.zeros(num_layers, num_heads, dtype=torch.promote_types(dtype, torch.float32))
     count = 0
     for batch in batches:
         try:
@@ -154,4 +156,4 @@ def head_importance(
     importance = total / count
     if normalize_layers:
         importance = importance / importance.norm(dim=-1, keepdim=True).clamp_min(1e-20)
-    return importance
+    return importance.to(dtype)

@@ -67,6 +67,15 @@ def _as_array(weights: object) -> np.ndarray:
         weights = given.double().numpy()
         if not given.is_floating_point() or given.dtype.itemsize == 1:
             given = None  # float8 has no sum in torch: checked in float64, as before
+    if isinstance(weights, np.ndarray) and np.issubdtype(weights.dtype, np.floating):
+        # torch.from_numpy below refuses negative strides (w[..., ::-1]), a non-native byte
+        # order (">f8") and np.longdouble, and warns that a read-only array is not writable:
+        # a native, contiguous copy in the same dtype (longdouble, which torch lacks, as
+        # float64) is what it takes
+        native = weights.dtype.newbyteorder("=")
+        if native not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+            native = np.dtype(np.float64)
+        weights = np.array(weights, dtype=native, order="C", copy=True)
     if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.floating):
         raise ValueError(f"weights must be a float torch.Tensor or numpy array, got "
                          f"{type(weights).__name__}")
@@ -213,6 +222,10 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     decimals = require_int("decimals", decimals, minimum=1, maximum=6)
     queries = list(tokens)
     keys = queries if key_tokens is None else list(key_tokens)
+    # Plotly reads tick labels and hover text as markup: a token "<s>" or "<br>" would
+    # vanish or break the line. Escaped, it shows as typed ("&lt;s&gt;" draws "<s>")
+    plotly_queries = [html.escape(str(t), quote=False) for t in queries]
+    plotly_keys = [html.escape(str(t), quote=False) for t in keys]
     # name what the caller passed: without key_tokens, tokens label the keys as well
     also_keys = "" if key_tokens is not None else (
         f" (and, with no key_tokens given, the n_k = {n_k} keys too)")
@@ -231,9 +244,9 @@ def attention_explorer(tokens: Sequence[str], weights: torch.Tensor | np.ndarray
     # every trace is one head of one layer; what all share (tokens, hover text, colours)
     # sits once in the template, which Plotly applies to each heatmap
     # the hover names query and key by position and token: a repeated token stays unambiguous
-    hover = [[f"query {i} ({q}) \u2192 key {j} ({k})" for j, k in enumerate(keys)]
-             for i, q in enumerate(queries)]
-    shared = {"x": _unique(keys), "y": _unique(queries), "text": hover,
+    hover = [[f"query {i} ({q}) \u2192 key {j} ({k})" for j, k in enumerate(plotly_keys)]
+             for i, q in enumerate(plotly_queries)]
+    shared = {"x": _unique(plotly_keys), "y": _unique(plotly_queries), "text": hover,
               "coloraxis": "coloraxis",
               "hovertemplate": (f"%{{fullData.name}}<br>%{{text}}"
                                 f"<br>weight %{{z:.{decimals}f}}<extra></extra>")}

@@ -58,6 +58,25 @@ def require_decoder_attention(name: str, attn: object, embed_dim: int) -> nn.Mod
     return attn
 
 
+def _require_asked_heads(layer: nn.Module, asked: dict[str, int | None]) -> None:
+    """``num_heads``/``num_kv_heads`` given with ``make_attention`` must be the made layer's:
+    the layer decides them, and a different number would be silently ignored."""
+    for name, value in asked.items():
+        if value is None:
+            continue
+        value = require_int(name, value)
+        has = getattr(layer, name, None)
+        if has is None:  # MultiHeadLatentAttention has no key/value heads
+            raise ValueError(f"{name}={value!r} was given with make_attention, but "
+                             f"make_attention() builds a {type(layer).__name__}, which has no "
+                             f"{name}: leave {name} out")
+        if value != has:
+            raise ValueError(f"{name}={value!r} was given with make_attention, but "
+                             f"make_attention() builds a {type(layer).__name__} with "
+                             f"{name}={has}: the layer decides its heads; leave {name} out or "
+                             f"give {has}")
+
+
 class DecoderBlock(nn.Module):
     r"""One pre-norm decoder block: ``x + Attn(LN(x))`` (causal), then ``x + MLP(LN(x))``.
 
@@ -114,8 +133,10 @@ class TinyDecoder(nn.Module):
         vocab_size: number of token values (256 for bytes).
         max_len: the longest sequence (number of learned position vectors).
         embed_dim: width d of the residual stream.
-        num_heads: query heads per layer.
+        num_heads: query heads per layer (default 8).
         num_kv_heads: key/value heads per layer (default ``num_heads``; 1 is multi-query).
+            With ``make_attention`` the made layer decides both: give them only to state
+            what it has (a value it does not have is refused).
         num_layers: number of blocks.
         mlp_dim: hidden width of the MLPs (default ``4 * embed_dim``).
         make_attention: optional factory returning each block's attention layer (for
@@ -133,8 +154,10 @@ class TinyDecoder(nn.Module):
 
     Raises ``ValueError`` naming a bad size or ``make_attention`` (not a function, a module
     itself, one returning the same layer twice, or a layer a block cannot call, e.g. one
-    with ``kdim`` or ``vdim`` other than ``embed_dim``); :class:`mha.MemoryBudgetError` when the
-    weights would exceed the memory budget.
+    with ``kdim`` or ``vdim`` other than ``embed_dim``, or with another dtype or device than
+    the decoder's other weights), or ``num_heads``/``num_kv_heads`` together with
+    ``make_attention`` when the made layer has other numbers of heads;
+    :class:`mha.MemoryBudgetError` when the weights would exceed the memory budget.
     """
 
     def __init__(
@@ -143,7 +166,7 @@ class TinyDecoder(nn.Module):
         max_len: int,
         *,
         embed_dim: int = 64,
-        num_heads: int = 8,
+        num_heads: int | None = None,
         num_kv_heads: int | None = None,
         num_layers: int = 2,
         mlp_dim: int | None = None,
@@ -165,9 +188,15 @@ class TinyDecoder(nn.Module):
                          torch.get_default_dtype(),
                          f"use a smaller num_layers ({num_layers}), embed_dim ({embed_dim}) "
                          f"or mlp_dim ({width})")
+        # with make_attention, num_heads and num_kv_heads are only compared with the made
+        # layer (None: not given); without it they build the default layer
+        asked = {"num_heads": num_heads, "num_kv_heads": num_kv_heads}
         if make_attention is None:
+            asked = {}
+            heads = 8 if num_heads is None else num_heads
+
             def make_attention():
-                return MultiHeadAttention(embed_dim, num_heads, num_kv_heads=num_kv_heads)
+                return MultiHeadAttention(embed_dim, heads, num_kv_heads=num_kv_heads)
         elif isinstance(make_attention, nn.Module):
             raise ValueError(f"make_attention must be a function that builds a new layer for "
                              f"each block (e.g. lambda: {type(make_attention).__name__}(...)), "
@@ -184,6 +213,17 @@ class TinyDecoder(nn.Module):
         blocks = []
         for _ in range(num_layers):  # attention, then its block: the order of the random draws
             layer = require_decoder_attention("make_attention()", make_attention(), embed_dim)
+            _require_asked_heads(layer, asked)
+            # a layer in another dtype or on another device fails only at the first forward,
+            # with a message about a query the caller never passed
+            held = self.position_embedding
+            for name, param in layer.named_parameters():
+                if param.dtype != held.dtype or param.device != held.device:
+                    raise ValueError(
+                        f"make_attention() builds a layer whose {name} is {param.dtype} on "
+                        f"{param.device}, but the decoder's other weights are {held.dtype} on "
+                        f"{held.device}: build the layer with the defaults and convert the "
+                        f"whole decoder afterwards, e.g. TinyDecoder(...).to({param.dtype})")
             if any(block.attn is layer for block in blocks):
                 raise ValueError("make_attention must build a new layer at each call, not "
                                  "return the same one (blocks would share weights and caches)")

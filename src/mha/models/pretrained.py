@@ -263,7 +263,7 @@ def prune_encoder(encoder: BertEncoder,
     ``encoder`` computes with a ``head_mask`` that is 0 on the removed heads.
 
     Raises ``ValueError`` naming ``encoder`` (not a :class:`BertEncoder`) or ``heads`` (another
-    type or shape, a layer or head index out of range).
+    type or shape, a layer or head index out of range, heads of a layer that has none left).
     """
     if not isinstance(encoder, BertEncoder):
         raise ValueError(f"expected mha.pretrained.BertEncoder, got {type(encoder).__name__}")
@@ -280,6 +280,18 @@ def prune_encoder(encoder: BertEncoder,
     for index, removed in heads.items():
         index = require_int("layer index", index, minimum=0, maximum=len(pruned.layers) - 1)
         layer = pruned.layers[index]
+        if layer.attention.num_heads == 0:
+            # "must lie in 0..-1" would not say why: an earlier pruning removed every head
+            asked = removed.tolist() if isinstance(removed, torch.Tensor) else removed
+            asked = list(asked) if isinstance(asked, Iterable) and not isinstance(
+                asked, str | bytes | Mapping) else []
+            if not asked:  # the type checks (a bare int, a string) of any other layer
+                require_indices(f"heads[{index}]", removed, 0)
+            else:
+                raise ValueError(f"heads[{index}] asks to remove heads {asked}, but layer "
+                                 f"{index} has no heads left (an earlier pruning removed all "
+                                 f"of them): leave layer {index} out of heads")
+            continue
         removed = sorted(require_indices(f"heads[{index}]", removed, layer.attention.num_heads))
         if not removed:
             continue
@@ -311,11 +323,15 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
                          f"(batch, tokens); got {tuple(hidden.shape)} and "
                          f"{tuple(attention_mask.shape)}")
     require_binary_mask("attention_mask", attention_mask)
-    m = attention_mask.to(hidden.dtype)[..., None]
+    # sum, divide and normalise in float32 at least: in float16 a feature of 300 over 256
+    # tokens sums past 65,504 to inf, and the unit vector would be NaN (float32 and float64
+    # are computed as before)
+    total = torch.promote_types(hidden.dtype, torch.float32)
+    m = attention_mask.to(total)[..., None]
     if (m.sum(dim=1) == 0).any():
         raise ValueError("every sentence needs at least one real token in attention_mask")
-    mean = (hidden * m).sum(dim=1) / m.sum(dim=1)
-    return nn.functional.normalize(mean, dim=-1)
+    mean = (hidden.to(total) * m).sum(dim=1) / m.sum(dim=1)
+    return nn.functional.normalize(mean, dim=-1).to(hidden.dtype)
 
 
 def embed(encoder: BertEncoder, tokenizer, sentences: Sequence[str],
@@ -358,8 +374,12 @@ def attention_to(weights: torch.Tensor, key_mask: torch.Tensor,
     require_bool_tensor("key_mask", key_mask, token_mask.shape)
     require_same_device(("weights", weights), ("key_mask", key_mask))
     on_keys = (weights * key_mask[:, None, None, :].to(weights.dtype)).sum(dim=-1)  # (B, h, n)
-    real = token_mask[:, None, :].to(weights.dtype)
-    return (on_keys * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))
+    # a row's share is at most 1, but the count of queries and the sum over them are not:
+    # in float16 above 65,504 queries they are inf and every head would score 0, so they are
+    # taken in float32 at least (float32 and float64 weights are summed as before)
+    total = torch.promote_types(weights.dtype, torch.float32)
+    real = token_mask[:, None, :].to(total)
+    return ((on_keys.to(total) * real).sum(dim=(0, 2)) / real.sum(dim=(0, 2))).to(weights.dtype)
 
 
 def minilm_source() -> str:

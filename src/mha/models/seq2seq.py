@@ -98,9 +98,9 @@ def translation_batch(
     (not a permutation) or ``generator``; :class:`mha.MemoryBudgetError` when the batch would
     exceed the memory budget.
     """
-    for name, value in [("batch_size", batch_size), ("seq_len", seq_len)]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise ValueError(f"{name} must be an int >= 2, got {value!r}")
+    # require_int, as agreement_translation_batch: numpy integers (np.int64(4)) are ints too
+    batch_size = require_int("batch_size", batch_size, minimum=2)
+    seq_len = require_int("seq_len", seq_len, minimum=2)
     _require_permutation(dictionary)
     if generator is None:
         raise ValueError("generator must be a torch.Generator, e.g. "
