@@ -70,6 +70,8 @@ NOT_PLAIN = [
     ("import mha.exercises", "an import of mha.exercises"),
     ("from mha import exercises", "exercises, a door"),
     ("torch.sys", "sys, a door"),
+    ("sys.exc_info()", "the module sys"),  # bound by chapter 1's setup cell, not the student
+    ("os.fork()", "the module os"),
     ("np.ctypeslib", "ctypeslib, a door"),
     ("torch.load(f)", "load, a door"),
     ("torch.library.Library", "library, a door"),
@@ -106,6 +108,7 @@ PLAIN = [
     "def f(x):\n    global y\n    y = x\n    return torch.vmap(torch.exp)(x)",
     "class Net(torch.nn.Module):\n    def forward(self, x):\n        return x",
     "print('hello')",
+    "code = 1\nmodules = [code]",  # plain variables, though code and modules are also doors
     "",
 ]
 
@@ -133,6 +136,12 @@ def _functions(source: str) -> dict[str, str]:
             if isinstance(node, ast.FunctionDef | ast.ClassDef)}
 
 
+def _imports(source: str) -> str:
+    """The import statements of ``source``."""
+    return "\n".join(ast.get_source_segment(source, node) for node in ast.parse(source).body
+                     if isinstance(node, ast.Import | ast.ImportFrom))
+
+
 ROUTES = _functions(watch_tests.ROUTES)
 # the answers of tests/test_answer_watch.py that reach past the watch, or run work it does
 # not see (a thread, a process), each as the cells a student would write: the function, and
@@ -157,8 +166,12 @@ EVADES_THE_WATCH = {
     "by_a_moved_copy": [ROUTES["_moved"], "_rotary = _moved(mha.layers.rotary)",
                         ROUTES["by_a_moved_copy"]],
     "by_a_prestarted_worker": [watch_tests.PRESTARTED[len(watch_tests.ROUTES):]],
-    **{name: [text] for name, text in _functions(watch_tests.TAMPERING).items()},
-    **{name: [text] for name, text in _functions(watch_tests.PEEKING).items()},
+    # with the imports they need (``code`` of ``code.InteractiveInterpreter`` is a module only
+    # when the student imports it)
+    **{name: [_imports(watch_tests.TAMPERING), text]
+       for name, text in _functions(watch_tests.TAMPERING).items()},
+    **{name: [_imports(watch_tests.PEEKING), text]
+       for name, text in _functions(watch_tests.PEEKING).items()},
     **{switch.__name__: [inspect.getsource(switch)] for switch in watch_tests.SWITCHES},
 }
 

@@ -63,7 +63,8 @@ DOORS = (
 DOOR_NAMES = frozenset(name for group in DOORS for name in group)
 # Modules of the first group as bare names: the instructor's own cells may bind them (chapter
 # 1's setup cell imports sys), and a student's cell may then use them without an import
-MODULE_NAMES = frozenset(DOORS[0]) | {"pickle", "marshal"} - {"code", "modules", "resolve_name"}
+MODULE_NAMES = (frozenset(DOORS[0]) | {"pickle", "marshal"}) - {"code", "modules",
+                                                                "resolve_name"}
 
 # Attributes of frames, tracebacks, generators, coroutines, code objects and closures' cells
 FRAME_ATTRIBUTE = re.compile(r"^(f_|tb_|gi_|cr_|ag_|co_)|^cell_contents$")
