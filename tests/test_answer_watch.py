@@ -515,12 +515,27 @@ def test_threads_alive_beside_the_answer_are_watched_under_grading_only(monkeypa
         watch._forget_threads()
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (module docstring): an answer that switches "
-                   "the watch off and on from builtins called by builtins (map) makes no "
-                   "event of the profile hook while it is off")
-def test_switching_the_ops_watch_off_from_c_alone_is_reported(capsys):
+def test_switching_the_ops_watch_off_from_c_alone_leaves_the_exercise_to_the_instructor(capsys):
+    """A known limit (module docstring): an answer that switches the ops' watch off and on from
+    builtins called by builtins (map) makes no event of the profile hook while it is off, so
+    the watch passes its torch.softmax. Its code is not plain (torch._C, __enter__), so the
+    grader does not take the watch's word: 1.2 is left to the instructor (issue 35)."""
+    from mha_grade.compare import LEFT_TO_INSTRUCTOR, leave_to_instructor
+    from mha_grade.plain_code import why_not_plain
+
     result = graded_here(ch01.stable_softmax, namespace()["all_called_from_c"])
-    assert result.points == 0 and SWITCHED_OFF in result.entered, result
+    assert result.points == result.max_points and SWITCHED_OFF not in result.entered  # unseen
+    answer = re.search(r"\ndef all_called_from_c.*?\n\n\n", ROUTES, re.S).group(0)
+    not_plain = why_not_plain([answer])
+    assert not_plain
+    assignment = assignments.load_assignment(next(
+        __import__("pathlib").Path(mha.__path__[0], "..", "..", "notebooks").glob(
+            "01_*.ipynb")))
+    index = next(i for i, info in assignment.info.items() if info.exercise == "1.2")
+    outcome = Outcome("hal.ipynb", assignment)
+    score(outcome, {str(index): result}, "", str)
+    leave_to_instructor(outcome, not_plain)
+    assert "1.2" not in outcome.points and outcome.status["1.2"] == LEFT_TO_INSTRUCTOR
 
 
 def test_a_reference_is_known_by_its_code_not_its_line_numbers():

@@ -7,6 +7,10 @@ their grades, that no canary (a secret in the grader's environment, a file in it
 solutions, another student's notebook) reaches the sandbox or any CSV, that no file outside the
 sandbox changes, and that no process of the sandbox outlives the grading.
 
+Two submissions of chapter 1 (whose 1.2 forbids torch.softmax) are graded in the same run: one
+hides torch.softmax from the answer watch in a way the watch does not see, and is left to the
+instructor because its code is not plain (issue 35); one adds a harmless cell and keeps full marks.
+
 Where an attack *looks* for something (a secret, a file, a process, the network), its answer to
 0.2 is right only if it finds nothing: 1 point for 0.2 shows that the sandbox hid it.
 """
@@ -29,6 +33,7 @@ from conventions import ROOT
 
 GRADER = [sys.executable, "-m", "mha_grade", "grade"]
 NAME = EXAMPLE.name
+CH01 = ROOT / "notebooks" / "01_attention_recap.ipynb"
 SECRET = "GRADER_SECRET_c4n4ry_9f2e"  # the value of GRADER_SECRET in the grader's environment
 SSH_CANARY = "SSH_PRIVATE_KEY_c4n4ry_77a1"
 OTHER_CANARY = "OTHER_STUDENT_c4n4ry_31b8"
@@ -345,7 +350,39 @@ def attacks(paths):
     made["builtins_sorted"] = (with_cells(quiet_sorted, nb=answer(student(), "scaled_scores",
                                                                   solved_02_calling)),
                                {"0.2": 1, "0.3": 0})
-    return made
+    return made | watch_blind_spots()
+
+
+# chapter 1's exercises, each worth 1 point (1.1 and 1.4 by hand); graded beside the others
+CH01_POINTS = {"1.1": "", "1.2": "1", "1.3": "1", "1.4": "", "1.5": "1", "1.6": "1"}
+# torch.softmax with torch's Python dispatch key excluded by a guard entered and left from
+# builtins only: no event reaches the profile hook meanwhile, so the watch does not see it
+# (mha.answer_watch's docstring; tests/test_answer_watch.py)
+BLINDED_SOFTMAX = (
+    "def stable_softmax(scores, temperature):\n"
+    "    guard = torch._C._ExcludeDispatchKeyGuard(\n"
+    "        torch._C.DispatchKeySet(torch._C.DispatchKey.Python))\n"
+    "    kind = type(guard)\n"
+    "    return list(map(lambda *steps: steps[1], map(kind.__enter__, [guard]),\n"
+    "                    map(torch.softmax, [scores / temperature], [-1]),\n"
+    "                    map(kind.__exit__, [guard], [None], [None], [None])))[0]")
+
+
+def watch_blind_spots():
+    """Issue 35, in chapter 1 (whose 1.2 forbids torch.softmax): the chapter's solutions with
+    1.2's answer calling torch.softmax where the watch does not see it (before: full marks, no
+    flag; now: 1.2 left to the instructor), and with a harmless cell of the student's own
+    (full marks). Expected points are grades.csv's: "" where the instructor grades."""
+    blinded = fmt.load(CH01)
+    for c in blinded["cells"]:
+        if "solution" in fmt.tags(c) and "def stable_softmax(" in fmt.source(c):
+            c["source"] = BLINDED_SOFTMAX
+    printing = fmt.load(CH01)
+    at = next(i for i, c in enumerate(printing["cells"])
+              if "solution" in fmt.tags(c) and "def stable_softmax(" in fmt.source(c))
+    printing["cells"].insert(at, code('print("my own softmax follows")'))
+    return {"watch_blinded": (blinded, {**CH01_POINTS, "1.2": ""}),
+            "honest_ch01_print": (printing, CH01_POINTS)}
 
 
 MALFORMED = {
@@ -384,7 +421,7 @@ def attacked(tmp_path_factory):
              "port": listener.getsockname()[1]}
     made = attacks(paths)
     for who, (nb, _) in made.items():
-        path = folder / who / NAME
+        path = folder / who / (CH01.name if who in CH01_NOTEBOOKS else NAME)
         path.parent.mkdir(parents=True)
         path.write_bytes(nb if isinstance(nb, bytes) else json.dumps(nb).encode())
     malformed = folder  # one file per student, flat: tags-5_00_example_exercises.ipynb ...
@@ -434,6 +471,9 @@ def attacked(tmp_path_factory):
             "connections": connections, "seconds": seconds, "outdir": out}
 
 
+CH01_NOTEBOOKS = ("watch_blinded", "honest_ch01_print")
+
+
 def points(attacked, who, name=NAME):
     return {r["exercise"]: r["points"] for r in attacked["grades"]
             if r["notebook"] == f"{who}/{name}"}
@@ -453,11 +493,34 @@ def test_an_attack_earns_only_what_its_honest_part_deserves(attacked, who):
     assert points(attacked, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
 
 
-@pytest.mark.parametrize("who", ["honest_other", "honest_full", "honest_untouched"])
+def test_a_softmax_the_watch_does_not_see_leaves_1_2_to_the_instructor(attacked):
+    """Issue 35: the watch's verdict decides points only over plain code. The notebook that
+    hid torch.softmax from the watch got full marks for 1.2, unflagged; its code is not plain,
+    so 1.2 has no points until the instructor enters them, and says why, to the student and in
+    a flag; its other exercises keep theirs."""
+    name = CH01.name
+    assert points(attacked, "watch_blinded", name) == {**CH01_POINTS, "1.2": ""}
+    rows = {r["exercise"]: r for r in attacked["log"]
+            if r["notebook"] == f"watch_blinded/{name}"}
+    assert rows["1.2"]["status"] == "left to the instructor"
+    assert "your notebook uses the private attribute _ExcludeDispatchKeyGuard" in \
+        rows["1.2"]["message"] and "your instructor grades this exercise by hand" in \
+        rows["1.2"]["message"]
+    assert "exercise 1.2 left to the instructor: its code is not plain" in rows["1.2"]["flags"]
+    max_points = {r["exercise"]: r["max_points"] for r in attacked["grades"]
+                  if r["notebook"] == f"watch_blinded/{name}"}
+    assert max_points["1.2"] == "1"  # still an autograded exercise's row, to grade by hand
+
+
+@pytest.mark.parametrize("who", ["honest_other", "honest_full", "honest_untouched",
+                                 "honest_ch01_print"])
 def test_honest_students_graded_beside_the_attacks_keep_their_grades(attacked, who):
     expected = attacked["made"][who][1]
-    assert points(attacked, who) == {"0.1": "", **{k: str(v) for k, v in expected.items()}}
-    flags = {r["flags"] for r in attacked["log"] if r["notebook"] == f"{who}/{NAME}"}
+    name = CH01.name if who in CH01_NOTEBOOKS else NAME
+    wanted = expected if who in CH01_NOTEBOOKS else \
+        {"0.1": "", **{k: str(v) for k, v in expected.items()}}
+    assert points(attacked, who, name) == wanted
+    flags = {r["flags"] for r in attacked["log"] if r["notebook"] == f"{who}/{name}"}
     assert flags == {""}
 
 

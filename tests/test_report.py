@@ -1613,3 +1613,57 @@ def test_rubric_items_entered_in_points_csv_count_their_sum(reported, capsys):
     kept = {r["student"]: r["rubric"] for r in csv.DictReader(path.open())}
     assert kept["alice"] == "R1 r2" and kept["bob"] == "R1 R2 R3"
     capsys.readouterr()
+
+
+LEFT = ("your notebook uses the builtin getattr (code cell 7, line 2), which the grader cannot "
+        "see past: your instructor grades this exercise by hand")
+
+
+def test_an_autograded_exercise_left_to_the_instructor_is_graded_in_points_csv(tmp_path,
+                                                                              capsys):
+    """Issue 35: the grader leaves an exercise that forbids ops to the instructor when the
+    student's code is not plain (mha_grade.compare.leave_to_instructor): its points are empty,
+    its maximum kept. It is on the by-hand page and in points.csv for that student only, not
+    graded until points are entered (never a silent 0), and the points entered count."""
+    folder, roster = make_class(tmp_path)
+    graded = {f"{who}/{NAME}": spec for who, spec in CLASS.items()}
+    graded[f"bob/{NAME}"] = dict(CLASS["bob"], points=("", 0),
+                                 status=("left to the instructor", "wrong"),
+                                 messages=(LEFT, "wrong"))
+    grader_files(folder, graded)
+    out = tmp_path / "out"
+    assert run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE) == 0
+    points = out / "by_hand" / "points.csv"
+    rows = list(csv.DictReader(points.open()))
+    assert [(r["student"], r["exercise"], r["max_points"]) for r in rows
+            if r["exercise"] == "0.2"] == [("bob", "0.2", "1")]
+    page_ = (out / "by_hand" / "0.2.html").read_text()
+    assert "left to you by the grader" in page_ and "getattr (code cell 7, line 2)" in page_
+    assert "Alice Archer" not in page_  # autograded for her
+    _, gradebook = by_student(out / "gradebook.csv")
+    assert gradebook["bob"]["0.2"] == "" and "by hand, not graded yet: 0.1, 0.2" in \
+        gradebook["bob"]["notes"]
+    assert gradebook["alice"]["0.2"] == "1"
+    assert "<td>0.2</td><td>not graded yet</td><td>graded by hand</td><td>your notebook uses " \
+        "the builtin getattr" in feedback_of({"out": out}, "bob")
+    for row in rows:
+        if (row["student"], row["exercise"]) == ("bob", "0.2"):
+            row["points"] = "1"
+    with points.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE) == 0
+    _, gradebook = by_student(out / "gradebook.csv")
+    assert (gradebook["bob"]["0.2"], gradebook["bob"]["0.3"]) == ("1", "0")
+    assert "0.2" not in gradebook["bob"]["notes"]
+    # more than the exercise is worth is refused
+    rows = [dict(r, max_points="5", points="5") if (r["student"], r["exercise"]) == ("bob", "0.2")
+            else r for r in rows]
+    with points.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE)
+    assert "exercise 0.2 is worth 1 points (autograded, left to you), not 5" in \
+        capsys.readouterr().out + (out / "summary.txt").read_text()

@@ -77,7 +77,11 @@ they call are bound too (``sorted``, ``set``, ``id``, ``any``...: a cell replace
 ``builtins.sorted`` by a filter that dropped the record), and the runner encodes its replies
 with a JSON encoder bound then (a cell replaced ``json._default_encoder`` by one that emptied
 ``"entered"``). These four ways past the watch (round 41) are closed; the watch stays evidence,
-not proof.
+not proof. So the grader lets its verdict on a forbidden op decide points only where the code the
+student wrote is plain (``mha_grade.plain_code``: no dunders, private names, frames, getattr by a
+string, code from strings, or imports beyond a short list of modules): every way past the watch
+found so far needs one of these. Where a notebook's code is not plain, an exercise that forbids
+ops gets no automatic points: the instructor grades it by hand, told why (issue 35).
 
 A call from the answer's own code of what hands out the watch itself is reported as
 ``TAMPERED`` too, and raises :class:`WatchNotReadable` instead of handing it out:

@@ -465,6 +465,8 @@ class Answer:
     notebook: str  # as the grader names it
     cells: list[Cell] | None  # None: the prompt is not in the notebook
     problem: str = ""
+    # an autograded exercise the grader left to the instructor: its reason (which cell)
+    left: str = ""
 
 
 SAVED = ("Outputs and figures are the ones saved in the student's notebook, not the ones the "
@@ -522,6 +524,9 @@ def answers_page(exercise: str, prompt: str, answers: list[Answer], nothing: lis
                     f'student <code>{esc(item.student)}</code>, notebook '
                     f'<code>{esc(item.notebook)}</code></p><div class="answer">'
                     f'<div class="said">{CUT}')
+        if item.left:
+            body.append(f'<p class="blank">Autograded, but left to you by the grader: '
+                        f'{esc(item.left)}. Open the notebook to see that cell.</p>')
         if item.problem:
             body.append(f'<p class="blank">{esc(item.problem)}</p>')
         elif item.cells is None:
@@ -551,7 +556,9 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
         chapter_source = sources.get(chapter.number)
         written = {w: w.removesuffix(" written") for w, number_ in book.written.items()
                    if number_ == chapter.number}
-        names = [e for e in chapter.by_hand if e not in written] + list(written)
+        left = sorted({e for s in book.students for e in book.hand_graded(s, chapter)
+                       if chapter.max_points[e] is not None}, key=exercise_key)
+        names = [e for e in chapter.by_hand if e not in written] + left + list(written)
         for name in names:
             exercise = written.get(name, name)
             label = (chapter_source.labels.get(exercise) if chapter_source else None) or \
@@ -560,7 +567,10 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
             for student in book.students:
                 nb = student.notebooks.get(chapter.number)
                 if nb is None:
-                    nothing.append(student.name)
+                    if name not in left:
+                        nothing.append(student.name)
+                    continue
+                if name in left and name not in nb.left_to_hand:  # autograded for this one
                     continue
                 if nb.name not in cache:
                     path = files.get(nb.name)
@@ -574,7 +584,9 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
                     answers.append(Answer(student.key, student.name, nb.name, None, cells))
                 else:
                     answers.append(Answer(student.key, student.name, nb.name,
-                                          answer(cells, label, chapter_source)))
+                                          answer(cells, label, chapter_source),
+                                          left=nb.results[name].message if name in left
+                                          else ""))
             prompt = chapter_source.prompts.get(exercise, "") if chapter_source else ""
             pages[name] = (prompt, answers, nothing, exercise if name in written else "")
     return pages
@@ -636,11 +648,14 @@ def points_rows(book: Gradebook, existing: list[dict]) -> list[dict]:
     kept = {(uncell(r.get("student") or ""), r.get("exercise") or ""): r for r in existing}
     rows, made = [], set()
     for chapter in book.chapters:
-        names = sorted({*chapter.by_hand, *(w for w, n in book.written.items()
-                                            if n == chapter.number)}, key=exercise_key)
+        left = {e for s in book.students for e in book.hand_graded(s, chapter)}
+        names = sorted({*chapter.by_hand, *left, *(w for w, n in book.written.items()
+                                                    if n == chapter.number)}, key=exercise_key)
         for exercise in names:
             for student in book.students:
-                if chapter.number not in student.notebooks:
+                if chapter.number not in student.notebooks or (
+                        exercise in chapter.max_points and chapter.max_points[exercise]
+                        is not None and exercise not in book.hand_graded(student, chapter)):
                     continue
                 old = kept.get((student.key, exercise), {})
                 rows.append({"student": student.key, "name": student.name,
@@ -711,7 +726,10 @@ class PointsEntries:
 
     def __init__(self, book: Gradebook, items: dict[str, list[rubric.Item]] | None):
         self.book, self.items = book, items
-        self.by_hand = {e for c in book.chapters for e in c.by_hand} | set(book.written)
+        # autograded exercises the grader left to the instructor keep their own points
+        self.left = book.left_to_hand()
+        self.by_hand = {e for c in book.chapters for e in c.by_hand} | set(book.written) \
+            | set(self.left)
         self.maxima: dict[str, tuple[float, int]] = {}
         self.taken: dict[tuple[str, str], int] = {}
         self.pending: list[tuple[Student, str, float | None, str]] = []
@@ -767,6 +785,10 @@ class PointsEntries:
         most = self.book.hand_max[exercise] if most is None else most
         if most <= 0:
             return most, f"{where}: max_points must be positive, not {fmt_points(most)}"
+        if exercise in self.left and most != self.left[exercise]:
+            worth = fmt_points(self.left[exercise])
+            return most, (f"{where}: exercise {exercise} is worth {worth} points "
+                          f"(autograded, left to you), not {fmt_points(most)}")
         if exercise in self.maxima and self.maxima[exercise][0] != most:
             return most, (f"{where}: exercise {exercise} has max_points {fmt_points(most)} "
                           f"here but {fmt_points(self.maxima[exercise][0])} on line "

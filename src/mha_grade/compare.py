@@ -11,6 +11,8 @@ from mha_grade.assignments import Assignment
 # how a notebook stopped at its time limit is reported (its status and its problem start so;
 # --resume grades such a notebook again)
 TIMED_OUT = "stopped after the time limit"
+# the status of an exercise whose automatic verdict is not trusted: a human grades it
+LEFT_TO_INSTRUCTOR = "left to the instructor"
 
 
 @dataclass
@@ -109,3 +111,30 @@ def score(outcome: Outcome, results: dict[str, Result], unfinished: str, clean,
             stubs = [results.get(f"stub:{i}") for i in exercise.checks]
             outcome.stubs[exercise.name] = ",".join(
                 f"{r.status}:{r.points}" if r else "none" for r in stubs)
+
+
+def leave_to_instructor(outcome: Outcome, not_plain: list[str]) -> None:
+    """Take the automatic points away from each exercise whose checks forbid ops, when the
+    student's code is not plain (``not_plain``: mha_grade.plain_code.why_not_plain): the watch
+    that sees the forbidden op runs in the student's process, and code that reaches Python's
+    machinery may blind it. Such an exercise gets no points here, says why, and is flagged: the
+    report puts it on the by-hand page and in points.csv, where the instructor's points count."""
+    if not not_plain or outcome.assignment is None:
+        return
+    first = not_plain[0] + (f" and {len(not_plain) - 1} more" if len(not_plain) > 1 else "")
+    for exercise in outcome.assignment.exercises:
+        # a checker's watch names the ops its exercise forbids (mha.exercises.exercise_check)
+        if not any((getattr(outcome.assignment.checkers.get(i), "watch", None) or {}).get("ops")
+                   for i in exercise.checks):
+            continue
+        most = outcome.assignment.max_points(exercise)
+        checked = (f"{outcome.status.get(exercise.name, 'no result')}, "
+                   f"{outcome.points.pop(exercise.name, 0)}/{most}")
+        outcome.parts.pop(exercise.name, None)
+        outcome.status[exercise.name] = LEFT_TO_INSTRUCTOR
+        outcome.message[exercise.name] = (
+            f"your notebook uses {first}, which the grader cannot see past: your instructor "
+            "grades this exercise by hand")
+        outcome.flags.append(f"exercise {exercise.name} left to the instructor: its code is not "
+                             f"plain ({'; '.join(not_plain)[:300]}); the check alone found "
+                             f"{checked}")

@@ -93,11 +93,15 @@ def feedback_page(book: Gradebook, student: Student, show_hidden: bool = False) 
         rows = []
         for exercise in chapter.exercises:
             result = nb.results.get(exercise)
-            if chapter.max_points[exercise] is None:
+            if exercise in book.hand_graded(student, chapter):
                 points, comment = student.hand.get(exercise, (None, ""))
                 shown = (f"{fmt_points(points)} / {fmt_points(book.hand_max[exercise])}"
                          if points is not None else "not graded yet")
-                rows.append((exercise, shown, "graded by hand", comment))
+                # left to the instructor by the grader: the grader's reason, then theirs
+                why = result.message if result is not None and result.max_points is not None \
+                    else ""
+                rows.append((exercise, shown, "graded by hand",
+                             "; ".join(filter(None, [why, comment]))))
             elif result is None:
                 rows.append((exercise, f"0 / {fmt_points(chapter.max_points[exercise])}",
                              "not graded", ""))

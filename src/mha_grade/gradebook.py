@@ -128,6 +128,13 @@ class Notebook:
     def by_hand(self) -> list[str]:
         return [e for e, r in self.results.items() if r.max_points is None]
 
+    @property
+    def left_to_hand(self) -> list[str]:
+        """Autograded exercises the grader left to the instructor in this notebook (points
+        empty, maximum given: mha_grade.compare.leave_to_instructor)."""
+        return [e for e, r in self.results.items()
+                if r.points is None and r.max_points is not None]
+
 
 def load_results(folder: Path) -> list[Notebook]:
     """The notebooks of ``grades.csv`` and ``grading_log.csv`` in ``folder`` (the grader's
@@ -439,10 +446,27 @@ class Gradebook:
     def chapter_max(self, chapter: Chapter) -> float:
         return chapter.auto_max + sum(self.hand_max.get(e, 0) for e in chapter.by_hand)
 
-    def points(self, student: Student, chapter: Chapter, exercise: str) -> float | None:
-        """Points of one exercise; ``None`` for a by-hand one not graded yet."""
+    def hand_graded(self, student: Student, chapter: Chapter) -> list[str]:
+        """The exercises of ``chapter`` the instructor grades for ``student``: the by-hand
+        ones, and the autograded ones the grader left to the instructor in their notebook."""
         book = student.notebooks.get(chapter.number)
-        if chapter.max_points[exercise] is None:
+        if book is None:
+            return []
+        return [e for e in chapter.exercises if chapter.max_points[e] is None
+                or e in book.left_to_hand]
+
+    def left_to_hand(self) -> dict[str, float]:
+        """Autograded exercises left to the instructor in some student's notebook -> their
+        points."""
+        return {e: c.max_points[e] for s in self.students for c in self.chapters
+                for e in self.hand_graded(s, c) if c.max_points[e] is not None}
+
+    def points(self, student: Student, chapter: Chapter, exercise: str) -> float | None:
+        """Points of one exercise; ``None`` for a by-hand one (or one the grader left to the
+        instructor) not graded yet."""
+        book = student.notebooks.get(chapter.number)
+        if chapter.max_points[exercise] is None or (
+                book is not None and exercise in book.left_to_hand):
             if exercise in student.hand and student.hand[exercise][0] is not None:
                 return student.hand[exercise][0]
             return 0.0 if book is None else None
@@ -526,8 +550,11 @@ def build(notebooks: list[Notebook], chapter_names: dict[str, str], *,
                lambda b: penalty.after(b.points, lateness.get(b.name)))
     _unique_keys(students)
     ungraded = [b for b in notebooks if not b.chapter and b not in ignored]
-    return Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
+    book = Gradebook(ordered, students, ungraded, notes, hands, roster is not None,
                      ignored=ignored, penalty=penalty, handed_in_late=lateness)
+    for exercise, most in book.left_to_hand().items():  # graded by hand for its own points
+        book.hand_max.setdefault(exercise, most)
+    return book
 
 
 def chapters_found(notebooks: list[Notebook], chapter_names: dict[str, str]
@@ -723,8 +750,8 @@ def gradebook_rows(book: Gradebook) -> tuple[list[str], list[list[object]]]:
             row.append(fmt_points(book.chapter_total(student, chapter)))
         off = sum(book.late_deduction(student, c) for c in book.chapters)
         notes = list(student.notes) + book.late_notes(student)
-        missing = [e for c in book.chapters for e in c.by_hand
-                   if c.number in student.notebooks and book.points(student, c, e) is None]
+        missing = [e for c in book.chapters for e in book.hand_graded(student, c)
+                   if book.points(student, c, e) is None]
         if missing:
             notes.append(f"by hand, not graded yet: {', '.join(missing)}")
         if not student.notebooks:

@@ -55,7 +55,7 @@ from pathlib import Path
 from mha.exercises import set_grading_seed
 from mha_grade import ROOT, copies, escape, files, late, outputs, sandbox, submissions, workers
 from mha_grade import assignments as chapters
-from mha_grade.compare import Outcome
+from mha_grade.compare import LEFT_TO_INSTRUCTOR, Outcome
 from mha_grade.exercise_format import chapter_notebooks
 from mha_grade.run import Settings
 from mha_grade.submissions import Found
@@ -270,7 +270,9 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
             most = outcome.assignment.max_points(exercise)
             declared = [part for index in exercise.checks for part in getattr(
                 outcome.assignment.checkers[index], "parts", ())]
-            if most is not None and declared:
+            # left to the instructor (not plain code): no score, graded by hand on Gradescope
+            left = outcome.status.get(exercise.name) == LEFT_TO_INSTRUCTOR
+            if most is not None and declared and not left:
                 tests.extend(_part_tests(outcome, exercise.name, declared, hidden_visibility))
                 continue
             test = {"name": f"{outcome.notebook}: exercise {exercise.name}",
@@ -278,7 +280,7 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
                                           outcome.message.get(exercise.name, ""),
                                           outcome.problem),
                     "visibility": "visible"}
-            if most is not None:  # exercises graded by hand have no points here
+            if most is not None and not left:  # exercises graded by hand have no points here
                 test.update(score=float(outcome.points.get(exercise.name, 0)),
                             max_score=float(most))
             tests.append(test)

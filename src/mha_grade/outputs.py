@@ -11,7 +11,7 @@ import re
 import threading
 from pathlib import Path
 
-from mha_grade.compare import TIMED_OUT, Outcome
+from mha_grade.compare import LEFT_TO_INSTRUCTOR, TIMED_OUT, Outcome
 from mha_grade.copies import RULE_FILE
 from mha_grade.escape import cell
 from mha_grade.files import create, read_regular
@@ -152,7 +152,9 @@ def grade_rows(outcome: Outcome) -> list[dict]:
     for exercise in outcome.assignment.exercises:
         most = outcome.assignment.max_points(exercise)
         rows.append({"notebook": outcome.notebook, "exercise": exercise.name,
-                     "points": "" if most is None else outcome.points.get(exercise.name, 0),
+                     # left to the instructor: no points until they enter them (points.csv)
+                     "points": "" if most is None or outcome.status.get(exercise.name) ==
+                     LEFT_TO_INSTRUCTOR else outcome.points.get(exercise.name, 0),
                      "max_points": "" if most is None else most})
     return rows
 
@@ -192,6 +194,9 @@ def summary_line(outcome: Outcome) -> str:
         top = outcome.assignment.max_points(exercise)
         if top is None:
             parts.append(f"{exercise.name} by hand")
+            continue
+        if outcome.status.get(exercise.name) == LEFT_TO_INSTRUCTOR:
+            parts.append(f"{exercise.name} left to the instructor")
             continue
         got = outcome.points.get(exercise.name, 0)
         total, most = total + got, most + top

@@ -351,8 +351,8 @@ def summary(book: gradebook.Gradebook, out: Path, complete: bool, pages: int, po
     what is left to grade, notes, the points not taken (summary.txt keeps them)."""
     nothing = book.handed_in_nothing()
     unknown = book.not_on_roster()
-    ungraded_hand = sum(1 for s in book.students for c in book.chapters for e in c.by_hand
-                        if c.number in s.notebooks and book.points(s, c, e) is None)
+    ungraded_hand = sum(1 for s in book.students for c in book.chapters
+                        for e in book.hand_graded(s, c) if book.points(s, c, e) is None)
     lines = [f"{len(book.students)} student(s), {len(book.chapters)} chapter(s): wrote "
              f"gradebook.csv, canvas_import.csv, {len(book.students)} feedback page(s) and "
              f"{pages} by-hand page(s) in {out}" if complete else

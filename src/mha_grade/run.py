@@ -20,11 +20,18 @@ from pathlib import Path
 from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads, with_hidden
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
-from mha_grade.compare import TIMED_OUT, Outcome, mark_not_graded, score
+from mha_grade.compare import (
+    TIMED_OUT,
+    Outcome,
+    leave_to_instructor,
+    mark_not_graded,
+    score,
+)
 from mha_grade.escape import display
 from mha_grade.exercise_format import source
 from mha_grade.files import read_regular
 from mha_grade.flags import MAX_READ, flags
+from mha_grade.plain_code import why_not_plain
 from mha_grade.student_edition import stub_regions
 from mha_grade.submissions import (
     MAX_NOTEBOOK_BYTES,
@@ -268,7 +275,15 @@ def grade_one(relative: str, path: Path, assignments: list[Assignment], prefix: 
     if unfinished:
         outcome.problem = joined(unfinished, outcome.problem)
     score(outcome, results, unfinished, clean, settings.with_stubs)
+    leave_to_instructor(outcome, why_not_plain(student_code(nb, assignment)))
     return outcome
+
+
+def student_code(nb: dict, assignment: Assignment) -> list[str]:
+    """Every code cell's source, in order, the cells the instructor's notebook has too given
+    as "" (so that why_not_plain reads the student's own code, and counts cells as they sit)."""
+    return [c["source"] if c["source"] not in assignment.cells else ""
+            for c in nb["cells"] if c["cell_type"] == "code"]
 
 
 def unreadable(relative: str, assignments: list[Assignment], problem: str,

@@ -1,0 +1,285 @@
+"""Plain code (mha_grade.plain_code): the student code over which the answer watch's verdict on a
+forbidden op decides points (issue 35). Every attack that reached the watch from a student's
+cell is not plain; every honest answer of the course is; an exercise that forbids ops is left
+to the instructor when a notebook's code is not plain, and no other exercise changes."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+
+import pytest
+import test_answer_watch as watch_tests
+import test_grading_attacks as attack_tests
+from exercise_notebooks import fmt
+from test_checks_variants import VARIANTS
+
+from mha.exercises import Result
+from mha_grade import gradescope, outputs
+from mha_grade.assignments import load_assignment
+from mha_grade.compare import LEFT_TO_INSTRUCTOR, Outcome, leave_to_instructor, score
+from mha_grade.flags import answer_cells
+from mha_grade.plain_code import why_not_plain
+
+from conventions import NOTEBOOKS, ROOT
+
+# one rule each: (code, a word of the reason it is not plain)
+NOT_PLAIN = [
+    ("x.__class__", "dunder attribute __class__"),
+    ("__builtins__", "dunder name"),
+    ("def __init__(self): pass", "dunder definition"),
+    ("def f(__x__): pass", "dunder argument"),
+    ("f(__x__=1)", "dunder keyword"),
+    ("match x:\n    case C(__dict__=d): pass", "dunder match attribute"),
+    ("import torch as __t__", "dunder import"),
+    ("name = '__globals__'", "a string that names a dunder"),
+    ("torch._C", "private attribute _C"),
+    ("from torch import _C", "private attribute _C"),
+    ("getattr(torch, 'exp')", "builtin getattr"),
+    ("g = getattr", "builtin getattr"),
+    ("setattr", "builtin setattr"),
+    ("delattr", "builtin delattr"),
+    ("vars()", "builtin vars"),
+    ("globals()", "builtin globals"),
+    ("locals()", "builtin locals"),
+    ("dir(torch)", "builtin dir"),
+    ("eval('1')", "builtin eval"),
+    ("exec('1')", "builtin exec"),
+    ("compile('1', 'x', 'eval')", "builtin compile"),
+    ("breakpoint()", "builtin breakpoint"),
+    ("open('f')", "builtin open"),
+    ("input()", "builtin input"),
+    ("memoryview(b'')", "builtin memoryview"),
+    ("type('H', (torch.Tensor,), {})", "type other than type(x)"),
+    ("make = type", "type other than type(x)"),
+    ("e.tb_frame", "frame or code attribute tb_frame"),
+    ("f.f_back", "frame or code attribute f_back"),
+    ("g.gi_frame", "frame or code attribute gi_frame"),
+    ("c.co_consts", "frame or code attribute co_consts"),
+    ("c.cell_contents", "frame or code attribute cell_contents"),
+    ("match e:\n    case E(tb_frame=f): pass", "frame or code attribute tb_frame"),
+    ("import sys", "an import of sys"),
+    ("import os.path", "an import of os.path"),
+    ("from json import dumps", "an import of json"),
+    ("import threading", "an import of threading"),
+    ("import scipy.stats", "an import of scipy.stats"),
+    ("from torch import *", "a star import"),
+    ("from . import x", "a relative import"),
+    ("import torch.utils.data", "an import of torch.utils.data"),
+    ("import mha.exercises", "an import of mha.exercises"),
+    ("from mha import exercises", "exercises, a door"),
+    ("torch.sys", "sys, a door"),
+    ("sys.exc_info()", "the module sys"),  # bound by chapter 1's setup cell, not the student
+    ("os.fork()", "the module os"),
+    ("np.ctypeslib", "ctypeslib, a door"),
+    ("torch.load(f)", "load, a door"),
+    ("torch.library.Library", "library, a door"),
+    ("torch.ops.aten", "ops, a door"),
+    ("torch.jit.script(f)", "jit, a door"),
+    ("f = torch.compile(f)", "compile, a door"),
+    ("torch.cond(p, f, g, (x,))", "cond, a door"),
+    ("torch.utils", "utils, a door"),
+    ("torch.overrides", "overrides, a door"),
+    ("import matplotlib\nmatplotlib.use('Agg')", "use, a door"),
+    ("mha.answer_watch", "answer_watch, a door"),
+    ("import torch\ntorch.exp = lambda t: t", "an attribute of a module changed (torch.exp)"),
+    ("import torch.nn.functional as F\ndel F.softmax", "an attribute of a module changed"),
+    ("import mha\nc = mha.checks\nc.x = 1", "an attribute of a module changed (c.x)"),
+    ("'{0.f_back}'.format(frame)", "a format string that reads f_back"),
+    ("'{0:{1._x}}'.format(a, b)", "a format string that reads _x"),
+    ("text.format(x)", "format or format_map on something other than a string literal"),
+    ("str.format_map('{a}', m)", "format or format_map on something other"),
+    ("%timeit f()", "a magic, a shell line or a syntax error"),
+    ("!pip install x", "a magic, a shell line or a syntax error"),
+    ("ｇetattr(torch, 'exp')", "builtin getattr"),  # fullwidth: Python reads it NFKC
+]
+
+PLAIN = [
+    "import torch\nimport torch.nn.functional as F\nimport numpy as np\nimport math",
+    "from mha.checks import ch01\nimport mha.checks.ch02\nfrom mha import attention",
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2])",
+    "from itertools import product\nfrom functools import partial\nfrom collections import "
+    "Counter\nimport random, time",
+    "type(x)\nisinstance(x, torch.Tensor)",
+    "'{:.4f} and {0[1]}'.format(x)\nf'{x.shape}'",
+    "w = torch.zeros(3)\nw[torch.arange(2)] = 1.0",
+    "import matplotlib\nmatplotlib.rcParams['figure.dpi'] = 80",
+    "def f(x):\n    global y\n    y = x\n    return torch.vmap(torch.exp)(x)",
+    "class Net(torch.nn.Module):\n    def forward(self, x):\n        return x",
+    "print('hello')",
+    "code = 1\nmodules = [code]",  # plain variables, though code and modules are also doors
+    "",
+]
+
+
+@pytest.mark.parametrize("code,reason", NOT_PLAIN, ids=[c for c, _ in NOT_PLAIN])
+def test_each_rule_makes_code_not_plain(code, reason):
+    found = why_not_plain([code])
+    assert any(reason in why for why in found), found
+
+
+@pytest.mark.parametrize("code", PLAIN)
+def test_plain_code_is_plain(code):
+    assert why_not_plain([code]) == []
+
+
+def test_a_reason_names_the_code_cell_and_line():
+    assert why_not_plain(["", "x = 1", "y = 2\ngetattr(x, 'a')"]) == [
+        "the builtin getattr (code cell 3, line 2)"]
+
+
+def _functions(source: str) -> dict[str, str]:
+    """Each top-level function and class of ``source``, by name: its own source."""
+    return {node.name: ast.get_source_segment(source, node)
+            for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+
+
+def _imports(source: str) -> str:
+    """The import statements of ``source``."""
+    return "\n".join(ast.get_source_segment(source, node) for node in ast.parse(source).body
+                     if isinstance(node, ast.Import | ast.ImportFrom))
+
+
+ROUTES = _functions(watch_tests.ROUTES)
+# the answers of tests/test_answer_watch.py that reach past the watch, or run work it does
+# not see (a thread, a process), each as the cells a student would write: the function, and
+# the definitions and imports it needs
+EVADES_THE_WATCH = {
+    "by_getattr": [ROUTES["by_getattr"]],
+    "by_private_helper": [ROUTES["by_private_helper"]],
+    "by_a_copy": [ROUTES["by_a_copy"]],
+    "switched_off": ["import sys", ROUTES["switched_off"]],
+    "switched_off_softmax": [ROUTES["switched_off_softmax"]],
+    "softmax_by_refs": [ROUTES["softmax_by_refs"]],
+    "softmax_by_decomposition": [ROUTES["softmax_by_decomposition"]],
+    "in_a_thread": [ROUTES["in_a_thread"]],
+    "in_a_forked_process": [ROUTES["in_a_forked_process"]],
+    "reference_in_a_thread": [ROUTES["reference_in_a_thread"]],
+    "with_torch_dispatch_disabled": [ROUTES["with_torch_dispatch_disabled"]],
+    "with_the_python_key_excluded": [ROUTES["with_the_python_key_excluded"]],
+    "with_the_mode_popped": [ROUTES["with_the_mode_popped"]],
+    "by_a_subclass": [ROUTES["Hidden"], ROUTES["by_a_subclass"]],
+    "all_called_from_c": [ROUTES["all_called_from_c"]],
+    "in_a_thread_by_an_alias": [ROUTES["in_a_thread_by_an_alias"]],
+    "by_a_moved_copy": [ROUTES["_moved"], "_rotary = _moved(mha.layers.rotary)",
+                        ROUTES["by_a_moved_copy"]],
+    "by_a_prestarted_worker": [watch_tests.PRESTARTED[len(watch_tests.ROUTES):]],
+    # with the imports they need (``code`` of ``code.InteractiveInterpreter`` is a module only
+    # when the student imports it)
+    **{name: [_imports(watch_tests.TAMPERING), text]
+       for name, text in _functions(watch_tests.TAMPERING).items()},
+    **{name: [_imports(watch_tests.PEEKING), text]
+       for name, text in _functions(watch_tests.PEEKING).items()},
+    **{switch.__name__: [inspect.getsource(switch)] for switch in watch_tests.SWITCHES},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVADES_THE_WATCH))
+def test_every_answer_that_evades_the_watch_is_not_plain(name):
+    assert why_not_plain(EVADES_THE_WATCH[name]) != []
+
+
+# the honest notebooks of tests/test_grading_attacks.py, and its attacks that do not reach the
+# watch: the sandbox stops them (an endless loop, a memory bomb), their points do not come
+# from the watch
+NOT_AT_THE_WATCH = {"honest_other", "honest_full", "honest_untouched", "honest_ch01_print",
+                    "hangs_in_call", "memory_bomb", "partial_line_then_raise"}
+
+
+def _attack_notebooks() -> dict[str, dict]:
+    paths = {"folder": ROOT / "no-such-folder", "home": ROOT / "no-home", "ssh": ROOT / "no-key",
+             "other": ROOT / "no-other", "solution": ROOT / "no-solution", "port": 9}
+    return {who: nb for who, (nb, _) in attack_tests.attacks(paths).items()
+            if isinstance(nb, dict)}
+
+
+ATTACKS = _attack_notebooks()
+
+
+def _student_code(nb: dict, instructor: dict) -> list[str]:
+    """The notebook's code cells, those of the instructor's notebook as "" (as grading reads)."""
+    theirs = {fmt.source(c) for c in instructor["cells"] if c["cell_type"] == "code"}
+    return [fmt.source(c) if fmt.source(c) not in theirs else ""
+            for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _instructor(who: str) -> dict:
+    return fmt.load(attack_tests.CH01 if who in attack_tests.CH01_NOTEBOOKS
+                    else attack_tests.EXAMPLE)
+
+
+@pytest.mark.parametrize("who", sorted(set(ATTACKS) - NOT_AT_THE_WATCH))
+def test_every_attack_of_the_grading_run_is_not_plain(who):
+    assert why_not_plain(_student_code(ATTACKS[who], _instructor(who))) != []
+
+
+def test_the_honest_notebooks_of_the_grading_run_are_plain():
+    for who in ("honest_other", "honest_full", "honest_untouched", "honest_ch01_print"):
+        assert why_not_plain(_student_code(ATTACKS[who], _instructor(who))) == [], who
+
+
+HEADER = "import math\nimport numpy as np\nimport torch\nimport torch.nn.functional as F\n" \
+         "import mha\n"
+HONEST = [(module, variant) for (module, _), variants in VARIANTS.items()
+          if module in ("ch01", "ch02") for variant in variants]
+
+
+@pytest.mark.parametrize("module,variant", HONEST, ids=[v.__name__ for _, v in HONEST])
+def test_every_honest_answer_to_chapters_1_and_2_is_plain(module, variant):
+    assert why_not_plain([HEADER, inspect.getsource(variant)]) == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_chapters_own_solutions_are_plain(notebook):
+    nb = json.loads(notebook.read_text())
+    for cell in nb["cells"]:
+        cell["source"] = fmt.source(cell)
+    solutions = [nb["cells"][i]["source"] for i in sorted(answer_cells(nb))]
+    assert solutions and why_not_plain(solutions) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# In grading: the exercises that forbid ops are left to the instructor, the others unchanged
+
+CH01 = ROOT / "notebooks" / "01_attention_recap.ipynb"
+
+
+def _graded_ch01() -> Outcome:
+    """Chapter 1 graded with every check correct and full marks."""
+    assignment = load_assignment(CH01)
+    outcome = Outcome("alice/01_attention_recap.ipynb", assignment)
+    results = {str(i): Result(e.name, assignment.max_points(e), assignment.max_points(e),
+                              "correct", "correct")
+               for e in assignment.exercises for i in e.checks}
+    score(outcome, results, "", lambda text: text)
+    return outcome
+
+
+def test_code_that_is_not_plain_leaves_only_the_exercises_that_forbid_ops_to_the_instructor():
+    outcome = _graded_ch01()
+    before = dict(outcome.points)
+    leave_to_instructor(outcome, ["the builtin getattr (code cell 9, line 2)"])
+    assert "1.2" not in outcome.points and outcome.status["1.2"] == LEFT_TO_INSTRUCTOR
+    assert outcome.message["1.2"] == (
+        "your notebook uses the builtin getattr (code cell 9, line 2), which the grader cannot "
+        "see past: your instructor grades this exercise by hand")
+    assert any(flag.startswith("exercise 1.2 left to the instructor: its code is not plain "
+                               "(the builtin getattr (code cell 9, line 2)); the check alone "
+                               "found correct, 1/1") for flag in outcome.flags)
+    assert {k: v for k, v in before.items() if k != "1.2"} == outcome.points  # the others
+    rows = {r["exercise"]: r for r in outputs.grade_rows(outcome)}
+    assert (rows["1.2"]["points"], rows["1.2"]["max_points"]) == ("", 1)  # not a silent 0
+    assert "1.2 left to the instructor" in outputs.summary_line(outcome)
+    test = next(t for t in gradescope.report([outcome], [], [])["tests"]
+                if "exercise 1.2" in t["name"])
+    assert "score" not in test and "your instructor grades this exercise by hand" in \
+        test["output"]
+
+
+def test_plain_code_changes_nothing():
+    outcome = _graded_ch01()
+    before = (dict(outcome.points), dict(outcome.status), list(outcome.flags))
+    leave_to_instructor(outcome, [])
+    assert (outcome.points, outcome.status, outcome.flags) == before
