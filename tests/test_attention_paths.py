@@ -178,3 +178,35 @@ def test_chunked_attention_takes_is_causal_as_the_other_functions_do():
         mha.chunked_attention(q, k, v, causal=True, is_causal=False)
     with pytest.raises(ValueError, match="is_causal"):
         mha.chunked_attention(q, k, v, is_causal=1.5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]),
+       st.lists(st.tuples(st.integers(0, 3), st.sampled_from(SPECIAL + [6e4, -6e4, 3e38])),
+                max_size=4),
+       st.integers(0, 2**16), st.booleans())
+def test_all_finite_says_what_isfinite_all_says(dtype, specials, seed, empty):
+    """The fused path's look at Q, K, V (``all_finite``: a sum per tensor first, element by
+    element only where the sum is not finite) gives exactly the element-by-element answer,
+    also where finite values overflow the sum (float16's 6e4, float32's 3e38)."""
+    from mha._validation import all_finite
+
+    g = torch.Generator().manual_seed(seed)
+    tensors = [torch.randn(2, 3, 0 if empty and i == 1 else 5, 4, generator=g).to(dtype)
+               for i in range(4)]
+    for which, value in specials:
+        t = tensors[which]
+        if t.numel():
+            t.view(-1)[int(torch.randint(t.numel(), (1,), generator=g))] = value
+    expected = all(bool(torch.isfinite(t).all()) for t in tensors)
+    assert all_finite(tensors) is expected
+    # transposed views, as the layer's heads are
+    assert all_finite([t.transpose(1, 2) for t in tensors]) is expected
+
+
+def test_all_finite_on_finite_values_whose_sum_overflows():
+    from mha._validation import all_finite
+
+    big = torch.full((4, 4), 6e4, dtype=torch.float16)
+    assert torch.isinf(big.sum()) and all_finite([big])
+    assert not all_finite([big, torch.tensor([float("nan")], dtype=torch.float16)])

@@ -546,3 +546,56 @@ def test_translation_batch_takes_numpy_integer_sizes_as_agreement_translation_ba
     assert all(torch.equal(a, b) for a, b in zip(got, reference, strict=True))
     with pytest.raises(ValueError, match="batch_size must be an int >= 2, got 1"):
         mha.translation_batch(1, 6, dictionary, torch.Generator().manual_seed(0))
+
+
+def curves_one_pass_per_point(model, importance, source, target_in, parts):
+    """The curves as they were computed before the encoder's output was shared: every point a
+    whole forward pass of the model (the all-heads point too, once per kind)."""
+    curves = {}
+    with torch.no_grad():
+        for kind, name in enumerate(KINDS):
+            gates = torch.ones(importance.shape)
+            points = [parts(model(source, target_in, gates))]
+            for layer, head in mha.pruning_order(importance[kind]):
+                gates[kind, layer, head] = 0.0
+                points.append(parts(model(source, target_in, gates)))
+            curves[name] = {part: [p[part] for p in points] for part in points[0]}
+    return curves
+
+
+def test_pruning_curves_sharing_the_encoder_pass_equal_one_whole_pass_per_point():
+    """kind_pruning_curves and agreement_pruning_curves run the encoder once for the curves of
+    the decoder's kinds (and the all-heads point once): the same numbers, exactly, as a whole
+    forward pass per point, on the chapter's test sentences for a shipped model of each
+    task; and the scores given the shared memory equal the model's, bit for bit."""
+    torch.set_num_threads(1)
+    for recipe, load, batch, split in [
+            (TRANSLATOR_RECIPE, mha.load_translator, mha.translation_batch,
+             lambda p: {"token": p, "word": p // 2, "bit": p % 2}),
+            (AGREEMENT_RECIPE, mha.load_agreement_translator, mha.agreement_translation_batch,
+             lambda p: {"token": p, "word": p // 4, "sense": p // 2 % 2, "agreement": p % 2})]:
+        dictionary = mha.translation_dictionary(recipe["vocab_size"], recipe["dictionary_seed"])
+        source, target_in, target_out = batch(250, recipe["seq_len"], dictionary,
+                                              torch.Generator().manual_seed(3))
+        model = load(recipe["init_seeds"][1])
+        importance = kind_importance(model, [batch(250, recipe["seq_len"], dictionary,
+                                                   torch.Generator().manual_seed(4))])
+        start = 0 if batch is mha.translation_batch else mha.models.seq2seq.FREE_POSITIONS
+
+        def parts(scores, split=split, start=start, target=target_out):
+            got, want = split(scores.argmax(-1)[:, start:]), split(target[:, start:])
+            return {name: (got[name] == want[name]).double().mean().item() for name in got}
+
+        expected = curves_one_pass_per_point(model, importance, source, target_in, parts)
+        if batch is mha.translation_batch:
+            got = kind_pruning_curves(model, importance, source, target_in, target_out,
+                                      by_part=True)
+        else:
+            got = agreement_pruning_curves(model, importance, source, target_in, target_out)
+        assert got == expected
+        with torch.no_grad():
+            gates = torch.ones(importance.shape)
+            gates[2, 0, 1] = gates[1, -1, 0] = 0.0
+            _, memory = model._forward(source, target_in)
+            assert torch.equal(model._forward(source, target_in, gates, memory)[0],
+                               model(source, target_in, gates))

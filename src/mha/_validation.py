@@ -521,8 +521,9 @@ def set_debug(flag: bool) -> bool:
     setting. On by default (``MHA_DEBUG=0`` in the environment starts with them off).
 
     Only one such check sits on a main path: the fused path of :class:`mha.MultiHeadAttention`
-    looks at Q, K and V (and the cache's keys and values) element by element
-    (``isfinite(t).all()``: a sum of finite float16 values could overflow) and at a float mask
+    looks at Q, K and V (and the cache's keys and values): whether each one's sum is finite,
+    and element by element (``isfinite(t).all()``) only where it is not, since a sum of finite
+    float16 values can overflow (:func:`all_finite`), and at a float mask
     (``isnan``), and for NaN or inf computes in the open so that nothing non-finite is hidden
     (the rule of :func:`mha.attention`). That look is a host synchronisation per call on a
     GPU and a data-dependent branch that ``torch.compile(fullgraph=True)`` and
@@ -559,6 +560,22 @@ def may_read_values(x: torch.Tensor) -> bool:
         return False
     return not torch._C._functorch.is_functorch_wrapped_tensor(x)
 
+
+
+def all_finite(tensors) -> bool:
+    """Whether every element of every tensor in ``tensors`` (floating) is finite, exactly as
+    ``all(bool(torch.isfinite(t).all()) for t in tensors)`` says, for less: one sum per tensor
+    first (a NaN or inf element makes the sum NaN or inf, so a finite sum proves the tensor
+    finite); only a tensor whose sum is not finite (a non-finite element, or finite values
+    that overflow, e.g. in float16) is looked at element by element. One host sync when all
+    sums are finite."""
+    tensors = list(tensors)
+    sums = torch.stack([t.sum().to(torch.float64) for t in tensors])
+    finite_sums = torch.isfinite(sums)
+    if bool(finite_sums.all()):
+        return True
+    return all(bool(torch.isfinite(t).all())
+               for t, ok in zip(tensors, finite_sums.tolist(), strict=True) if not ok)
 
 
 def under_vmap() -> bool:

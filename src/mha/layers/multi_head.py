@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn.utils.parametrize import is_parametrized
 
 from mha._validation import (
+    all_finite,
     check_allocation,
     check_output_allocation,
     get_debug,
@@ -392,10 +393,8 @@ class MultiHeadAttention(nn.Module):
         if not (get_debug() and may_read_values(q)):
             return False
         with torch.no_grad():  # a look at the inputs, not part of what is differentiated
-            # element by element: a sum of finite float16 values can overflow to inf
-            finite = torch.stack([torch.isfinite(t).all() for t in (q, k, v, *held)]).all()
-            return not bool(finite) or (mask is not None and mask.is_floating_point()
-                                        and bool(mask.isnan().any()))
+            return not all_finite((q, k, v, *held)) or (
+                mask is not None and mask.is_floating_point() and bool(mask.isnan().any()))
 
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]

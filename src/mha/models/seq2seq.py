@@ -288,6 +288,16 @@ class TinyTranslator(nn.Module):
         ``max_len``) or ``head_mask``; :class:`mha.MemoryBudgetError` when the activations would
         exceed the memory budget; ``ValueError`` for a float8 model (a storage format torch
         does not compute with)."""
+        return self._forward(source, target_in, head_mask)[0]
+
+    def _forward(self, source: torch.Tensor, target_in: torch.Tensor,
+                 head_mask: torch.Tensor | None = None, memory: torch.Tensor | None = None,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward`'s checks and computation, returning ``(scores, memory)``, the
+        encoder's output too. Given a ``memory`` that an earlier call on the same ``source``
+        returned under the same encoder gates (``head_mask[0]``), the encoder is not run
+        again: the pruning curves of the decoder's two kinds share one encoder pass
+        (``_pruned_by_kind``); the scores are those of a full pass, bit for bit."""
         dtype = self.readout.weight.dtype
         if dtype.itemsize == 1:  # torch would stop at the first addition ("add_stub")
             raise ValueError(f"TinyTranslator's parameters are {dtype}, a storage format torch "
@@ -323,14 +333,15 @@ class TinyTranslator(nn.Module):
                              f"{tuple(getattr(head_mask, 'shape', ()))}")
         encoder_gates, self_gates, cross_gates = head_mask.unbind(0)
 
-        x = self.source_embedding(source) + self.source_positions[: source.shape[1]]
-        for block, gates in zip(self.encoder, encoder_gates, strict=True):
-            x, _ = block(x, head_mask=gates)
-        memory = self.encoder_norm(x)
+        if memory is None:
+            x = self.source_embedding(source) + self.source_positions[: source.shape[1]]
+            for block, gates in zip(self.encoder, encoder_gates, strict=True):
+                x, _ = block(x, head_mask=gates)
+            memory = self.encoder_norm(x)
         y = self.target_embedding(target_in) + self.target_positions[: target_in.shape[1]]
         for block, s_gates, c_gates in zip(self.decoder, self_gates, cross_gates, strict=True):
             y = block(y, memory, self_gates=s_gates, cross_gates=c_gates)
-        return self.readout(self.norm(y))
+        return self.readout(self.norm(y)), memory
 
 
 def _check_targets(model: TinyTranslator, target_in: torch.Tensor, target_out: object,
@@ -346,12 +357,14 @@ def _check_targets(model: TinyTranslator, target_in: torch.Tensor, target_out: o
 
 
 def _scores(model: TinyTranslator, source: torch.Tensor, target_in: torch.Tensor,
-            gates: torch.Tensor) -> torch.Tensor:
-    """``model``'s scores, refused when NaN: argmax takes NaN for the largest score and an
-    accuracy of NaN logits would look like a real one."""
-    return require_no_nan("the scores of model", model(source, target_in, gates),
-                          "check model's parameters (a NaN or inf weight, or a diverged "
-                          "training)")
+            gates: torch.Tensor, memory: torch.Tensor | None = None,
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``model``'s scores and the encoder's output (``memory``: given, the encoder is not run
+    again, see ``TinyTranslator._forward``), the scores refused when NaN: argmax takes NaN for
+    the largest score and an accuracy of NaN logits would look like a real one."""
+    scores, memory = model._forward(source, target_in, gates, memory)
+    return require_no_nan("the scores of model", scores, "check model's parameters (a NaN or "
+                          "inf weight, or a diverged training)"), memory
 
 
 def _gates(model: TinyTranslator, shape: tuple[int, ...]) -> torch.Tensor:
@@ -431,13 +444,13 @@ def kind_pruning_curves(
     """
     _check_curve_inputs(model, importance, target_in, target_out)
 
-    def accuracies(gates):
-        predicted = _scores(model, source, target_in, gates).argmax(-1)
+    def accuracies(scores):
+        predicted = scores.argmax(-1)
         return {"token": (predicted == target_out).double().mean().item(),
                 "word": (predicted // 2 == target_out // 2).double().mean().item(),
                 "bit": (predicted % 2 == target_out % 2).double().mean().item()}
 
-    curves = _pruned_by_kind(model, importance, accuracies)
+    curves = _pruned_by_kind(model, importance, source, target_in, accuracies)
     return curves if by_part else {kind: parts["token"] for kind, parts in curves.items()}
 
 
@@ -461,14 +474,14 @@ def agreement_pruning_curves(
     _check_curve_inputs(model, importance, target_in, target_out)
     target = target_out[:, FREE_POSITIONS:]
 
-    def accuracies(gates):
-        predicted = _scores(model, source, target_in, gates).argmax(-1)[:, FREE_POSITIONS:]
+    def accuracies(scores):
+        predicted = scores.argmax(-1)[:, FREE_POSITIONS:]
         return {"token": (predicted == target).double().mean().item(),
                 "word": (predicted // 4 == target // 4).double().mean().item(),
                 "sense": (predicted // 2 % 2 == target // 2 % 2).double().mean().item(),
                 "agreement": (predicted % 2 == target % 2).double().mean().item()}
 
-    return _pruned_by_kind(model, importance, accuracies)
+    return _pruned_by_kind(model, importance, source, target_in, accuracies)
 
 
 def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: torch.Tensor,
@@ -486,17 +499,28 @@ def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: to
     _check_targets(model, target_in, target_out)
 
 
-def _pruned_by_kind(model, importance, accuracies) -> dict[str, dict[str, list[float]]]:
-    """``{kind: {part: [accuracies(gates) with 0, 1, ..., all of that kind's heads gated off,
-    least important first]}}``."""
+def _pruned_by_kind(model, importance, source, target_in,
+                    accuracies) -> dict[str, dict[str, list[float]]]:
+    """``{kind: {part: [accuracies(scores) with 0, 1, ..., all of that kind's heads gated off,
+    least important first]}}``, ``scores`` the model's on ``(source, target_in)``.
+
+    Computed once and shared: the point with every head present (the first point of every
+    curve: the same gates), and the encoder's output with all its heads, which every point of
+    the two decoder kinds reads (their gates leave the encoder's open). The same operations
+    on the same inputs, so the curves are those of a whole forward pass per point, bit for bit
+    (tests/test_seq2seq.py compares them)."""
     from mha.analysis.pruning_curves import pruning_order
 
+    open_gates = _gates(model, importance.shape)  # the model's dtype, as its head_mask wants
+    scores, memory = _scores(model, source, target_in, open_gates)
+    all_heads = accuracies(scores)
     curves = {}
     for kind, name in enumerate(KINDS):
-        gates = _gates(model, importance.shape)  # the model's dtype, as its head_mask wants
-        points = [accuracies(gates)]
+        gates = open_gates.clone()
+        shared = None if kind == KINDS.index("encoder self-attention") else memory
+        points = [all_heads]
         for layer, head in pruning_order(importance[kind]):
             gates[kind, layer, head] = 0.0
-            points.append(accuracies(gates))
+            points.append(accuracies(_scores(model, source, target_in, gates, shared)[0]))
         curves[name] = {part: [p[part] for p in points] for part in points[0]}
     return curves
