@@ -12,6 +12,7 @@ every question asked in words and still grades; and, when the book is built, eve
 link agrees with the book's own HTML.
 """
 
+import ast
 import json
 import re
 from html import unescape
@@ -126,13 +127,16 @@ def test_the_jupyter_edition_keeps_every_code_cell_and_output(path):
             assert copy["outputs"] == [] and copy["execution_count"] is None
         else:
             assert copy["outputs"] == original["outputs"]
-        folding = {"jupyter", "cellView"}  # what folds a solution (checked below)
+        folding = {"jupyter", "cellView", "tags"}  # what folds a solution (checked below)
         assert {k: v for k, v in copy["metadata"].items() if k not in folding} == \
             {k: v for k, v in original["metadata"].items() if k not in folding}
+        tags = original["metadata"].get("tags", [])
+        assert copy["metadata"].get("tags", []) == tags if not folded(copy) else \
+            set(copy["metadata"]["tags"]) == {*tags, "nbval-ignore-output"}
         if fmt.source(original) != setup_cell_source():  # (its note: below)
-            # a folded solution's code starts with the line its folded view shows (below)
-            assert fmt.source(copy).removeprefix(
-                jupyter_edition.FOLDED_CODE_FIRST_LINE + "\n") == fmt.source(original)
+            # a folded solution's code starts with the %%capture line its folded view shows,
+            # and a line saying how to see its output (below)
+            assert jupyter_edition.CAPTURED.sub("", fmt.source(copy)) == fmt.source(original)
     assert edition["metadata"] == source["metadata"]
 
 
@@ -258,7 +262,7 @@ def test_the_jupyter_edition_folds_every_solution_and_nothing_else(path):
         if cell["cell_type"] == "code":
             assert folded(cell) == {"source_hidden": True, "outputs_hidden": True}, cell_id
             assert cell["metadata"]["cellView"] == "form", cell_id  # Colab's folding
-            assert fmt.source(cell).split("\n")[0] == jupyter_edition.FOLDED_CODE_FIRST_LINE
+            assert jupyter_edition.CAPTURED.match(fmt.source(cell)), cell_id
         else:
             # not collapsed: JupyterLab opens a collapsed markdown cell when it runs (Run All
             # showed every written solution); a <details> block stays closed
@@ -285,21 +289,59 @@ def test_a_folded_solution_previews_a_plain_line_for_the_reader():
     """JupyterLab shows a collapsed cell as the raw first line of its source. Chapter 2's prose
     solution began with maths (shown as raw LaTeX), then with an HTML comment (shown as
     markup), and the second code cell of Exercise 2.3 with "### BEGIN SOLUTION". Every folded
-    code cell now previews a plain sentence saying it is the folded solution (the text of a
-    solution is in a closed <details> block, which shows only its summary)."""
+    code cell now previews its %%capture line, which names only the variable its output goes
+    to (a cell magic must come first); the next line says it is the folded solution and how
+    to see its output (the text of a solution is in a closed <details> block, which shows only
+    its summary)."""
     path = ROOT / "notebooks" / "02_diagonal_problem.ipynb"
     cells = [c for c in jupyter(path)["cells"] if folded(c)]
     assert {c["cell_type"] for c in cells} == {"code"}
-    assert {fmt.source(c).split("\n")[0] for c in cells} == {
-        jupyter_edition.FOLDED_CODE_FIRST_LINE}
-    line = jupyter_edition.FOLDED_FIRST_LINE
-    assert re.fullmatch(r"[A-Z][\w ,:.']+\.", line) and "solution" in line.lower(), line
-    assert len(jupyter_edition.FOLDED_CODE_FIRST_LINE) <= 79  # one line in a narrow window
-    # the issue's code cell: its source starts with the grading marker
-    second = [c for c in cells if fmt.source(c).split("\n")[1] == "### BEGIN SOLUTION"]
-    assert second, "Exercise 2.3's second cell starts with its marker no more: find another"
-    # book/how_to_use.md quotes it
-    assert line in " ".join((ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8").split())
+    previews = [fmt.source(c).split("\n")[0] for c in cells]
+    assert previews == ["%%capture solution_2_2_output", "%%capture solution_2_3_output",
+                        "%%capture solution_2_3_output_2", "%%capture solution_2_4_output"]
+    for cell in cells:
+        first, second = fmt.source(cell).split("\n")[:2]
+        variable = first.removeprefix("%%capture ")
+        assert second == (f"# Solution to Exercise {variable.split('_')[1]}."
+                          f"{variable.split('_')[2]}, folded: run {variable}.show() to see "
+                          "its output.")
+        assert len(first) <= 79 and len(second) <= 90  # one line in a narrow window
+    # the issue's code cell: its source started with the grading marker
+    third = [c for c in cells if fmt.source(c).split("\n")[2] == "### BEGIN SOLUTION"]
+    assert third, "Exercise 2.3's second cell starts with its marker no more: find another"
+    # book/how_to_use.md says what the folded cell shows
+    how_to = " ".join((ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8").split())
+    assert "%%capture solution_N_K_output" in how_to and ".show()" in how_to
+
+
+def test_every_folded_solution_cell_hides_its_output_when_it_runs():
+    """Run All runs the folded solutions (later cells use what they define), and JupyterLab
+    shows a collapsed cell's outputs again when it runs: Exercise 9.1's "8 key/value heads: 10
+    GiB / 64 key/value heads: 80 GiB", 1.6's plot and 2.3's failure rates showed. Each folded
+    solution code cell, in every chapter, is now run by IPython as a %%capture cell magic into
+    a variable of its own (what the cell prints and draws goes there, not to the screen), and
+    the line under it names that variable's .show()."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transform = TransformerManager().transform_cell
+    variables = []
+    for path in NOTEBOOKS:
+        source, edition = fmt.load(path), jupyter(path)
+        solution_ids = {source["cells"][i]["id"] for e in fmt.parse(source) for i in e.code}
+        cells = [c for c in edition["cells"] if c.get("id") in solution_ids]
+        assert len(cells) == len(solution_ids)
+        for cell in cells:
+            text = fmt.source(cell)
+            first, second, body = text.split("\n", 2)
+            variable = first.removeprefix("%%capture ")
+            assert variable.isidentifier(), first
+            # what IPython runs: the capture magic with the variable, around the whole cell
+            assert transform(text) == (f"get_ipython().run_cell_magic('capture', {variable!r}, "
+                                       f"{(second + chr(10) + body + chr(10))!r})\n"), text[:200]
+            assert f"{variable}.show()" in second
+            assert "nbval-ignore-output" in cell["metadata"]["tags"]  # it prints nothing
+            variables.append(variable)
+    assert len(set(variables)) == len(variables), "two cells capture into the same variable"
 
 
 def test_a_folded_solution_text_renders_its_markdown_and_maths_inside_details():
@@ -339,10 +381,12 @@ def test_each_solution_s_code_is_followed_by_an_answer_cell_before_its_check(pat
         assert cell["cell_type"] == "code" and cell["outputs"] == []
         text = fmt.source(cell)
         assert text.startswith(f"# Your answer to Exercise {exercise.name} goes here")
-        # comments only, each short enough to read without scrolling (one line of ~135
-        # characters before)
-        assert all(line.startswith("# ") and len(line) <= 90 for line in text.splitlines())
-        assert "runs after the course's folded solution" in text
+        # two comment lines (then the stubs of what the check calls: below), each short enough
+        # to read without scrolling (one line of ~135 characters before)
+        comments = text.splitlines()[:2]
+        assert all(line.startswith("# ") and len(line) <= 90 for line in comments)
+        assert "runs after the course's folded solution" in comments[1]
+        assert all(not line.startswith("# ") for line in text.splitlines()[2:3])
         solution = [ids.index(source["cells"][i]["id"]) for i in exercise.solution
                     if source["cells"][i]["id"] in ids]
         checks = [ids.index(source["cells"][i]["id"]) for i in exercise.checks]
@@ -360,10 +404,51 @@ def test_each_solution_s_code_is_followed_by_an_answer_cell_before_its_check(pat
     assert any(stored[i].get("outputs") for e in with_code for i in e.checks)
 
 
+def check_calls(text):
+    """The names a check cell hands to its check: ``_ = mha.checks.ch01.f(stable_softmax)``."""
+    return re.findall(r"\bmha\.checks\.\w+\.\w+\(([A-Za-z_]\w*)\)", text)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)
+def test_an_untouched_answer_cell_stubs_what_its_check_calls(path):
+    """A fresh Run All of chapter 1 said "✓ correct" to all four checks with no work done: the
+    answer cell, left empty (or defining a misspelt name), kept the folded solution's function,
+    which the check called. Now the answer cell defines every name its check calls as the
+    student edition's stub (the def line, then raise NotImplementedError(), which the check
+    reports as "not done yet"); no later cell of the chapter uses those names (it would meet
+    the stub, not the solution)."""
+    source, edition = fmt.load(path), jupyter(path)
+    stubbed = "\n".join(
+        fmt.source(c) for c in student(path)["cells"] if "solution" in c["metadata"].get(
+            "tags", []))
+    ids = [c.get("id") for c in edition["cells"]]
+    cells = source["cells"]
+    for exercise in [e for e in fmt.parse(source) if e.checks]:
+        called = {n for i in exercise.checks for n in check_calls(fmt.source(cells[i]))}
+        assert called, f"Exercise {exercise.name}: no name found in its check cells"
+        answer = fmt.source(edition["cells"][ids.index(f"answer-{exercise.label}")])
+        defs = {node.name: node for node in ast.parse(answer).body
+                if isinstance(node, ast.FunctionDef)}
+        assert set(defs) == called, (exercise.name, answer)
+        lines = answer.split("\n")
+        for name, node in defs.items():
+            assert len(node.body) == 1 and ast.unparse(node.body[0]) == \
+                "raise NotImplementedError()", (exercise.name, answer)
+            # as the student edition stubs it (its comment line included)
+            stub = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            assert "    # YOUR CODE HERE\n" in stub and stub in stubbed, stub
+            later = [c.get("id") for i, c in enumerate(cells)
+                     if i > max(exercise.checks) and c["cell_type"] == "code"
+                     and re.search(rf"(?<![\w.]){name}\b", fmt.source(c))]
+            assert not later, f"{name} is stubbed, but cells {later} use it"
+
+
 def test_run_all_checks_the_answer_written_in_the_answer_cell(capsys):
     """The student's scenario (Exercise 1.2, a softmax without the max subtracted), run top to
     bottom as Run All runs it: the check now sees the student's answer and says it is wrong;
-    with the answer cell left as it is, the course's solution still defines the function."""
+    with the answer cell left as it is, its stub makes the check say "not done yet" (it said
+    "correct" to the course's solution); a right answer in place of the stub's raise is
+    correct. (The folded solution runs here without its %%capture line, in this process.)"""
     path = ROOT / "notebooks" / "01_attention_recap.ipynb"
     source, edition = fmt.load(path), jupyter(path)
     exercise = next(e for e in fmt.parse(source) if e.name == "1.2")
@@ -383,7 +468,7 @@ def test_run_all_checks_the_answer_written_in_the_answer_cell(capsys):
             cell = edition["cells"][i]
             if cell["cell_type"] == "code":
                 text = answer_text if i == answer else fmt.source(cell)
-                exec(text, namespace)  # noqa: S102
+                exec(jupyter_edition.CAPTURED.sub("", text), namespace)  # noqa: S102
         return capsys.readouterr().out, namespace
 
     said, namespace = run_all(fmt.source(edition["cells"][answer]) + "\n" + wrong)
@@ -395,9 +480,56 @@ def test_run_all_checks_the_answer_written_in_the_answer_cell(capsys):
     assert not torch.allclose(namespace["stable_softmax"](scores, 0.5),
                               torch.softmax(scores / 0.5, dim=-1))
     said, namespace = run_all(fmt.source(edition["cells"][answer]))
+    assert "✗ Exercise 1.2" in said and "not done yet" in said, said
+    with pytest.raises(NotImplementedError):
+        namespace["stable_softmax"](scores, 0.5)
+    right = ("e = torch.exp((s := scores / temperature) - s.amax(-1, keepdim=True))\n"
+             "    return e / e.sum(-1, keepdim=True)")
+    said, namespace = run_all(fmt.source(edition["cells"][answer]).replace(
+        "raise NotImplementedError()", right))
     assert "✓ Exercise 1.2" in said, said
     torch.testing.assert_close(namespace["stable_softmax"](scores, 0.5),
                                torch.softmax(scores / 0.5, dim=-1))
+
+
+@pytest.mark.chapter(2)
+def test_run_all_of_a_fresh_edition_shows_no_solution_output_and_passes_no_check():
+    """Student 42's Run All of a fresh Jupyter edition, in a Jupyter kernel (chapter 2, the
+    cheapest chapter to run: about 8 s of CPU): it showed Exercise 2.3's failure rates (the
+    folded solution's output) and said "✓ correct" to every check with nothing written. Now
+    no cell raises, no folded solution shows an output, every check says "not done yet", and
+    the output a solution printed is in its %%capture variable, for .show()."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = ROOT / "notebooks" / "02_diagonal_problem.ipynb"
+    source, edition = fmt.load(path), jupyter(path)
+    exercises = fmt.parse(source)
+    solution_ids = {source["cells"][i]["id"] for e in exercises for i in e.code}
+    check_ids = {source["cells"][i]["id"] for e in exercises for i in e.checks}
+    printed = next(source["cells"][i] for e in exercises for i in e.code
+                   if source["cells"][i]["outputs"])  # Exercise 2.3's failure rates
+    shown = next(c for c in edition["cells"] if c.get("id") == printed["id"])
+    variable = fmt.source(shown).split("\n")[0].removeprefix("%%capture ")
+    nb = nbformat.from_dict(json.loads(json.dumps(edition)))  # a copy
+    for cell in nb.cells:
+        cell.source = fmt.source(cell)
+    # what a student who opens that solution and runs its .show() gets to see
+    nb.cells.append(nbformat.v4.new_code_cell(f"print({variable}.stdout, end='')"))
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [(c.get("id"), o["ename"]) for c in nb.cells if c.cell_type == "code"
+              for o in c.outputs if o["output_type"] == "error"]
+    assert not errors
+    assert {c.get("id"): c.outputs for c in nb.cells if c.get("id") in solution_ids} == {
+        i: [] for i in solution_ids}, "a folded solution showed its output"
+    said = {c.get("id"): "".join(o.get("text", "") for o in c.outputs) for c in nb.cells
+            if c.get("id") in check_ids}
+    assert len(said) == len(check_ids) >= 3
+    assert all("not done yet" in text and "✓" not in text for text in said.values()), said
+    stored = "".join("".join(o["text"]) for o in printed["outputs"]
+                     if o["output_type"] == "stream")
+    assert "".join(o.get("text", "") for o in nb.cells[-1].outputs) == stored
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=edition_id)

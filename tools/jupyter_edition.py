@@ -11,11 +11,16 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   "Solution to Exercise 4.1 (click to open)" (running the cell does not open it, unlike a
   collapsed markdown cell, which JupyterLab opens when it runs), its code cells with their code
   and outputs collapsed behind a first line that gives nothing away (the ``{solution-end}`` cell
-  goes). After a solution's code cells comes an answer cell for the student's own code: it runs
-  after the solution, so the check below it calls the student's definition, not the course's;
-  the checks' stored outputs are cleared (they would say "correct" before anything was
-  written). The student edition, whose solutions are stubs to fill in, folds nothing and adds
-  no answer cell (``fold_solutions=False``);
+  goes). That line is ``%%capture solution_N_K_output``: Run All runs the solutions (later
+  cells use what they define), and JupyterLab shows a collapsed cell's outputs again when it
+  runs, so what a solution prints or draws goes to that variable, whose ``.show()`` the next
+  line names. After a solution's code cells comes an answer cell for the student's own code: it
+  runs after the solution, so the check below it calls the student's definition, not the
+  course's; it starts with the student edition's stub of every function the check calls (the
+  def line, ``raise NotImplementedError()``), so that untouched it makes the check say "not
+  done yet"; the checks' stored outputs are cleared (they would say "correct" before anything
+  was written). The student edition, whose solutions are stubs to fill in, folds nothing and
+  adds no answer cell (``fold_solutions=False``);
 - a lemma or theorem ``**Lemma 2.1** (title)``, a proof ``*Proof.*``; a note or other
   admonition a quotation with its title in bold; a table or figure its numbered caption;
 - ``{ref}``, ``{numref}``, ``{prf:ref}``, ``{doc}`` and links to labels become the text the book
@@ -30,8 +35,8 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   anchor in a cell of its own before it; an anchor starts the line of what it names
   (``<a id="lem-04-two-views"></a>**Lemma 4.1** (title)``), so that a link puts that at the top.
 
-Code cells and their outputs are kept as they are (a solution's are folded, behind a first
-line saying so); the setup cell installs ``mha`` from the repository and branch named in
+Code cells and their outputs are kept as they are (a solution's are folded, behind its
+``%%capture`` line); the setup cell installs ``mha`` from the repository and branch named in
 ``_config.yml`` (an instructor's fork names its own). The published book is ``html.baseurl``
 in ``_config.yml`` if set, else the GitHub Pages site of that repository
 (``https://OWNER.github.io/NAME/``): a fork's edition links to the fork's book.
@@ -52,6 +57,7 @@ Existing tools were tried first (see the note at the end of this file).
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import hashlib
 import json
@@ -89,12 +95,18 @@ PROOF_TYPES = {"lemma", "theorem", "definition", "corollary", "proposition", "co
                "property", "assumption", "notation"}
 # what {prf:ref}, {numref} and captions call each kind of numbered thing
 NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
-# The first line of a folded solution's cell: JupyterLab shows a collapsed cell as its first
-# line of source, raw (no markdown rendered, no comment hidden), which would otherwise preview
-# the solution (as raw LaTeX, or a "### BEGIN SOLUTION" marker). So it is a plain sentence for
-# the reader, in code a comment; once the cell is open it reads as the solution's first line.
-FOLDED_FIRST_LINE = "Solution, folded: click the dots to open it, the bar on its left to fold it."
-FOLDED_CODE_FIRST_LINE = "# " + FOLDED_FIRST_LINE
+# A folded solution's code cell: JupyterLab shows a collapsed cell as its first line of
+# source, raw (no markdown rendered, no comment hidden), and shows a collapsed cell's outputs
+# again when the cell runs. Run All runs every solution (later cells use what it defines), so
+# the cell starts with IPython's %%capture (JupyterLab, Colab and every IPython kernel run it),
+# which keeps what the cell prints and draws in a variable instead of showing it; a cell magic
+# must be the first line, so that line, which names only the variable, is what the collapsed
+# cell previews. The second line says how to see the output (its stored outputs are kept,
+# collapsed, and nbval ignores them: the cell prints nothing when it runs).
+FOLDED_CODE_FIRST_LINE = "%%capture {variable}"
+FOLDED_CODE_SECOND_LINE = "# Solution to {name}, folded: run {variable}.show() to see its output."
+CAPTURED = re.compile(r"\A%%capture (solution_\w+_output(?:_\d+)?)\n# Solution to .*?"
+                      r"run \1\.show\(\) to see its output\.\n")
 FOLDED = {"source_hidden": True, "outputs_hidden": True}
 # A folded solution's text: <details> stays closed when its cell runs (JupyterLab's "run"
 # un-collapses a collapsed markdown cell, so Run All used to open every written solution). The
@@ -102,9 +114,14 @@ FOLDED = {"source_hidden": True, "outputs_hidden": True}
 DETAILS = "<details><summary>{summary} (click to open)</summary>\n\n{text}\n\n</details>"
 # Under a solution's code: where the student writes theirs. It runs after the course's code,
 # so the check calls the student's definition (the student's code written above the folded
-# solution was redefined by it, and the check said "correct" for a wrong answer).
+# solution was redefined by it, and the check said "correct" for a wrong answer). For what
+# the check calls, it holds the student edition's stub (the def line, then raise
+# NotImplementedError()): left as it is, the check says "not done yet", not "correct" for the
+# course's solution run just above.
 ANSWER_LINE = ("# Your answer to {name} goes here.\n"  # two short lines: no scrolling
                "# It runs after the course's folded solution above: {user} calls yours.")
+ANSWER_LINE_STUB = ("# Your answer to {name} goes here, in place of the stub's raise.\n"
+                    "# It runs after the course's folded solution above: {user} calls yours.")
 FIRST_CELL_NOTE = ("# Exercises: write your answer in the cell under each folded solution, the\n"
                    "# one that starts \"# Your answer to Exercise N.K goes here\".\n")
 LOCAL_LINK = re.compile(r"\]\(#([^)\s]+)\)")
@@ -245,9 +262,11 @@ class Chapter:
     """Converts the cells of one page in order, counting what the book numbers."""
 
     def __init__(self, book: Book, docname: str, chapter: int | None, resolve: bool = True,
-                 fold_solutions: bool = True):
+                 fold_solutions: bool = True, stubs: dict[str, str] | None = None):
         self.book, self.docname, self.chapter, self.resolve = book, docname, chapter, resolve
         self.fold_solutions = fold_solutions
+        self.stubs = stubs or {}  # an exercise's label -> the stubs its answer cell starts with
+        self.folded_code_cells = 0  # of the solution being converted
         self.sections = [0] * 6  # heading counters, h1 .. h6
         self.counters: dict[str, int] = {}
         self.current_solution = "the exercise"  # the exercise of the last solution directive
@@ -303,6 +322,7 @@ class Chapter:
                 if starts and heading.startswith("**Solution to"):
                     self.solution_name = self.current_solution
                     self.solution_label = self.current_label
+                    self.folded_code_cells = 0
                     cell["source"] = answer.strip("\n")
                     if not self.fold_solutions or not cell["source"]:
                         # the heading shown, the solution's text (if any) in a cell of its own
@@ -369,11 +389,13 @@ class Chapter:
         name, self.answer_due = self.answer_due, None
         checked = following is not None and "check" in following.get("metadata", {}).get(
             "tags", [])
+        stub = self.stubs.get(self.answer_label)
+        text = (ANSWER_LINE_STUB if stub else ANSWER_LINE).format(
+            name=name, user="the check below" if checked else "the cells below")
         return {"cell_type": "code", "execution_count": None, "outputs": [],
                 "id": f"answer-{self.answer_label}",  # as the student edition names its own
                 "metadata": {"tags": ["answer"]},
-                "source": ANSWER_LINE.format(name=name, user="the check below" if checked
-                                             else "the cells below")}
+                "source": text + ("\n" + stub if stub else "")}
 
     def fold(self, cell: dict, what: str = "") -> None:
         """Fold a solution's cell as the book folds it: a markdown cell's text in a closed
@@ -381,7 +403,8 @@ class Chapter:
         and maths inside it, and running the cell leaves it closed), a code cell with its code
         and outputs collapsed behind a first line that gives nothing away (JupyterLab shows a
         collapsed cell as its first line; Colab, which reads neither mark, hides the code of a
-        cell in "form" view)."""
+        cell in "form" view); that line is a %%capture, so that running the cell (Run All
+        does) shows none of its outputs either."""
         if not self.fold_solutions:
             return
         if cell["cell_type"] == "markdown":
@@ -393,9 +416,21 @@ class Chapter:
                 self.folded_text_of = name
             cell["source"] = DETAILS.format(summary=summary, text=source(cell).strip("\n"))
         else:
-            cell["source"] = FOLDED_CODE_FIRST_LINE + "\n" + source(cell)
-            cell.setdefault("metadata", {}).setdefault("jupyter", {}).update(FOLDED)
-            cell["metadata"]["cellView"] = "form"  # Colab's mark: code hidden, "Show code"
+            self.folded_code_cells += 1
+            number = re.sub(r"\W+", "_", self.solution_name.removeprefix("Exercise ")).strip("_")
+            variable = f"solution_{number}_output" + (
+                f"_{self.folded_code_cells}" if self.folded_code_cells > 1 else "")
+            cell["source"] = "\n".join([
+                FOLDED_CODE_FIRST_LINE.format(variable=variable),
+                FOLDED_CODE_SECOND_LINE.format(name=self.solution_name, variable=variable),
+                source(cell)])
+            metadata = cell.setdefault("metadata", {})
+            metadata.setdefault("jupyter", {}).update(FOLDED)
+            metadata["cellView"] = "form"  # Colab's mark: code hidden, "Show code"
+            # it prints nothing when it runs: nbval (the weekly run of the edition) would
+            # compare nothing with the stored outputs it keeps for a reader who opens it
+            tags = metadata.get("tags", [])
+            metadata["tags"] = tags + ["nbval-ignore-output"] * ("nbval-ignore-output" not in tags)
 
     # -- block-level markdown
 
@@ -667,8 +702,9 @@ def convert_notebook(nb: dict, book: Book, docname: str, fold_solutions: bool = 
     edition = copy.deepcopy({k: v for k, v in nb.items() if k != "cells"})
     cells = list(nb["cells"])
     first = [setup_cell(cells[0], book)] if cells and SETUP_SPEC.search(source(cells[0])) else []
-    converted = Chapter(book, docname, chapter, fold_solutions=fold_solutions).convert_cells(
-        cells[len(first):])
+    stubs = answer_stubs(nb) if fold_solutions else {}
+    converted = Chapter(book, docname, chapter, fold_solutions=fold_solutions,
+                        stubs=stubs).convert_cells(cells[len(first):])
     if fold_solutions and first and any(c.get("id", "").startswith("answer-")
                                         for c in converted):
         # the first thing a student reads says where an answer goes (not above the solution:
@@ -678,6 +714,55 @@ def convert_notebook(nb: dict, book: Book, docname: str, fold_solutions: bool = 
                                        + lines[1:])
     edition["cells"] = first + link_missing_anchors_to_the_book(converted, book)
     return edition
+
+
+def check_arguments(text: str) -> list[str]:
+    """The names a check cell hands its check: ``mha.checks.ch01.f(stable_softmax)`` ->
+    ``["stable_softmax"]``."""
+    return [arg.id for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Call)
+            and ast.unparse(node.func).startswith("mha.checks.")
+            for arg in [*node.args, *(k.value for k in node.keywords)]
+            if isinstance(arg, ast.Name)]
+
+
+def answer_stubs(nb: dict) -> dict[str, str]:
+    """For each exercise with a check, the student edition's stub of every function its check
+    calls (``mha_grade.student_edition``: the def line, ``raise NotImplementedError()``), which
+    its answer cell starts with: a fresh Run All then says "not done yet", not "correct" for
+    the course's solution run just above. A later cell of the chapter that used such a name
+    would meet the stub, not the solution: that is refused here, naming the cell."""
+    from mha_grade.exercise_format import parse
+    from mha_grade.student_edition import stub_regions
+
+    cells, stubs = nb["cells"], {}
+    for exercise in parse(nb):
+        called = list(dict.fromkeys(name for i in exercise.checks
+                                    for name in check_arguments(source(cells[i]))))
+        if not called:
+            continue
+        defined = {}
+        for i in exercise.marked:
+            text = stub_regions(source(cells[i]))
+            lines = text.split("\n")
+            for node in ast.parse(text).body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                    defined[node.name] = "\n".join(lines[start - 1:node.end_lineno])
+        missing = [name for name in called if name not in defined]
+        if missing:
+            raise ValueError(f"{exercise.label}: its check calls {', '.join(missing)}, which its "
+                             "solution does not define with a def: no stub for its answer cell")
+        own = set(exercise.solution) | set(exercise.checks)
+        for j in range(min(exercise.solution), len(cells)):
+            text = source(cells[j])
+            used = [n for n in called if re.search(rf"(?<![\w.]){re.escape(n)}\b", text)]
+            if j not in own and cells[j]["cell_type"] == "code" and used:
+                raise ValueError(
+                    f"cell {cells[j].get('id', j)} uses {', '.join(used)}: the answer cell of "
+                    f"{exercise.label} stubs it (raise NotImplementedError()), so Run All would "
+                    "stop there; use mha's version, or another name, in that cell")
+        stubs[exercise.label] = "\n\n\n".join(defined[name] for name in called)
+    return stubs
 
 
 def link_missing_anchors_to_the_book(cells: list[dict], book: Book) -> list[dict]:
