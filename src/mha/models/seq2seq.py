@@ -381,7 +381,12 @@ def kind_importance(
     require_module("model", model, TinyTranslator)
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
     shape = (len(KINDS), model.num_layers, model.num_heads)
-    total = _gates(model, shape).zero_()
+    gate_dtype = model.readout.weight.dtype
+    # a running sum over the batches: in float16 it would pass 65,504 (inf) and in bfloat16
+    # stall once the total dwarfs a batch's gradient, so it is kept in float32 at least and
+    # cast back at the end, as head_importance does (float32 and float64 as before)
+    total = torch.zeros(shape, dtype=torch.promote_types(gate_dtype, torch.float32),
+                        device=model.readout.weight.device)
     for index, batch in enumerate(batches):
         if not isinstance(batch, tuple | list) or len(batch) != 3:
             raise ValueError(f"batches[{index}] must be a triple (source, target_in, "
@@ -400,8 +405,8 @@ def kind_importance(
         if not torch.isfinite(grad).all():
             raise ValueError(f"the gradient of model's loss with respect to the gates is not "
                              f"finite for batches[{index}]: head importance would be NaN")
-        total += grad.abs()
-    return total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)
+        total += grad.abs().to(total.dtype)
+    return (total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)).to(gate_dtype)
 
 
 @torch.no_grad()
