@@ -426,7 +426,7 @@ def generate(
     # inf would sample uniformly, whatever the model says: a finite temperature or 0 (greedy)
     temperature = require_number("temperature", temperature, at_least=0.0)
     require_generator("generator", generator)
-    require_tensor("prompt", prompt)
+    require_tensor("prompt", prompt, "int")
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
                          f"{tuple(prompt.shape)}")

@@ -297,7 +297,7 @@ class TinyTranslator(nn.Module):
         for name, tokens, vocab in [
                 ("source", source, self.source_embedding.num_embeddings),
                 ("target_in", target_in, self.target_embedding.num_embeddings)]:
-            require_tensor(name, tokens)
+            require_tensor(name, tokens, "int")
             if tokens.is_floating_point() or tokens.dim() != 2 \
                     or not 1 <= tokens.shape[1] <= self.max_len:
                 raise ValueError(f"{name} must be an integer tensor of shape (batch, n) with "
@@ -479,7 +479,7 @@ def agreement_pruning_curves(
 def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: torch.Tensor,
                         target_out: object) -> None:
     require_module("model", model, TinyTranslator)
-    require_tensor("importance", importance)
+    require_tensor("importance", importance, "float")
     shape = (len(KINDS), model.num_layers, model.num_heads)
     if tuple(importance.shape) != shape:
         raise ValueError(f"importance must have shape {shape} (kinds, layers, heads), as "
@@ -487,7 +487,7 @@ def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: to
                          f"{tuple(importance.shape)}")
     require_no_nan("importance", importance, "a NaN has no place in a ranking: check the model "
                    "kind_importance read")
-    require_tensor("target_in", target_in)  # the model checks its ids; the shape is read here
+    require_tensor("target_in", target_in, "int")  # the model checks ids; shape read here
     _check_targets(model, target_in, target_out)
 
 
