@@ -7,6 +7,9 @@ expects an error asserts its class and that the message holds the row's words (t
 name, and what was received); a row that expects a result asserts the documented result.
 """
 
+import re
+
+import numpy as np
 import pytest
 import torch
 from bad_inputs import CASES, LAPTOP, Bad
@@ -159,3 +162,34 @@ def test_a_memory_budget_is_the_calling_threads_only(setting):
     assert seen == {"budget": before, "error": None}
     with mha.memory_budget(100), mha.memory_budget(None):  # blocks nest; None is the default
         assert mha.get_memory_budget() == before
+
+
+def _follow_the_hint(error: ValueError, name: str, value: object) -> torch.Tensor:
+    """Run the conversion the message suggests, ``torch.as_tensor(name[, dtype=...])``."""
+    call = re.search(rf"torch\.as_tensor\({name}(, dtype=torch\.\w+)?\)", str(error))
+    assert call, str(error)
+    return eval(call.group(0), {"torch": torch, name: value})  # noqa: S307 (our own message)
+
+
+def test_a_non_tensor_argument_is_told_the_dtype_that_fits_it():
+    """The hint was float32 for everything: a numpy bool mask followed it into an additive
+    0/1 mask that masks nothing, and token ids into float ids that generate refuses."""
+    torch.manual_seed(0)
+    layer, x = mha.MultiHeadAttention(8, 2), torch.randn(1, 4, 8)
+    for allowed in (np.tril(np.ones((4, 4), bool)), np.tril(np.ones((4, 4), bool)).tolist()):
+        with pytest.raises(ValueError, match="mask must be a torch.Tensor") as error:
+            layer(x, mask=allowed)
+        mask = _follow_the_hint(error.value, "mask", allowed)
+        assert mask.dtype == torch.bool
+        # causal by hand: query 0 sees key 0 only
+        assert layer(x, mask=mask)[1][0, :, 0].tolist() == [[1.0, 0.0, 0.0, 0.0]] * 2
+    model = mha.TinyDecoder(256, 16, embed_dim=16, num_heads=2, num_layers=1)
+    ids = np.array([[1, 2, 3]])
+    with pytest.raises(ValueError, match="prompt must be a torch.Tensor") as error:
+        mha.generate(model, ids, 2)
+    prompt = _follow_the_hint(error.value, "prompt", ids)
+    assert prompt.dtype == torch.int64 and model(prompt).shape == (1, 3, 256)  # float refused
+    q = np.ones((3, 4))  # float64 data: float32, as the course's tensors
+    with pytest.raises(ValueError, match="query must be a torch.Tensor") as error:
+        mha.attention(q, torch.ones(3, 4), torch.ones(3, 4))
+    assert _follow_the_hint(error.value, "query", q).dtype == torch.float32

@@ -168,6 +168,46 @@ def test_chunked_attention_with_no_keys_or_no_queries():
                                  torch.randn(2, 3, 5)).shape == (2, 0, 5)
 
 
+def test_chunked_attention_keeps_its_running_sums_in_float32():
+    """m, l and o run over every key: in float16 they passed 65,504 (inf, then NaN) and in
+    bfloat16 they lost bits per block, where mha.attention is right."""
+    # equal scores: the output is the mean of the values, by hand 100 and 1
+    q = torch.zeros(1, 2, 8, dtype=torch.float16)
+    k = torch.zeros(1, 1000, 8, dtype=torch.float16)
+    v = torch.full((1, 1000, 8), 100.0, dtype=torch.float16)
+    got = mha.chunked_attention(q, k, v)  # o reaches 100 * 1000
+    assert got.dtype == torch.float16 and (got == 100).all()
+    k, v = torch.zeros(1, 70_000, 8, dtype=torch.float16), torch.ones(1, 70_000, 8,
+                                                                       dtype=torch.float16)
+    assert (mha.chunked_attention(q, k, v) == 1).all()  # l reaches 70,000
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, n, 8, generator=g).to(torch.bfloat16) for n in (4, 3000, 3000))
+    expected = mha.attention(q.double(), k.double(), v.double())[0]
+    error = (mha.chunked_attention(q, k, v, chunk_size=256).double() - expected).abs().max()
+    # within one bfloat16 step of the largest output (summed in bfloat16: 1.8 steps)
+    assert error <= torch.finfo(torch.bfloat16).eps * expected.abs().max()
+
+
+def test_chunked_attention_broadcasts_batch_dimensions_as_attention_does():
+    """Leading dimensions that broadcast (the query's or the keys' of size 1, or missing),
+    with no keys and with causal queries before every key: the running tensors have the
+    broadcast batch shape from the start, so every case has attention's shape and values."""
+    g = torch.Generator().manual_seed(0)
+    batches = [((), (2,)), ((2,), ()), ((1, 3), (2, 1)), ((2, 1), (3,)), ((2, 3), (1,))]
+    cases = [(0, 0), (2, 0), (5, 2), (5, 1), (3, 3), (2, 5), (7, 4)]  # (n_q, n_k)
+    for index, ((n_q, n_k), (batch_q, batch_k)) in enumerate(
+            (case, batch) for case in cases for batch in batches):
+        chunk, causal = 1 + index % 3, index % 2 == 0
+        q = torch.randn(*batch_q, n_q, 4, generator=g, dtype=torch.float64)
+        k = torch.randn(*batch_k, n_k, 4, generator=g, dtype=torch.float64)
+        v = torch.randn(*batch_k, n_k, 3, generator=g, dtype=torch.float64)
+        for is_causal in (causal, True) if n_q > n_k else (causal,):
+            expected = mha.attention(q, k, v, is_causal=is_causal)[0]
+            got = mha.chunked_attention(q, k, v, chunk_size=chunk, is_causal=is_causal)
+            torch.testing.assert_close(got, expected, msg=lambda m, c=(
+                n_q, n_k, batch_q, batch_k, chunk, is_causal): f"{c}: {m}")
+
+
 def test_chunked_attention_bad_input():
     x = torch.randn(1, 4, 8)
     with pytest.raises(ValueError, match="chunk_size must be a positive int, got 0"):

@@ -505,3 +505,29 @@ def test_a_made_attention_layer_in_another_dtype_is_refused_when_the_decoder_is_
                                          r"q_proj.weight is torch.float64.*torch.float32"):
         mha.TinyDecoder(256, 8, embed_dim=16, num_layers=1,
                         make_attention=lambda: mha.MultiHeadAttention(16, 4).double())
+
+
+def test_the_language_model_loss_averages_in_float32_for_half_logits():
+    """A mean over many tokens is a sum first: float16 passed 65,504 beyond ~12,000 tokens
+    (inf bits per byte with no error), bfloat16 lost bits. The reference: the same rounded
+    logits in float64."""
+    from mha.models.decoder import language_model_loss
+    from mha.tasks.neighbour_task import cross_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = 4 * torch.randn(1, 30_000, 4, generator=g)  # mean loss ~3: the sum passes 65,504
+    targets = torch.randint(0, 4, (1, 30_000), generator=g)
+    for dtype in (torch.float16, torch.bfloat16):
+        rounded = logits.to(dtype)
+        expected = language_model_loss(rounded.double(), targets)
+        assert expected * 30_000 > 65_504
+        for loss in (language_model_loss, cross_entropy):
+            got = loss(rounded, targets)
+            assert got.dtype == torch.float32, loss.__name__
+            assert abs(got.item() - expected.item()) < 1e-5, (loss.__name__, dtype)
+    # through bits_per_byte: a float16 model on 200 windows of 64 tokens (12,800 scored)
+    model = mha.TinyDecoder(256, 65, embed_dim=8, num_heads=2, num_layers=1).half()
+    data = torch.randint(0, 256, (200 * 65,), generator=g)
+    got = mha.bits_per_byte(model, data, num_windows=200)
+    expected = mha.bits_per_byte(copy.deepcopy(model).double(), data, num_windows=200)
+    assert abs(got - expected) < 0.01

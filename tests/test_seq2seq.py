@@ -472,6 +472,18 @@ def test_kind_importance_sums_each_batch_mean_loss_gradient_then_normalises_laye
     torch.testing.assert_close(result, expected, rtol=1e-10, atol=0)
 
 
+def test_kind_importance_of_a_bfloat16_model_sums_its_batches_in_float32():
+    """The running sum over batches in bfloat16 stalled once it dwarfed a batch's gradient
+    (0.013 off the float64 importances after 100 batches); summed in float32 and cast back
+    it is within one bfloat16 step. The reference: the same rounded weights in float64."""
+    model, batches = small_translator_and_batches()
+    model, batches = model.to(torch.bfloat16), batches * 50
+    got = kind_importance(model, batches)
+    expected = kind_importance(copy.deepcopy(model).double(), batches)
+    assert got.dtype == torch.bfloat16  # cast back to the model's dtype
+    assert (got.double() - expected).abs().max() < torch.finfo(torch.bfloat16).eps
+
+
 def test_kind_importance_and_curves_refuse_a_nan_model():
     model, batches = small_translator_and_batches()
     with torch.no_grad():

@@ -42,12 +42,34 @@ def _describe(x: object) -> str:
     return f"{kind} {text}" if len(text) <= 60 else kind
 
 
-def require_tensor(name: str, x: object) -> torch.Tensor:
-    """Return ``x`` if it is a ``torch.Tensor``; otherwise say how to make one."""
+def _conversion(name: str, x: object, kind: str | None) -> str:
+    """How to make a tensor of ``x`` with the dtype that fits the argument: float32 for
+    ``kind="float"`` data, int64 for ``"int"`` (token ids, positions), bool for ``"bool"``;
+    otherwise (``"mask"``, ``None``) the dtype ``x`` already has. A float32 copy of a bool
+    mask is an additive 0/1 mask that masks nothing, and float32 token ids are refused."""
+    if kind == "float":
+        return f"torch.as_tensor({name}, dtype=torch.float32)"
+    if kind == "int":
+        return f"torch.as_tensor({name}, dtype=torch.int64) (integer ids)"
+    if kind == "bool":
+        return f"torch.as_tensor({name}, dtype=torch.bool)"
+    own = getattr(x, "dtype", None)  # a numpy array's: as_tensor keeps bool, int64, float64
+    hint = f"torch.as_tensor({name})" + (
+        f", which keeps its dtype {own}" if own is not None
+        else " (bools stay bool, ints int64, floats float32)")
+    if kind == "mask":
+        hint += ("; a bool mask must stay bool: converted to float, its 0/1 would be added to "
+                 "the scores and mask nothing")
+    return hint
+
+
+def require_tensor(name: str, x: object, kind: str | None = None) -> torch.Tensor:
+    """Return ``x`` if it is a ``torch.Tensor``; otherwise say how to make one, with the dtype
+    that fits ``kind`` (see :func:`_conversion`)."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(
             f"{name} must be a torch.Tensor, got {_describe(x)}; convert it explicitly, "
-            f"e.g. torch.as_tensor({name}, dtype=torch.float32)"
+            f"e.g. {_conversion(name, x, kind)}"
         )
     return x
 
@@ -56,7 +78,7 @@ def require_float_tensor(
     name: str, x: object, min_dim: int = 1, dim: int | None = None
 ) -> torch.Tensor:
     """Return ``x`` if it is a real floating-point tensor with ``dim`` (or >= ``min_dim``) dims."""
-    require_tensor(name, x)
+    require_tensor(name, x, "float")
     if not x.is_floating_point():
         raise ValueError(
             f"{name} must have a floating dtype (float32, float64, ...), got {x.dtype}; "
@@ -83,7 +105,7 @@ def refuse_float8(name: str, x: torch.Tensor) -> None:
 
 def require_int_tensor(name: str, x: object, dim: int | None = None) -> torch.Tensor:
     """Return ``x`` if it is an integer tensor (not bool, not floating) with ``dim`` dims."""
-    require_tensor(name, x)
+    require_tensor(name, x, "int")
     if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         raise ValueError(
             f"{name} must be an integer tensor (e.g. torch.int64), got {x.dtype}; convert it "
@@ -117,7 +139,7 @@ def require_token_ids(name: str, tokens: torch.Tensor, vocab_size: int) -> torch
 def require_bool_tensor(name: str, x: object, shape: tuple[int, ...] | None = None
                         ) -> torch.Tensor:
     """Return ``x`` if it is a bool tensor (of ``shape``, when given)."""
-    require_tensor(name, x)
+    require_tensor(name, x, "bool")
     if x.dtype != torch.bool:
         raise ValueError(f"{name} must be a bool tensor, got {x.dtype}; use {name}.bool() "
                          f"(or {name} != 0)")
@@ -193,7 +215,7 @@ def require_broadcastable_mask(mask: object, target: torch.Size) -> torch.Tensor
     """Return ``mask`` if it is a bool or float tensor broadcasting to ``target`` without
     growing it. (A float mask of another float dtype is converted to the scores' dtype by
     the attention functions: a documented promotion, never an error from inside torch.)"""
-    require_tensor("mask", mask)
+    require_tensor("mask", mask, "mask")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(
             f"mask must be bool (True = may attend) or floating (added to the scores), "

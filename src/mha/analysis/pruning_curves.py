@@ -24,7 +24,7 @@ def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
     """``scores`` ``(layers, heads)``, real; ``name`` is what the user passed (``scores``, or
     ``importance(mask)`` for the scores a callable returned)."""
     if not isinstance(scores, torch.Tensor):
-        require_tensor(name, scores)
+        require_tensor(name, scores, "float")
     if scores.dim() != 2 or scores.is_complex() or scores.dtype == torch.bool or 0 in scores.shape:
         raise ValueError(f"{name} must be a real tensor of shape (layers, heads), got "
                          f"{scores.dtype} of shape {tuple(scores.shape)}")
@@ -67,7 +67,7 @@ def pruning_order(scores: torch.Tensor) -> list[tuple[int, int]]:
     ``scores`` for a wrong type, shape or NaN; :class:`mha.MemoryBudgetError` when the sort
     would exceed the memory budget.
     """
-    require_tensor("scores", scores)
+    require_tensor("scores", scores, "float")
     # the NaN check and the sort copy the values (a stride-0 view costs nothing, they do)
     check_output_allocation("pruning_order's sort", "scores", scores, (scores.numel(),),
                             torch.int64, "use fewer layers or heads")

@@ -58,8 +58,11 @@ def chunked_attention(
     dimensions broadcast as there.
 
     Dtypes: ``query``, ``key`` and ``value`` floating, of one dtype and device; the output has
-    it. Raises ``ValueError`` naming the argument for a wrong type, shape, dtype, device,
-    ``chunk_size``, ``scale``, ``causal`` or ``is_causal`` (or both given, disagreeing);
+    it. The scores are computed in that dtype (as in :func:`mha.attention`), while ``m``, ``l``
+    and ``o`` are kept in float32 at least (float16 and bfloat16 are widened; in float16 a sum
+    over many keys would pass 65,504) and the output is cast once at the end. Raises
+    ``ValueError`` naming the argument for a wrong type, shape, dtype, device, ``chunk_size``,
+    ``scale``, ``causal`` or ``is_causal`` (or both given, disagreeing);
     :class:`mha.MemoryBudgetError` when a block or the output would exceed the memory budget.
     """
     scale, out_batch = check_attention_inputs(query, key, value, scale)
@@ -71,9 +74,10 @@ def chunked_attention(
             raise ValueError("causal=True and is_causal=False disagree: they are one "
                              "setting, pass only is_causal")
         causal = is_causal
-    # one block of scores (and of its exponentials) per step
+    acc = torch.promote_types(query.dtype, torch.float32)  # the running statistics' dtype
+    # one block of scores (and of its exponentials, in acc) per step
     check_allocation("chunked_attention", (*out_batch, min(chunk_size, query.shape[-2]),
-                                           min(chunk_size, key.shape[-2])), query.dtype,
+                                           min(chunk_size, key.shape[-2])), acc,
                      "use a smaller chunk_size")
     # the output (kept whole, like any output) and, when causal, a look at every key
     check_output_allocation("chunked_attention's output", "query", query,
@@ -101,13 +105,19 @@ def chunked_attention(
         # each query's position among the keys (bottom-right aligned, as in mha.attention)
         rows = torch.arange(q_start, q_start + q.shape[-2], device=q.device)[:, None] + n_k - n_q
         first_row, last_row = q_start + n_k - n_q, q_start + q.shape[-2] - 1 + n_k - n_q
-        m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
+        # The running statistics are kept in float32 at least and cast once at the end: in
+        # float16, l (a sum of up to n_k terms of at most 1) and o (up to n_k * |v|) pass
+        # 65,504 and become inf, then NaN, where mha.attention and SDPA are right. They have
+        # the broadcast batch shape from the start, so that a block that sees no key (n_k = 0,
+        # or causal queries before every key) still comes out with the output's shape.
+        m = torch.full((*out_batch, q.shape[-2], 1), float("-inf"), dtype=acc, device=q.device)
         l = torch.zeros_like(m)  # noqa: E741 (the paper's name for the denominator)
-        o = torch.zeros((*q.shape[:-1], value.shape[-1]), dtype=value.dtype, device=q.device)
+        o = torch.zeros((*out_batch, q.shape[-2], value.shape[-1]), dtype=acc, device=q.device)
         for k_start in range(0, n_k, chunk_size):
             if causal and k_start > last_row and k_start > last_bad:
                 break  # every later key is in the future of every query of this block
-            s = q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)
+            # the scores in the input dtype (as mha.attention), then widened for the statistics
+            s = (q @ key[..., k_start:k_start + chunk_size, :].transpose(-2, -1)).to(acc)
             if causal:
                 cols = torch.arange(k_start, k_start + s.shape[-1], device=q.device)[None, :]
                 future = torch.zeros(s.shape[-2:], dtype=s.dtype, device=s.device)
@@ -119,12 +129,12 @@ def chunked_attention(
             p = torch.exp(s - shift)
             correction = torch.exp(m - shift)
             l = l * correction + p.sum(dim=-1, keepdim=True)  # noqa: E741
-            o = o * correction + p @ value[..., k_start:k_start + chunk_size, :]
+            o = o * correction + p @ value[..., k_start:k_start + chunk_size, :].to(acc)
             m = m_new
         # l >= 1 whenever a query sees a finite score (its largest term is e^0); l = 0 means
         # it saw no key at all (n_k = 0: zeros, as for a fully masked query in mha.attention)
         # or only -inf scores (from inf inputs: 0 / 0 = NaN, as softmax gives); NaN stays NaN
-        out = o / l if n_k else o
+        out = (o / l if n_k else o).to(value.dtype)
         if causal and first_row < 0:  # queries before every key: fully masked, zeros
             out = out.masked_fill(rows < 0, 0.0)
         blocks.append(out)

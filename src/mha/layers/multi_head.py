@@ -360,7 +360,7 @@ class MultiHeadAttention(nn.Module):
                       dtype: torch.dtype) -> torch.Tensor:
         """``mask`` combined with torch's ``key_padding_mask`` (True = ignore), ``(B, 1, 1, n_k)``
         or broadcastable to ``(B, h, n_q, n_k)``; ``n_k`` counts the ``cached`` keys too."""
-        require_tensor("key_padding_mask", key_padding_mask)
+        require_tensor("key_padding_mask", key_padding_mask, "mask")
         if key_padding_mask.dtype != torch.bool and not key_padding_mask.is_floating_point():
             raise ValueError(f"key_padding_mask must be bool (True = ignore the key, as in "
                              f"nn.MultiheadAttention) or floating (added to the scores), got "

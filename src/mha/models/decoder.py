@@ -342,8 +342,13 @@ class TinyDecoder(nn.Module):
 def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of next-token scores ``(B, n, V)`` against targets ``(B, n)``, in nats.
 
-    ``targets``: int64 or int32 ids (as TinyDecoder takes); F.cross_entropy wants int64."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long())
+    ``targets``: int64 or int32 ids (as TinyDecoder takes); F.cross_entropy wants int64.
+    Computed (and returned) in float32 at least: float16 and bfloat16 logits are widened."""
+    # the mean is a sum over every scored token first: in float16 it passes 65,504 beyond
+    # ~12,000 tokens (inf bits per byte, no error) and bfloat16 loses bits; float32 and
+    # float64 logits are used as they are
+    wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(wide.flatten(0, 1), targets.flatten().long())
 
 
 # models that a call of generate or bits_per_byte holds in eval mode: {model: [calls, modes]}
@@ -421,7 +426,7 @@ def generate(
     # inf would sample uniformly, whatever the model says: a finite temperature or 0 (greedy)
     temperature = require_number("temperature", temperature, at_least=0.0)
     require_generator("generator", generator)
-    require_tensor("prompt", prompt)
+    require_tensor("prompt", prompt, "int")
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be an integer tensor of shape (batch, n >= 1), got "
                          f"{tuple(prompt.shape)}")

@@ -307,7 +307,7 @@ class TinyTranslator(nn.Module):
         for name, tokens, vocab in [
                 ("source", source, self.source_embedding.num_embeddings),
                 ("target_in", target_in, self.target_embedding.num_embeddings)]:
-            require_tensor(name, tokens)
+            require_tensor(name, tokens, "int")
             if tokens.is_floating_point() or tokens.dim() != 2 \
                     or not 1 <= tokens.shape[1] <= self.max_len:
                 raise ValueError(f"{name} must be an integer tensor of shape (batch, n) with "
@@ -394,7 +394,12 @@ def kind_importance(
     require_module("model", model, TinyTranslator)
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
     shape = (len(KINDS), model.num_layers, model.num_heads)
-    total = _gates(model, shape).zero_()
+    gate_dtype = model.readout.weight.dtype
+    # a running sum over the batches: in float16 it would pass 65,504 (inf) and in bfloat16
+    # stall once the total dwarfs a batch's gradient, so it is kept in float32 at least and
+    # cast back at the end, as head_importance does (float32 and float64 as before)
+    total = torch.zeros(shape, dtype=torch.promote_types(gate_dtype, torch.float32),
+                        device=model.readout.weight.device)
     for index, batch in enumerate(batches):
         if not isinstance(batch, tuple | list) or len(batch) != 3:
             raise ValueError(f"batches[{index}] must be a triple (source, target_in, "
@@ -413,8 +418,8 @@ def kind_importance(
         if not torch.isfinite(grad).all():
             raise ValueError(f"the gradient of model's loss with respect to the gates is not "
                              f"finite for batches[{index}]: head importance would be NaN")
-        total += grad.abs()
-    return total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)
+        total += grad.abs().to(total.dtype)
+    return (total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)).to(gate_dtype)
 
 
 @torch.no_grad()
@@ -487,7 +492,7 @@ def agreement_pruning_curves(
 def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: torch.Tensor,
                         target_out: object) -> None:
     require_module("model", model, TinyTranslator)
-    require_tensor("importance", importance)
+    require_tensor("importance", importance, "float")
     shape = (len(KINDS), model.num_layers, model.num_heads)
     if tuple(importance.shape) != shape:
         raise ValueError(f"importance must have shape {shape} (kinds, layers, heads), as "
@@ -495,7 +500,7 @@ def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: to
                          f"{tuple(importance.shape)}")
     require_no_nan("importance", importance, "a NaN has no place in a ranking: check the model "
                    "kind_importance read")
-    require_tensor("target_in", target_in)  # the model checks its ids; the shape is read here
+    require_tensor("target_in", target_in, "int")  # the model checks ids; shape read here
     _check_targets(model, target_in, target_out)
 
 

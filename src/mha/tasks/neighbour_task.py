@@ -142,8 +142,12 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the scored positions: ``logits (B, n, C)``, ``targets (B, n)``
-    (int64 or int32: F.cross_entropy takes only int64 class indices)."""
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten().long(), ignore_index=IGNORE)
+    (int64 or int32: F.cross_entropy takes only int64 class indices). Computed (and returned)
+    in float32 at least: float16 and bfloat16 logits are widened."""
+    # the mean sums over every scored position: in float16 past 65,504 (inf), in bfloat16
+    # with lost bits; float32 and float64 logits are used as they are
+    wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    return F.cross_entropy(wide.flatten(0, 1), targets.flatten().long(), ignore_index=IGNORE)
 
 
 def train(
