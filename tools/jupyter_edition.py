@@ -36,10 +36,10 @@ every markdown cell in the markdown Jupyter renders, numbered as the book number
   (``<a id="lem-04-two-views"></a>**Lemma 4.1** (title)``), so that a link puts that at the top.
 
 Code cells and their outputs are kept as they are (a solution's are folded, behind its
-``%%capture`` line); the setup cell installs ``mha`` from the repository and branch named in
-``_config.yml`` (an instructor's fork names its own). The published book is ``html.baseurl``
-in ``_config.yml`` if set, else the GitHub Pages site of that repository
-(``https://OWNER.github.io/NAME/``): a fork's edition links to the fork's book.
+``%%capture`` line, without their stored outputs); the setup cell installs ``mha`` from the
+repository and branch named in ``_config.yml`` (an instructor's fork names its own). The
+published book is ``html.baseurl`` in ``_config.yml`` if set, else the GitHub Pages site of
+that repository (``https://OWNER.github.io/NAME/``): a fork's edition links to the fork's book.
 
 The numbers follow the rules the book's Sphinx extensions use, computed from the sources: the
 chapter number is the position in the numbered part of ``_toc.yml``; sections, exercises, figures
@@ -101,8 +101,8 @@ NUMREF_NAMES = {"figure": "Fig.", "table": "Table", "exercise": "Exercise"}
 # the cell starts with IPython's %%capture (JupyterLab, Colab and every IPython kernel run it),
 # which keeps what the cell prints and draws in a variable instead of showing it; a cell magic
 # must be the first line, so that line, which names only the variable, is what the collapsed
-# cell previews. The second line says how to see the output (its stored outputs are kept,
-# collapsed, and nbval ignores them: the cell prints nothing when it runs).
+# cell previews. The second line says how to see the output (its stored outputs are dropped:
+# opened, or in a static viewer, they gave the answer away).
 FOLDED_CODE_FIRST_LINE = "%%capture {variable}"
 FOLDED_CODE_SECOND_LINE = "# Solution to {name}, folded: run {variable}.show() to see its output."
 CAPTURED = re.compile(r"\A%%capture (solution_\w+_output(?:_\d+)?)\n# Solution to .*?"
@@ -338,6 +338,7 @@ class Chapter:
                 in_solution = in_solution and not ends
                 out.append(cell)
             elif cell["cell_type"] == "code":
+                drew = bool(cell.get("outputs"))  # before folding drops a solution's outputs
                 if in_solution or "solution" in cell.get("metadata", {}).get("tags", []):
                     self.fold(cell)
                     if self.fold_solutions:
@@ -348,7 +349,7 @@ class Chapter:
                     # wrote anything; the check's line comes when the student runs it
                     cell["outputs"], cell["execution_count"] = [], None
                 figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
-                if figure is not None and figure.get("name") and cell.get("outputs"):
+                if figure is not None and figure.get("name") and drew:
                     # the figure's anchor in a cell of its own just above the cell that draws
                     # it: a link puts the code and then the picture at the top of the view (an
                     # anchor in the caption, under the picture, left the picture above it; one
@@ -362,7 +363,7 @@ class Chapter:
                     caption = self.inline(figure.get("caption", ""))
                     if figure.get("name"):
                         self.add_target(figure["name"], "figure", number, caption)
-                    if not cell.get("outputs"):
+                    if not drew:
                         continue  # a solution stubbed in the student edition draws nothing
                     out.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption",
                                 "metadata": {"tags": ["caption"]},
@@ -401,10 +402,10 @@ class Chapter:
         """Fold a solution's cell as the book folds it: a markdown cell's text in a closed
         <details> block whose summary names the solution (JupyterLab and Colab render markdown
         and maths inside it, and running the cell leaves it closed), a code cell with its code
-        and outputs collapsed behind a first line that gives nothing away (JupyterLab shows a
-        collapsed cell as its first line; Colab, which reads neither mark, hides the code of a
-        cell in "form" view); that line is a %%capture, so that running the cell (Run All
-        does) shows none of its outputs either."""
+        collapsed behind a first line that gives nothing away, and no stored output
+        (JupyterLab shows a collapsed cell as its first line; Colab, which reads neither mark,
+        hides the code of a cell in "form" view); that line is a %%capture, so that running
+        the cell (Run All does) shows none of its outputs either."""
         if not self.fold_solutions:
             return
         if cell["cell_type"] == "markdown":
@@ -427,10 +428,10 @@ class Chapter:
             metadata = cell.setdefault("metadata", {})
             metadata.setdefault("jupyter", {}).update(FOLDED)
             metadata["cellView"] = "form"  # Colab's mark: code hidden, "Show code"
-            # it prints nothing when it runs: nbval (the weekly run of the edition) would
-            # compare nothing with the stored outputs it keeps for a reader who opens it
-            tags = metadata.get("tags", [])
-            metadata["tags"] = tags + ["nbval-ignore-output"] * ("nbval-ignore-output" not in tags)
+            # no stored output either: opened, or shown by a static viewer (GitHub, nbconvert),
+            # the book's outputs gave the answer away (student 43); run, it shows what the
+            # second line says
+            cell["outputs"], cell["execution_count"] = [], None
 
     # -- block-level markdown
 
