@@ -11,8 +11,6 @@ from mha.models.decoder import language_model_loss
 from mha.models.trained_models import DECODER_RECIPE as R
 from mha.tasks.text_corpus import windows
 
-pytestmark = pytest.mark.chapter(9)  # make chapter runs this file (issue 38)
-
 UP_STEPS = R["steps"] // 20  # 5% of the original training, as in Ainslie et al.
 
 
