@@ -632,7 +632,8 @@ def float32_verdict(check, answer) -> tuple[bool, bool]:
     return bool(found), good == list(seeds)
 
 
-@pytest.mark.parametrize("module,name", list(VARIANTS), ids=[f"{m}-{n}" for m, n in VARIANTS])
+@pytest.mark.parametrize("module,name", list(VARIANTS),
+                         ids=[f"{v[0].__name__}_in_float32" for v in VARIANTS.values()])
 def test_a_correct_answer_returned_in_float32_passes(module, name):
     check = check_of(module, name)
     floating, passed = float32_verdict(check, VARIANTS[module, name][0])
