@@ -179,3 +179,17 @@ def test_every_test_file_is_marked_with_its_chapter_or_listed_as_course_wide():
     listed = {**COURSE_WIDE, **LEFT_OUT_OF_THE_LOOP}
     stale = sorted(n for n in listed if n not in files or CHAPTER_MARK.search(files[n]))
     assert not stale, f"files listed as unmarked that are gone or marked with a chapter: {stale}"
+
+
+# --- one figure for what `make test-fast` costs (issue 38, F2)
+
+TEST_FAST_TIME = "about 10 minutes of CPU time"  # measured 2026-12-07 (CONTRIBUTING.md says how)
+
+
+def test_readme_contributing_and_the_makefile_quote_one_figure_for_test_fast():
+    # they said "a few minutes", "in a few minutes" and "a minute or two"; it ran far longer
+    for name in ("README.md", "CONTRIBUTING.md", "Makefile"):
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").replace("#", " ").split())
+        assert TEST_FAST_TIME in text, f"{name} should quote {TEST_FAST_TIME!r} for test-fast"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "a minute or two" not in makefile
