@@ -89,14 +89,17 @@ PYTEST := $(if $(STRICT_ARRAYS),PYTHONWARNINGS="$(ARRAY_WARNING)" )OMP_NUM_THREA
 pytest: $(STAMP)
 	$(PYTEST) --durations=15 tests $(NOTEBOOKS) --nbval
 
-# For authors, in a minute or two: the unit and property tests, and under nbval only the
-# notebooks that differ from main (committed or not); no book, browser or chapter grading.
-# `make test` stays the complete run CI uses.
+# For authors: the unit and property tests, and under nbval only the notebooks that differ from
+# main (committed or not); no book, browser or chapter grading: about 10 minutes of CPU time
+# (the figure README.md and CONTRIBUTING.md quote, measured as CONTRIBUTING.md says).
+# `make test-fast TESTS="tests/test_a.py tests/test_b.py"` runs only those files
+# (CONTRIBUTING.md names them per module of src/mha); `K=expr` adds pytest's -k. `make test` stays the complete run CI uses.
 CHANGED_NOTEBOOKS = $(filter $(NOTEBOOKS),$(shell git diff --name-only main -- '*.ipynb' 2>/dev/null))
 SLOW_TESTS := test_book_in_browser.py test_book_exercises.py test_grading_chapters.py \
 	test_grading_attacks.py test_compile.py test_gradescope_tamper.py test_grading_env.py
 test-fast: $(STAMP)
-	$(PYTEST) tests $(CHANGED_NOTEBOOKS) --nbval $(addprefix --ignore=tests/,$(SLOW_TESTS))
+	$(PYTEST) $(or $(TESTS),tests $(CHANGED_NOTEBOOKS) --nbval \
+		$(addprefix --ignore=tests/,$(SLOW_TESTS))) $(if $(K),-k "$(K)")
 
 # One chapter's loop, for its author (CONTRIBUTING.md starts with it): `make chapter CHAPTER=06`
 # (or 6, or 06_positional_encoding). Re-executes the chapter as `make execute` does (cells tagged

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(1)  # make chapter runs this file (issue 38)
+
 
 def random_case(generator, lead, n_q, n_k, d_k, d_v, dtype=torch.float64):
     def draw(*shape):

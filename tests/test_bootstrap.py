@@ -6,6 +6,8 @@ import scipy.stats
 
 import mha
 
+pytestmark = pytest.mark.chapter(8)  # make chapter runs this file (issue 38)
+
 
 def data(seed=0, groups=5, size=4):
     rng = np.random.default_rng(seed)

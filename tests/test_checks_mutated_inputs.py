@@ -17,6 +17,7 @@ Python numbers (0.3, 2.3, 2.4, 9.1) have nothing to mutate and are left out.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import subprocess
@@ -281,6 +282,27 @@ CASES = [
     (ch09.gqa_attention, "a92"), (ch09.absorb_query, "a93"), (ch09.mean_pool_kv, "a95"),
 ]
 
+
+def answers_in(source: str, table: str) -> set[str]:
+    """The names of the functions ``source`` defines, compiled at collection (ruff never reads
+    code in a string): a syntax error fails the file's collection naming the table, the answer
+    and the line."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        lines = source.splitlines()[:error.lineno]
+        answer = next((line.split("(")[0][4:] for line in reversed(lines)
+                       if line.startswith("def ")), "before any answer")
+        raise SyntaxError(f"{table} of tests/test_checks_mutated_inputs.py, answer {answer} "
+                          f"(line {error.lineno} of the string): {error.msg}") from None
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+ATTACK_NAMES = answers_in(ATTACKS, "ATTACKS") | answers_in(HONEST, "HONEST")
+answers_in(CAPTURE, "CAPTURE")
+assert not (missing := [name for _, name in CASES if name not in ATTACK_NAMES]), \
+    f"CASES names answers that ATTACKS does not define: {missing}"
+
 SERVER = textwrap.dedent('''
     import json, sys
     from mha.answer_watch import allow_threads_alive_now
@@ -342,6 +364,14 @@ def in_notebook(name: str):
     namespace: dict = {}
     exec(ATTACKS + HONEST, namespace)  # noqa: S102 (the test's own attacks)
     return namespace[name]
+
+
+def test_a_syntax_error_in_an_answer_names_its_table_and_the_answer():
+    broken = ATTACKS + "\n\ndef a99(x):\n    return x +\n"
+    with pytest.raises(SyntaxError, match=r"ATTACKS of tests/test_checks_mutated_inputs.py, "
+                                          r"answer a99 \(line \d+ of the string\)"):
+        answers_in(broken, "ATTACKS")
+    assert {"a56", "a62"} & answers_in(ATTACKS, "ATTACKS") == {"a62"}
 
 
 @pytest.mark.parametrize("check,name", CASES, ids=[name for _, name in CASES])

@@ -586,6 +586,93 @@ def test_a_correct_answer_written_differently_passes_under_20_hidden_seeds(modul
                                 f"{sorted(set(seeds) - set(good))}"
 
 
+# --- every floating answer also in float32 (issue 38, F7)
+#
+# A student's correct answer may well compute in float32 (torch's default dtype). For each check,
+# the first answer of its VARIANTS row is run again with every floating tensor or array it
+# returns rounded to float32 (relative error ~6e-8): the check must call that correct, unless it
+# is listed here with the reason why it asks for float64. Exercise 5.6's first check compared
+# with tolerance 0 and passed every other test while giving 0/1 to a correct float32 answer.
+FLOAT64_ONLY: dict[tuple[str, str], str] = {  # (module, check): why float32 is not enough
+    ("ch06", "rope_complex"): "the prompt asks for a result of x's shape and dtype, and x is "
+                              "float64 (the check says so when the dtype differs)",
+}
+FLOAT32_SEEDS = range(2)  # rounding to float32 shows under any seed: a few are enough
+
+
+def as_float32(value, found: list):
+    """``value`` with every floating tensor or numpy array in it (in tuples, lists and dicts
+    too) rounded to float32; appends to ``found`` each one it rounds."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        found.append(value.dtype)
+        return value.float()
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        found.append(value.dtype)
+        return value.astype(np.float32)
+    if isinstance(value, (tuple, list)):
+        return type(value)(as_float32(v, found) for v in value)
+    if isinstance(value, dict):
+        return {k: as_float32(v, found) for k, v in value.items()}
+    return value
+
+
+def in_float32(answer, found: list):
+    """``answer`` whose floating results come back in float32 (the same values, rounded)."""
+    def answer_in_float32(*args, **kwargs):
+        return as_float32(answer(*args, **kwargs), found)
+    answer_in_float32.__name__ = f"{answer.__name__}_in_float32"
+    return answer_in_float32
+
+
+def float32_verdict(check, answer) -> tuple[bool, bool]:
+    """(whether ``answer`` returned floating values, whether their float32 copy passes)."""
+    found: list = []
+    seeds = FLOAT32_SEEDS[:1] if check.__name__ in SLOW else FLOAT32_SEEDS
+    good = passes(check, in_float32(answer, found), seeds)
+    return bool(found), good == list(seeds)
+
+
+@pytest.mark.parametrize("module,name", list(VARIANTS),
+                         ids=[f"{v[0].__name__}_in_float32" for v in VARIANTS.values()])
+def test_a_correct_answer_returned_in_float32_passes(module, name):
+    check = check_of(module, name)
+    floating, passed = float32_verdict(check, VARIANTS[module, name][0])
+    if (module, name) in FLOAT64_ONLY:
+        assert floating and not passed, (
+            f"FLOAT64_ONLY lists {(module, name)} ({FLOAT64_ONLY[module, name]}), but its "
+            f"float32 answer {'passes' if passed else 'returns no floating values'}: remove "
+            f"the row (CONTRIBUTING.md, 'Adding an exercise')")
+        return
+    assert passed or not floating, (
+        f"Exercise {check.exercise} ({module}.{name}) gives less than full marks to "
+        f"{VARIANTS[module, name][0].__name__} returned in float32: a correct answer in "
+        f"float32 must pass (a tolerance the rounding fits, ~1e-6 relative), or list the check "
+        f"in FLOAT64_ONLY with the reason it asks for float64 (CONTRIBUTING.md, 'Adding an "
+        f"exercise')")
+
+
+def test_every_float64_only_row_gives_a_reason_and_names_a_row_of_variants():
+    for row, reason in FLOAT64_ONLY.items():
+        assert row in VARIANTS and len(reason.split()) >= 5, row
+
+
+def test_a_check_that_compares_floats_exactly_fails_the_float32_test():
+    # exercise 5.6 as first committed (2f03d59): tolerance 0
+    from mha.exercises import exercise_check, expect_close, seed
+
+    @exercise_check("5.99")
+    def exact_tokens(answer) -> None:
+        g = torch.Generator().manual_seed(seed(56))
+        x = torch.randn((2, 3, 4, 5), generator=g, dtype=torch.float64)
+        expect_close("tokens", answer(x), x.flatten(2).transpose(1, 2), atol=0, rtol=0)
+
+    def right(x):
+        return x.flatten(2).transpose(1, 2)
+
+    assert passes(exact_tokens, right, FLOAT32_SEEDS) == list(FLOAT32_SEEDS)
+    assert float32_verdict(exact_tokens, right) == (True, False)
+
+
 if __name__ == "__main__":  # the table: exercise, variant, passes out of the seeds tried
     for module, name, variant in CASES:
         check = check_of(module, name)

@@ -12,6 +12,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(5)  # make chapter runs this file (issue 38)
+
 
 def random_conv_case(seed):
     """A random conv and image; the chapter's closing note measures the same 36 cases."""

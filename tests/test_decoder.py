@@ -9,6 +9,8 @@ import torch
 import mha
 from mha.tasks import text_corpus
 
+pytestmark = pytest.mark.chapter(9)  # make chapter runs this file (issue 38)
+
 
 def small_decoder(kind: str, dtype=torch.float64) -> mha.TinyDecoder:
     torch.manual_seed(0)

@@ -15,6 +15,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(9)  # make chapter runs this file (issue 38)
+
 
 def layer(h=4, h_kv=2, d=16, seed=0, **kwargs):
     torch.manual_seed(seed)

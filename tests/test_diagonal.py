@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(2)  # make chapter runs this file (issue 38)
+
 
 @st.composite
 def token_sets(draw, min_tokens=1, equal_norms=False):

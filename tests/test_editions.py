@@ -805,7 +805,10 @@ def test_the_download_button_serves_the_jupyter_edition(path):
     served = (HTML / docname(path)).parent / button.group(1)
     assert served.resolve().is_relative_to(HTML / "_sources"), button.group(1)
     nb = json.loads(served.read_text(encoding="utf-8"))
-    assert nb == jupyter(path)
+    fresh = nb == jupyter(path)  # not asserted directly: pytest would print both notebooks
+    assert fresh, (f"the download button of {docname(path)} serves another Jupyter edition "
+                   f"than {path.name} makes now: the built book is older than the notebook: "
+                   f"run make book (make chapter does)")
     # what the issue saw, directly: no MyST left, the solutions folded
     assert nb != fmt.load(path)
     for text in markdown(nb):

@@ -8,6 +8,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(7)  # make chapter runs this file (issue 38)
+
 
 def small_encoder(seed=0, heads=4, layers=2, dtype=torch.float64):
     torch.manual_seed(seed)

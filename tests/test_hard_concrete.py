@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(7)  # make chapter runs this file (issue 38)
+
 
 def gate_by_hand(log_alpha, u, beta, low, high):
     """The Hard Concrete gate of Louizos et al. (2018), written with the math module."""

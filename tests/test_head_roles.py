@@ -6,6 +6,8 @@ import torch
 import mha
 from mha.analysis import head_roles
 
+pytestmark = [pytest.mark.chapter(7), pytest.mark.chapter(8)]  # make chapter runs it (issue 38)
+
 
 def previous_token_weights(batch, n, sharp=1.0):
     """Each query puts `sharp` on the previous token (the first on itself), the rest evenly."""

@@ -13,6 +13,8 @@ import mha
 from mha.models.pretrained import embed, load_minilm, minilm_source, prune_encoder
 from mha.tasks.similarity_pairs import GRADES, GROUPS, similarity_pairs
 
+pytestmark = pytest.mark.chapter(8)  # make chapter runs this file (issue 38)
+
 transformers = pytest.importorskip("transformers")
 
 

@@ -12,6 +12,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(4)  # make chapter runs this file (issue 38)
+
 F64 = torch.float64
 
 

@@ -6,6 +6,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(4)  # make chapter runs this file (issue 38)
+
 
 def test_self_attention_equals_torch_multihead():
     torch.manual_seed(0)

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(6)  # make chapter runs this file (issue 38)
+
 even_dims = st.integers(1, 16).map(lambda h: 2 * h)
 bases = st.sampled_from([10.0, 100.0, 10000.0])
 

@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(7)  # make chapter runs this file (issue 38)
+
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(-5, 5), min_size=6, max_size=6))

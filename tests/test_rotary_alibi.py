@@ -10,6 +10,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(6)  # make chapter runs this file (issue 38)
+
 
 def rope_by_complex_numbers(x, positions, base=10000.0):
     """Reference: pairs (x_2j, x_2j+1) as complex numbers times e^{i p omega_j} (float64)."""

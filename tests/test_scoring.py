@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(1)  # make chapter runs this file (issue 38)
+
 
 def draw(g, *shape):
     return torch.randn(*shape, generator=g, dtype=torch.float64)

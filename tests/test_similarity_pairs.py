@@ -6,6 +6,8 @@ import pytest
 
 from mha.tasks.similarity_pairs import GROUPS, similarity_pairs
 
+pytestmark = pytest.mark.chapter(8)  # make chapter runs this file (issue 38)
+
 
 def test_at_least_100_pairs_with_every_grade_equally_often():
     pairs = similarity_pairs()

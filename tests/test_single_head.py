@@ -10,6 +10,8 @@ from torch import nn
 
 import mha
 
+pytestmark = pytest.mark.chapter(3)  # make chapter runs this file (issue 38)
+
 F64 = torch.float64
 
 

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 import mha
 
+pytestmark = pytest.mark.chapter(4)  # make chapter runs this file (issue 38)
+
 F64 = torch.float64
 
 

@@ -13,6 +13,8 @@ import pytest
 import mha
 from mha.tasks import text_corpus
 
+pytestmark = pytest.mark.chapter(9)  # make chapter runs this file (issue 38)
+
 # sha256 of the UTF-8 text, taken once from Python 3.11.7's pydoc_data.topics
 SHA256 = "2a95af4ac93f5b719944030ce3769070ddf827d847cba42192afa8da989e5dc4"
 
