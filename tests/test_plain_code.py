@@ -121,6 +121,8 @@ NOT_PLAIN = [
     ("import numpy as np\nnp.savetxt('x.py', [], header='1')", "savetxt, a door"),
     ("import numpy as np\nnp.test(extra_argv=['-p', 'x'])", "test, a door"),
     ("torch.from_file('x.py', True, 9)", "from_file, a door"),
+    ("torch.get_device_module('cpu').x", "get_device_module, a door"),
+    ("torch.import_ir_module_from_buffer(cu, b, 'cpu', {})", "import_ir_module_from_buffer"),
     # a module passed, stored or put in a container is not followed
     ("import numpy as np\n[np][0].testing.measure('1')", "a module used as a value (np)"),
     ("import numpy as np\nf(np)", "a module used as a value (np)"),

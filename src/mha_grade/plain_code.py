@@ -90,7 +90,10 @@ DOORS = (
     # torch's ops registry and its compilers, whose code runs where the watch is suspended or
     # without entering the function it compiled; cond and while_loop compile their branches
     ("library", "ops", "jit", "fx", "compile", "compiler", "export", "onnx", "cond",
-     "while_loop", "scan", "associative_scan"),
+     "while_loop", "scan", "associative_scan", "import_ir_module",
+     "import_ir_module_from_buffer"),
+    # a call that returns a module the allowlist does not follow (torch.cuda, torch.cpu)
+    ("get_device_module",),
     # torch's internals and its distributed, packaged or downloaded code
     ("utils", "overrides", "distributed", "hub", "package", "futures"),
     # matplotlib's backends (a GUI backend runs its own event loop and threads)
