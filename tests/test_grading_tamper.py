@@ -254,6 +254,8 @@ def test_reading_the_flags_of_a_crafted_cell_takes_no_time():
     ("from mha.scoring import scaled_scores as s\ndef scaled_scores(q, k):\n"
      "    return s(q, k)", True),
     ("from mha import scaled_scores", True),
+    # between two fullwidth quotes, which normalise to '"' only outside a string (attack 42)
+    ('t = "\uff02"\nfrom mha import scaled_scores\nu = "\uff02"', True),
     ("import mha\nprint(mha.attention)", False),
     ("def scaled_scores(q, k):\n    return q @ k.T / k.shape[-1] ** 0.5", False),
 ])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import time
 
 import pytest
 import test_answer_watch as watch_tests
@@ -93,6 +94,57 @@ NOT_PLAIN = [
     ("%timeit f()", "a magic, a shell line or a syntax error"),
     ("!pip install x", "a magic, a shell line or a syntax error"),
     ("ｇetattr(torch, 'exp')", "builtin getattr"),  # fullwidth: Python reads it NFKC
+    # attack 42: fullwidth quotes, apostrophes and backslashes stay characters of a string
+    ('t = "\uff02"\nf = getattr(1, "real")\nu = "\uff02"', "builtin getattr"),
+    ("t = '\uff07'\nf = getattr(1, 'real')\nu = '\uff07'", "builtin getattr"),
+    ('t = "\uff3c"\nf = getattr(1, "real")', "builtin getattr"),
+    # IPython's shell runs strings
+    ('get_ipython().ex("import sys")', "builtin get_ipython"),
+    ('x = get_ipython().ev("1+1")', "builtin get_ipython"),
+    ('get_ipython().run_cell("x=1")', "builtin get_ipython"),
+    ('get_ipython().run_line_magic("timeit", "1")', "builtin get_ipython"),
+    ('get_ipython().system("id")', "builtin get_ipython"),
+    ("shell = get_ipython", "builtin get_ipython"),
+    # modules outside the allowlist, however reached (looked up in the grader's import)
+    ("import numpy as np\nnp.testing.measure('1')", "the module numpy.testing"),
+    ("import numpy as np\nnp.testing.runstring('1', {})", "the module numpy.testing"),
+    ("np.testing.assert_allclose(1, 1)", "the module numpy.testing"),  # np: the instructor's
+    ("from numpy import testing", "an import of numpy.testing"),
+    ("from numpy.testing import measure", "an import of numpy.testing"),
+    ("import numpy\nt = numpy\nu = t\nu.testing.measure('1')", "the module numpy.testing"),
+    ("import numpy as np\nt: object = np.random\nt.mtrand.x", "module numpy.random.mtrand"),
+    ("import torch\ntorch.nn.modules.linear.Linear", "the module torch.nn.modules"),
+    ("import torch\ntorch.backends.cudnn.enabled", "the module torch.backends"),
+    ("import dataclasses\ndataclasses.re.compile('x')", "the module re"),
+    ("import torch.distributions.constraints", "an import of torch.distributions.constraints"),
+    ("import typing\ntyping.get_type_hints(f)", "get_type_hints, a door"),
+    ("import numpy as np\nnp.savetxt('x.py', [], header='1')", "savetxt, a door"),
+    ("import numpy as np\nnp.test(extra_argv=['-p', 'x'])", "test, a door"),
+    ("torch.from_file('x.py', True, 9)", "from_file, a door"),
+    ("torch.get_device_module('cpu').x", "get_device_module, a door"),
+    ("torch.import_ir_module_from_buffer(cu, b, 'cpu', {})", "import_ir_module_from_buffer"),
+    # a module passed, stored or put in a container is not followed
+    ("import numpy as np\n[np][0].testing.measure('1')", "a module used as a value (np)"),
+    ("import numpy as np\nf(np)", "a module used as a value (np)"),
+    ("import numpy as np\ndef f(m=np):\n    return m", "a module used as a value (np)"),
+    ("import numpy as np\nself.m = np", "a module used as a value (np)"),
+    ("import numpy as np\nm, n = np, np", "a module used as a value (np)"),
+    ("import numpy as np\n[(m := np)][0]", "a module used as a value (np)"),
+    ("import torch\nreturn_linalg = lambda: torch.linalg", "a module used as a value"),
+    # only the harmless forms of what honest notebooks write
+    ("%matplotlib qt", "a magic, a shell line or a syntax error"),
+    ("if 1:\n    %matplotlib inline", "a magic, a shell line or a syntax error"),
+    ("from __future__ import annotations, division", "an import of __future__"),
+    ("from __future__ import annotations as a", "an import of __future__"),
+    ("class A:\n    def f(self):\n        def __init__(s): pass", "dunder definition"),
+    ("class A:\n    def __call__(self): pass", "dunder definition __call__"),
+    ("class A:\n    def __init__(self):\n        m = super().__init__", "dunder attribute"),
+    ("class A:\n    def __init__(self):\n        super(A, self).__init__()", "dunder"),
+    ("f.__name__ = 'softmax'", "dunder attribute __name__"),
+    ("del f.__doc__", "dunder attribute __doc__"),
+    ("x.__qualname__", "dunder attribute __qualname__"),
+    ("import matplotlib.pyplot as plt\nplt.matplotlib.use('Agg')", "use, a door"),
+    ("import matplotlib.pyplot as plt\nstyle = plt.style\nstyle.core.use", "matplotlib.style"),
 ]
 
 PLAIN = [
@@ -110,6 +162,25 @@ PLAIN = [
     "print('hello')",
     "code = 1\nmodules = [code]",  # plain variables, though code and modules are also doors
     "",
+    # the harmless forms of what honest notebooks write (attack 42's honest.py)
+    "%matplotlib inline\nimport torch",
+    "import matplotlib.pyplot as plt\nplt.style.use('ggplot')",
+    "import matplotlib\nmatplotlib.style.use('ggplot')",
+    "from typing import Optional\nimport typing\nx: typing.Any = None",
+    "from __future__ import annotations",
+    "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()"
+    "\n        self.w = torch.nn.Parameter(torch.zeros(2))\n    def forward(self, x):\n"
+    "        return x * self.w",
+    "x = 1\nprint(type(x).__name__, f.__doc__, __name__)",
+    "import copy\nfrom dataclasses import dataclass, field",
+    "import warnings\nwarnings.filterwarnings('ignore')",
+    "import matplotlib.colors as mcolors\nfrom matplotlib import cm",
+    "display(1)",
+    "import torch\ntorch.testing.assert_close(torch.ones(1), torch.ones(1))",
+    "import torch\nprint(torch.special.erf(torch.ones(1)), torch.linalg.norm(torch.ones(2)))",
+    "import numpy as np\nrng = np.random.default_rng(0)\nx = rng.random(3)\nnp.linalg.norm(x)",
+    "import torch.nn.functional as F\nfrom torch import nn\nL = torch.linalg\nL.svd(x)",
+    "import mha\nfrom mha.checks import ch01\nc = mha.checks\nc.ch02.scaled_scores",
 ]
 
 
@@ -122,6 +193,46 @@ def test_each_rule_makes_code_not_plain(code, reason):
 @pytest.mark.parametrize("code", PLAIN)
 def test_plain_code_is_plain(code):
     assert why_not_plain([code]) == []
+
+
+# attack 42's cells (/tmp/attack42), each of which got full marks for 1.2 while torch.softmax
+# ran: the payload clears the watch's record through the profile hook's closure
+PAYLOAD = (
+    "import sys, itertools, torch\nD = \"_\" * 2\ndef stable_softmax(scores, temperature):\n"
+    "    w = torch.softmax(scores / temperature, dim=-1)\n"
+    "    hook = next(itertools.starmap(sys.getprofile, [()]))\n"
+    "    for cell in getattr(hook, D + \"closure\" + D) or ():\n"
+    "        v = cell.cell_contents\n"
+    "        if isinstance(v, set) and any(isinstance(e, str) for e in v):\n"
+    "            v.clear()\n    return w\n")
+HEX = f"bytes.fromhex('{PAYLOAD.encode().hex()}').decode()"
+ATTACK_42 = {
+    # the payload between two fullwidth quotes: the old rule read one triple-quoted string
+    "nfkc": f't = "\uff02"\n{PAYLOAD}u = "\uff02"\n',
+    "stealth": f't = "\uff02"\nrun = exec\nrun({HEX})\nu = "\uff02"\n',
+    "ipyex": f'get_ipython().ex("""\n{PAYLOAD}""")\n',
+    "measure": f"import numpy as np\nnp.testing.measure({HEX})\n",
+    "runstring": f"import numpy as np\ng = {{}}\nnp.testing.runstring({HEX}, g)\n"
+                 "prefers_other = g['prefers_other']\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACK_42))
+def test_attack_42_is_not_plain(name):
+    assert why_not_plain(["", ATTACK_42[name], ""]) != []
+
+
+def test_many_chained_aliases_are_judged_in_linear_time():
+    """10,000 assignments each naming the next (attack 42's slow cells: the old fixed point
+    took a pass per assignment, 302 s of the grader's time for 5,800): under a second."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    names = [f"q_{a}{b}{c}" for a in letters for b in letters for c in letters][:10_001]
+    lines = [f" {names[i]}={names[i + 1]}" for i in range(10_000)]
+    cells = ["if 0:\n" + "\n".join(lines[i:i + 2_500]) for i in range(0, 10_000, 2_500)]
+    why_not_plain(["import torch"])  # the grader's imports of the allowed modules, once
+    start = time.process_time()  # this process's time: other processes' load does not count
+    assert why_not_plain(cells) == []
+    assert time.process_time() - start < 1
 
 
 def test_a_reason_names_the_code_cell_and_line():

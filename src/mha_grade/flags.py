@@ -92,22 +92,30 @@ def flags(nb: dict, assignment: Assignment) -> list[str]:
            if c["cell_type"] == "code" and c["source"] not in assignment.cells]
     # a cell no honest answer comes near is not read (the patterns below would take minutes on
     # megabytes of crafted text): it is flagged for what it is
-    # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr): so do the
-    # flags, and they measure what they read (one character can normalise to 18)
-    new = [(unicodedata.normalize("NFKC", text[:MAX_READ + 1]), answer) for text, answer in new]
-    huge = [text for text, _ in new if len(text) > MAX_READ]
+    # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr), and only
+    # identifiers: a fullwidth quote inside a string stays a character of that string (the
+    # whole text normalised would read a triple-quoted string where Python reads two strings,
+    # and what lies between them would go unread). So the cells are parsed as written (the
+    # parser normalises the identifiers), and the patterns also read the normalised text and
+    # what the parser read; each cell is measured by the longer of its two texts (one
+    # character can normalise to 18)
+    new = [(text[:MAX_READ + 1], answer) for text, answer in new]
+    normal = {text: unicodedata.normalize("NFKC", text) for text, _ in new}
+    size = {text: max(len(text), len(normal[text])) for text in normal}
+    huge = [text for text, _ in new if size[text] > MAX_READ]
     read, total = [], 0
     for text, answer in new:
-        if len(text) <= MAX_READ and total + len(text) <= MAX_TOTAL:
+        if size[text] <= MAX_READ and total + size[text] <= MAX_TOTAL:
             read.append((text, answer))
-            total += len(text)
+            total += size[text]
     if len(read) < len(new) - len(huge):
         huge.append("x" * (MAX_TOTAL + 1))  # the cells past the total are not read either
     new = read
     sources = [text for text, _ in new]
     # read as written (comments, magics) and as Python reads it: ``getattr (sys, "set"
     # "profile")`` and ``mha . checks`` are ``getattr(sys, 'setprofile')`` and ``mha.checks``
-    code = "\n".join([*sources, *(_unparsed(text) for text in sources)])
+    code = "\n".join([*sources, *(normal[text] for text in sources),
+                      *(_unparsed(text) for text in sources)])
     found = [name for name, pattern in SUSPICIOUS.items() if pattern.search(code)]
     if huge:
         found.append("code too large to read (a cell over 64 KB, or over 256 KB in all)")

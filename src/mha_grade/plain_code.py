@@ -6,27 +6,62 @@ getattr by a string, code run from a string, the standard library's doors to the
 compilers or ops registry, pickles. Plain code has none of these, so the watch's verdict on a
 forbidden op is trusted only where every cell the student wrote is plain; elsewhere a human
 grades the exercise (mha_grade.compare.leave_to_instructor). Plain code may still use the
-allowed library surface (the modules of ``ALLOWED_MODULES`` minus the names of ``DOORS``):
-that list, not the student's cleverness, is what a review has to keep sound.
+allowed library surface: the modules of ``ALLOWED_MODULES`` (an allowlist: every module a
+chain of attributes reaches is looked up in the grader's own import of the library, and one
+outside the list is not plain, however the chain is spelt) minus the names of ``DOORS`` (a
+denylist of the functions in those modules that load, compile or run code). The allowlist and
+the doors, not the student's cleverness, are what a review has to keep sound: a module added
+to ``ALLOWED_MODULES`` brings all its functions, so each must be read for functions that run
+a string (numpy.testing's measure and runstring are why it is not there).
+
+A module may only be named: as the receiver of an attribute (``np.exp``) or by a plain alias
+(``t = torch.linalg``, followed to a fixed point across the cells); a module passed, stored,
+returned or put in a container (``[np][0].testing``) is not plain, since the rule could not
+follow it. Known limits: a chain through a property computed at run time is not followed.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
+import inspect
 import re
 import string
+import types
 import unicodedata
+from collections import deque
+from functools import cache
 
 from mha_grade.flags import MAX_READ, MAX_TOTAL
 
-# The modules plain code may import: what the course's honest answers use (the chapters'
-# solutions, tests/test_checks_variants.py). torch and numpy include their public submodules
-# (torch.nn.functional), each part of the path checked like an attribute below; mha is the
-# package itself and its checks, whose calls the notebooks are asked to make.
-ALLOWED_MODULES = ("torch", "numpy", "math", "matplotlib", "matplotlib.pyplot", "mha",
-                   "mha.checks", "itertools", "functools", "collections", "random", "time")
-WITH_SUBMODULES = ("torch", "numpy")
+# The modules plain code may import or reach by attributes: what the course's honest answers
+# use (the chapters' solutions, tests/test_checks_variants.py) and a few harmless ones honest
+# notebooks import. A module on the list brings all its public functions: adding one means
+# reading them for a way to run a string, load a pickle, write a file or reach the
+# interpreter, and putting those into DOORS below. A submodule is allowed only if listed
+# (torch.nn is, torch.utils is not); mha's own modules are allowed but for the doors and
+# private ones (see _allowed_name).
+ALLOWED_MODULES = frozenset({
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter",
+    "torch.func", "torch.special", "torch.linalg", "torch.fft", "torch.random",
+    "torch.distributions", "torch.autograd", "torch.autograd.functional", "torch.optim",
+    "torch.optim.lr_scheduler", "torch.testing",
+    "numpy", "numpy.linalg", "numpy.random", "numpy.fft",
+    "matplotlib", "matplotlib.pyplot", "matplotlib.cm", "matplotlib.colors",
+    "matplotlib.style",  # plt.style.use: applies only style rcParams (backend is blacklisted)
+    "math", "itertools", "functools", "collections", "random", "time",
+    "typing",  # type hints; get_type_hints, which evaluates strings, is a door
+    "copy",  # copies existing objects by their own reduce methods; no dunder can be defined
+    "dataclasses",  # builds __init__ from identifiers only; make_dataclass is a door anyway
+    "warnings",  # filters only: showwarning cannot be replaced (module attributes stay read-only)
+    "mha", "mha.checks",
+})
 CHECKS_MODULE = re.compile(r"mha\.checks\.ch\d\d")
+# Names the instructor's cells bind to modules (a student's cell uses them without an import)
+CONVENTIONAL = {"torch": "torch", "np": "numpy", "numpy": "numpy", "F": "torch.nn.functional",
+                "nn": "torch.nn", "plt": "matplotlib.pyplot", "matplotlib": "matplotlib",
+                "math": "math", "mha": "mha", "time": "time", "random": "random"}
 
 # Builtins that reach names by a string, run code from a string, or read files and memory:
 # referenced at all (an alias ``g = getattr`` is as good as a call)
@@ -34,6 +69,9 @@ BANNED_BUILTINS = frozenset({
     "getattr", "setattr", "delattr", "vars", "globals", "locals", "dir",  # names by a string
     "eval", "exec", "compile", "__import__", "help",  # code or modules by a string (help: pydoc)
     "breakpoint", "open", "input", "memoryview",  # a debugger, files, the terminal, raw memory
+    # IPython's shell, which runs strings (.ex, .ev, .run_cell, .run_line_magic, .system);
+    # IPython's display(x) only shows x and stays plain
+    "get_ipython",
 })
 
 # Attribute names that are doors out of the allowed surface, by group (each name also as an
@@ -52,13 +90,24 @@ DOORS = (
     # torch's ops registry and its compilers, whose code runs where the watch is suspended or
     # without entering the function it compiled; cond and while_loop compile their branches
     ("library", "ops", "jit", "fx", "compile", "compiler", "export", "onnx", "cond",
-     "while_loop", "scan", "associative_scan"),
+     "while_loop", "scan", "associative_scan", "import_ir_module",
+     "import_ir_module_from_buffer"),
+    # a call that returns a module the allowlist does not follow (torch.cuda, torch.cpu)
+    ("get_device_module",),
     # torch's internals and its distributed, packaged or downloaded code
     ("utils", "overrides", "distributed", "hub", "package", "futures"),
     # matplotlib's backends (a GUI backend runs its own event loop and threads)
     ("use", "switch_backend"),
     # the course's machinery: the checks' runner and the watch itself
     ("exercises", "answer_watch"),
+    # functions that run a string: numpy.testing's (its module is not allowed either), IPython's
+    # shell, typing's evaluation of string annotations, dataclasses' class factory
+    ("measure", "runstring", "get_ipython", "get_type_hints", "evaluate_forward_ref",
+     "make_dataclass"),
+    # writers of arbitrary bytes or text to a file (a .py file in the working folder is then
+    # importable: matplotlib imports a backend named 'module://file'), and a pytest run
+    # (numpy.test loads plugins by name)
+    ("savetxt", "tofile", "from_file", "memmap", "test"),
 )
 DOOR_NAMES = frozenset(name for group in DOORS for name in group)
 # Modules of the first group as bare names: the instructor's own cells may bind them (chapter
@@ -69,6 +118,12 @@ MODULE_NAMES = (frozenset(DOORS[0]) | {"pickle", "marshal"}) - {"code", "modules
 # Attributes of frames, tracebacks, generators, coroutines, code objects and closures' cells
 FRAME_ATTRIBUTE = re.compile(r"^(f_|tb_|gi_|cr_|ag_|co_)|^cell_contents$")
 DUNDER = re.compile(r"__\w+__")
+# Dunders honest code reads, each harmless: a name's string and a docstring (read only: never
+# stored, so the watch's names of ops cannot be changed)
+READABLE_DUNDERS = frozenset({"__name__", "__doc__"})
+# The one magic line allowed, exactly as written: it picks the inline backend, which the
+# grading kernel uses anyway (any other magic runs IPython's machinery)
+MATPLOTLIB_INLINE = re.compile(r"(?m)^%matplotlib inline[ \t]*$")
 
 
 def why_not_plain(sources: list[str]) -> list[str]:
@@ -82,22 +137,33 @@ def why_not_plain(sources: list[str]) -> list[str]:
     for number, raw in enumerate(sources, start=1):
         if not raw.strip():
             continue
-        # Python reads identifiers NFKC-normalised (a fullwidth 'ｇetattr' is getattr)
-        text = unicodedata.normalize("NFKC", raw[:MAX_READ + 1])
-        total += len(text)
-        if len(text) > MAX_READ or total > MAX_TOTAL:
+        # Parsed as written: Python's parser reads identifiers NFKC-normalised (a fullwidth
+        # 'ｇetattr' is getattr) and nothing else (a fullwidth quote inside a string stays a
+        # character of the string; the whole text normalised would read different strings).
+        # Measured by the normalised length too (one character can normalise to 18).
+        text = raw[:MAX_READ + 1]
+        size = max(len(text), len(unicodedata.normalize("NFKC", text)))
+        total += size
+        if size > MAX_READ or total > MAX_TOTAL:
             reasons.append((number, f"a cell too large to read (code cell {number})"))
             continue
         try:
-            trees.append((number, ast.parse(text)))
+            trees.append((number, ast.parse(MATPLOTLIB_INLINE.sub("", text))))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             # IPython magics and shell lines (% and !) are not Python
             reasons.append((number, f"a magic, a shell line or a syntax error (code cell "
                                     f"{number})"))
-    owned = _own_objects([tree for _, tree in trees])
-    for number, tree in trees:
+    walked = {number: _walk(tree) for number, tree in trees}  # one walk per cell: 10,000
+    all_trees = [nodes for nodes, _ in walked.values()]  # assignments take a tenth of a second
+    try:
+        owned = _own_objects(all_trees)
+        modules = _module_names(all_trees)
+    except RecursionError:
+        owned, modules = set(), {}
+        reasons.append((0, "code too deeply nested to read"))
+    for number, _ in trees:
         try:
-            found = _findings(tree, owned)
+            found = _findings(*walked[number], owned, modules)
         except RecursionError:
             found = [(1, "code too deeply nested to read")]
         reasons += [(number, f"{what} (code cell {number}, line {line})") for line, what in found]
@@ -105,15 +171,35 @@ def why_not_plain(sources: list[str]) -> list[str]:
     return list(dict.fromkeys(text for _, text in sorted(reasons, key=lambda r: r[0])))
 
 
-def _findings(tree: ast.AST, owned: set[str]) -> list[tuple[int, str]]:
-    """(line, what) for each rule ``tree`` breaks (``owned``: the names the student's cells
-    bind to objects of their own, whose attributes they may set)."""
+def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:
+    """The nodes of ``tree`` but contexts and operators (shared singletons, which name
+    nothing), and each node's parent by the child's id."""
+    nodes, parents = [tree], {}
+    for node in nodes:  # grows as it is read: breadth first, as ast.walk
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, SINGLETONS):
+                parents[id(child)] = node
+                nodes.append(child)
+    return nodes, parents
+
+
+SINGLETONS = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
+              modules: dict[str, set[types.ModuleType]]) -> list[tuple[int, str]]:
+    """(line, what) for each rule a cell (its nodes ``tree``, their ``parents``) breaks
+    (``owned``: the names the student's cells
+    bind to objects of their own, whose attributes they may set; ``modules``: the names bound
+    to modules, with the modules)."""
     found: list[tuple[int, str]] = []
     uses_of_type = _allowed_type_calls(tree)
-    for node in ast.walk(tree):
+    allowed_dunders = _allowed_dunders(tree)
+    values: dict[int, list[object]] = {}
+    for node in tree:
         line = getattr(node, "lineno", 1)
         for name, kind in _identifiers(node):
-            if DUNDER.search(name):
+            if DUNDER.search(name) and id(node) not in allowed_dunders:
                 found.append((line, f"the dunder {kind} {name}"))
         if isinstance(node, ast.Name):
             if node.id in BANNED_BUILTINS:
@@ -123,9 +209,15 @@ def _findings(tree: ast.AST, owned: set[str]) -> list[tuple[int, str]]:
             elif node.id in MODULE_NAMES:
                 found.append((line, f"the module {node.id}"))
         elif isinstance(node, ast.Attribute) and not DUNDER.search(node.attr):
-            why = _attribute(node.attr)
+            receiver = _value(node.value, modules, values)
+            style = bool(receiver) and all(r is _load("matplotlib.style") for r in receiver)
+            why = "" if style and node.attr == "use" else _attribute(node.attr)
             if why:
                 found.append((line, why))
+            else:
+                found += [(line, f"the module {m.__name__} (outside the allowed modules)")
+                          for m in _value(node, modules, values)
+                          if isinstance(m, types.ModuleType) and not _allowed_module(m)]
         elif isinstance(node, ast.MatchClass):
             found += [(line, why) for name in node.kwd_attrs if (why := _attribute(name))]
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -136,6 +228,12 @@ def _findings(tree: ast.AST, owned: set[str]) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("format", "format_map"):
             found += [(line, why) for why in _format(node.func.value)]
+        if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load) \
+                and any(isinstance(v, types.ModuleType)
+                        for v in _value(node, modules, values)) \
+                and not _names_a_module(node, parents.get(id(node))):
+            found.append((line, f"a module used as a value ({ast.unparse(node)[:60]}): only "
+                                "its attributes or a plain alias are followed"))
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) \
                 else [node.target]
@@ -143,6 +241,179 @@ def _findings(tree: ast.AST, owned: set[str]) -> list[tuple[int, str]]:
                       for t in _stored(targets) if isinstance(t, ast.Attribute)
                       and _root(t) not in owned]
     return found
+
+
+def _allowed_dunders(tree: list[ast.AST]) -> set[int]:
+    """The nodes of ``tree`` whose dunder is allowed, each harmless: ``def __init__`` directly
+    in a class (it only runs when the class is called, as any method would), the call
+    ``super().__init__(...)`` (calls the parent's initialiser; the method object is never
+    bound, so none of its dunders can be read), a read of ``__name__`` or ``__doc__`` (a
+    string), and ``from __future__ import annotations`` (annotations become strings that only
+    typing.get_type_hints, a door, evaluates)."""
+    allowed = set()
+    for node in tree:
+        if isinstance(node, ast.ClassDef):
+            allowed |= {id(f) for f in node.body
+                        if isinstance(f, ast.FunctionDef) and f.name == "__init__"}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "__init__" and isinstance(node.func.value, ast.Call) \
+                and isinstance(node.func.value.func, ast.Name) \
+                and node.func.value.func.id == "super" and not node.func.value.args \
+                and not node.func.value.keywords:
+            allowed.add(id(node.func))
+        elif isinstance(node, ast.Attribute | ast.Name) and isinstance(node.ctx, ast.Load) \
+                and (node.attr if isinstance(node, ast.Attribute) else node.id) \
+                in READABLE_DUNDERS:
+            allowed.add(id(node))
+        elif isinstance(node, ast.ImportFrom) and node.module == "__future__" \
+                and not node.level and [a.name for a in node.names] == ["annotations"] \
+                and not node.names[0].asname:
+            allowed.add(id(node))
+    return allowed
+
+
+def _names_a_module(node: ast.AST, parent: ast.AST | None) -> bool:
+    """Whether expression ``node``, whose value is a module, only names it where the rule
+    follows it: as an attribute's receiver, or as the value of a plain alias."""
+    if isinstance(parent, ast.Attribute):
+        return parent.value is node
+    if isinstance(parent, ast.Assign):
+        return parent.value is node and all(isinstance(t, ast.Name) for t in parent.targets)
+    if isinstance(parent, ast.AnnAssign):
+        return parent.value is node and isinstance(parent.target, ast.Name)
+    return False  # a walrus is a value too: ``[(t := np)][0]``
+
+
+def _value(node: ast.AST, modules: dict[str, set[types.ModuleType]],
+           values: dict[int, list[object]]) -> list[object]:
+    """What a chain of attributes from a name bound to a module can be, looked up in the
+    grader's own import of the library ([] when it does not start at such a name)."""
+    if id(node) in values:
+        return values[id(node)]
+    found: list[object] = []
+    if isinstance(node, ast.Name):
+        found = list(modules.get(node.id, ()))
+    elif isinstance(node, ast.Attribute) and not node.attr.startswith("_"):
+        for receiver in _value(node.value, modules, values):
+            step = _step(receiver, node.attr)
+            if step is not MISSING and not any(step is f for f in found):
+                found.append(step)
+    values[id(node)] = found
+    return found
+
+
+MISSING = object()
+_STEPS: dict[tuple[int, str], object] = {}
+
+
+def _step(receiver: object, name: str) -> object:
+    """``receiver.name`` as the grader's own import of the library has it, without running
+    the student's code: a module's attribute (a submodule the rule does not allow is not
+    imported: it stands as an empty module of its name), another object's static attribute;
+    MISSING where there is none."""
+    key = (id(receiver), name)
+    if key not in _STEPS:
+        _STEPS[key] = _lookup(receiver, name)
+    return _STEPS[key]
+
+
+def _lookup(receiver: object, name: str) -> object:
+    if not isinstance(receiver, types.ModuleType):
+        try:
+            return inspect.getattr_static(receiver, name, MISSING)
+        except Exception:  # noqa: BLE001 (an odd object of the library: nothing followed)
+            return MISSING
+    if name in vars(receiver):
+        return vars(receiver)[name]
+    dotted = f"{receiver.__name__}.{name}"
+    try:
+        submodule = hasattr(receiver, "__path__") and importlib.util.find_spec(dotted)
+    except (ImportError, ValueError):
+        submodule = None
+    if submodule:
+        return _load(dotted) if _allowed_name(dotted) else types.ModuleType(dotted)
+    try:
+        return getattr(receiver, name)  # a module's own __getattr__ (lazy names)
+    except Exception:  # noqa: BLE001 (no such attribute: the student's code would raise)
+        return MISSING
+
+
+@cache
+def _load(dotted: str) -> types.ModuleType:
+    """The grader's own import of allowed module ``dotted`` (an empty module of its name where
+    the grader cannot import it: then only the names of DOORS guard its attributes)."""
+    try:
+        return importlib.import_module(dotted)
+    except Exception:  # noqa: BLE001 (not installed where the grader runs)
+        return types.ModuleType(dotted)
+
+
+def _allowed_name(dotted: str) -> bool:
+    """Whether module ``dotted`` is allowed: listed in ``ALLOWED_MODULES``, a chapter's checks,
+    or one of mha's own public modules but its doors (mha.exercises, mha.answer_watch)."""
+    parts = dotted.split(".")
+    return dotted in ALLOWED_MODULES or bool(CHECKS_MODULE.fullmatch(dotted)) or (
+        parts[0] == "mha" and not any(_attribute(p) for p in parts[1:]))
+
+
+def _allowed_module(module: types.ModuleType) -> bool:
+    return _allowed_name(str(getattr(module, "__name__", "")))
+
+
+def _module_names(trees: list[list[ast.AST]]) -> dict[str, set[types.ModuleType]]:
+    """The names the cells (and the instructor's, by convention: ``np``, ``F``) bind to
+    modules, with the modules: by imports, and by plain aliases (``t = torch.linalg``)
+    followed across the cells with a worklist (each name is visited once per module it
+    gains: linear in the cells' size)."""
+    names: dict[str, set[types.ModuleType]] = {}
+    queue: deque[tuple[str, types.ModuleType]] = deque()
+
+    def bind(name: str, value: object) -> None:
+        if isinstance(value, types.ModuleType) and value not in names.setdefault(name, set()):
+            names[name].add(value)
+            queue.append((name, value))
+
+    aliases: dict[str, list[tuple[str, list[str]]]] = {}
+    for tree in trees:
+        for node in tree:
+            if isinstance(node, ast.Name) and node.id in CONVENTIONAL:
+                bind(node.id, _load(CONVENTIONAL[node.id]))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    dotted = alias.asname and alias.name or alias.name.split(".")[0]
+                    if _allowed_name(dotted):
+                        bind(alias.asname or dotted, _load(dotted))
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                    and _allowed_name(node.module):
+                for alias in node.names:
+                    if alias.name != "*" and not alias.name.startswith("_"):
+                        bind(alias.asname or alias.name, _step(_load(node.module), alias.name))
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) \
+                    and node.value is not None and (path := _path(node.value)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                aliases.setdefault(path[0], []).extend(
+                    (t.id, path[1:]) for t in targets if isinstance(t, ast.Name))
+    while queue:
+        name, module = queue.popleft()
+        for target, attributes in aliases.get(name, ()):
+            value: object = module
+            for attribute in attributes:
+                if attribute.startswith("_") or value is MISSING:
+                    value = MISSING
+                    break
+                value = _step(value, attribute)
+            bind(target, value)
+    return names
+
+
+def _path(node: ast.AST) -> list[str] | None:
+    """``["torch", "nn", "functional"]`` of ``torch.nn.functional``; None for other
+    expressions."""
+    attributes = []
+    while isinstance(node, ast.Attribute):
+        attributes.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(attributes)] if isinstance(node, ast.Name) else None
 
 
 def _identifiers(node: ast.AST) -> list[tuple[str, str]]:
@@ -187,41 +458,51 @@ def _attribute(name: str) -> str:
 
 def _import(node: ast.Import | ast.ImportFrom) -> list[str]:
     """Why an import is not plain: a module outside ``ALLOWED_MODULES``, a star, or an
-    imported name that is private or a door."""
+    imported name that is private, a door or a module outside the list."""
     if isinstance(node, ast.ImportFrom):
         if node.level:
             return ["a relative import"]
-        why = _module(node.module or "")
+        if node.module == "__future__" and [(a.name, a.asname) for a in node.names] \
+                == [("annotations", None)]:
+            return []
+        why = _import_of(node.module or "")
         if why:
             return [why]
         if any(alias.name == "*" for alias in node.names):
             return ["a star import (it binds names no one reads)"]
-        return [why for alias in node.names if (why := _attribute(alias.name))]
-    return [why for alias in node.names if (why := _module(alias.name))]
+        found = []
+        for alias in node.names:
+            why = _attribute(alias.name)
+            value = MISSING if why else _step(_load(node.module), alias.name)
+            if isinstance(value, types.ModuleType) and not _allowed_module(value):
+                why = f"an import of {value.__name__} (outside the allowed modules)"
+            found += [why] if why else []
+        return found
+    return [why for alias in node.names if (why := _import_of(alias.name))]
 
 
-def _module(dotted: str) -> str:
-    """Why importing module ``dotted`` is not plain, or ""."""
+def _import_of(dotted: str) -> str:
+    """Why importing module ``dotted`` is not plain, or "": it and each module on its way must
+    be allowed (``import torch.utils.data`` imports torch.utils)."""
     parts = dotted.split(".")
-    if dotted in ALLOWED_MODULES or CHECKS_MODULE.fullmatch(dotted):
-        return ""
-    if parts[0] in WITH_SUBMODULES and not any(_attribute(p) for p in parts[1:]):
+    if all(_allowed_name(".".join(parts[:i])) for i in range(1, len(parts) + 1)):
         return ""
     return f"an import of {dotted} (outside the allowed modules)"
 
 
-def _own_objects(trees: list[ast.AST]) -> set[str]:
+def _own_objects(trees: list[list[ast.AST]]) -> set[str]:
     """The names the student's cells bind to objects of their own (an assignment, an argument,
     a loop variable, a function or a class), whose attributes plain code may set (``self.w =
     ...``, ``model.weight = ...``). Not theirs: a name bound by an import (``torch``, ``F`` of
     ``import torch.nn.functional as F``), or assigned from such a name by a plain chain of
-    attributes (``c = mha.checks.ch01``), to a fixed point across the cells; nor a name only
-    the instructor's cells bind (chapter 1's ``torch``)."""
+    attributes (``c = mha.checks.ch01``), across the cells; nor a name only the instructor's
+    cells bind (chapter 1's ``torch``). A worklist over the graph of such assignments: each
+    name is visited once (linear in the cells' size)."""
     bound: set[str] = set()
     modules: set[str] = set()
-    chains: list[tuple[str, ast.AST]] = []
+    chains: list[tuple[str, str | None]] = []
     for tree in trees:
-        for node in ast.walk(tree):
+        for node in tree:
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 bound.add(node.id)
             elif isinstance(node, ast.arg):
@@ -233,18 +514,21 @@ def _own_objects(trees: list[ast.AST]) -> set[str]:
             elif isinstance(node, ast.ImportFrom):
                 modules |= {a.asname or a.name for a in node.names}
             if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) \
-                    and node.value is not None:
+                    and isinstance(node.value, ast.Name | ast.Attribute):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                chains += [(t.id, node.value) for t in targets if isinstance(t, ast.Name)]
-    grew = True
-    while grew:
-        grew = False
-        for name, value in chains:
-            # a chain from a module, or from a name the student's cells do not bind at all
-            if name not in modules and isinstance(value, ast.Name | ast.Attribute) \
-                    and (_root(value) in modules or _root(value) not in bound):
+                chains += [(t.id, _root(node.value)) for t in targets if isinstance(t, ast.Name)]
+    # a chain from a module, or from a name the student's cells do not bind at all
+    follows: dict[str | None, list[str]] = {}
+    for name, root in chains:
+        follows.setdefault(root, []).append(name)
+        if root not in bound:
+            modules.add(name)
+    queue = deque(modules)
+    while queue:
+        for name in follows.pop(queue.popleft(), ()):
+            if name not in modules:
                 modules.add(name)
-                grew = True
+                queue.append(name)
     return bound - modules
 
 
@@ -270,9 +554,9 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _allowed_type_calls(tree: ast.AST) -> set[int]:
+def _allowed_type_calls(tree: list[ast.AST]) -> set[int]:
     """The ``type`` names of ``tree`` called as ``type(x)``: one argument, which only reads."""
-    return {id(node.func) for node in ast.walk(tree)
+    return {id(node.func) for node in tree
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id == "type" and len(node.args) == 1 and not node.keywords
             and not isinstance(node.args[0], ast.Starred)}
