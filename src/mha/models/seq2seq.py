@@ -48,6 +48,7 @@ from mha._validation import (
 )
 from mha.layers.multi_head import MultiHeadAttention
 from mha.models.encoder import EncoderBlock
+from mha.tasks.training_guard import evaluating
 
 #: The three kinds of attention of an encoder-decoder, in the order of ``head_mask`` rows.
 KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder attention")
@@ -442,6 +443,8 @@ def kind_pruning_curves(
     how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
     right.
 
+    The model runs in eval mode (no dropout) and gets its submodules' modes back.
+
     Raises ``ValueError`` naming ``model`` (not a :class:`TinyTranslator`, or scores that hold
     NaN: argmax would count NaN as the largest score and give a believable accuracy),
     ``importance`` (not ``(3, layers, heads)``, or NaN) or ``target_out`` (not the model's
@@ -514,6 +517,14 @@ def _pruned_by_kind(model, importance, source, target_in,
     the two decoder kinds reads (their gates leave the encoder's open). The same operations
     on the same inputs, so the curves are those of a whole forward pass per point, bit for bit
     (tests/test_seq2seq.py compares them)."""
+    # every point in eval mode (no dropout), the modes put back after
+    with evaluating(model):
+        return _pruned_curves(model, importance, source, target_in, accuracies)
+
+
+def _pruned_curves(model, importance, source, target_in,
+                   accuracies) -> dict[str, dict[str, list[float]]]:
+    """:func:`_pruned_by_kind`'s loop, on a model in eval mode."""
     from mha.analysis.pruning_curves import pruning_order
 
     open_gates = _gates(model, importance.shape)  # the model's dtype, as its head_mask wants
