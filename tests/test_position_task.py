@@ -730,3 +730,14 @@ def test_learned_table_too_short_for_max_start_is_refused_up_front():
     # the last start actually drawn counts: starts 0 and 240 fit a table of 256
     position_task.train_position_model("learned", steps=1, batch=2, max_start=250,
                                        start_step=240)
+
+
+def test_previous_token_accuracy_measures_in_eval_mode_and_gives_the_mode_back():
+    """A model left in training mode kept its dropout on: another accuracy at every call."""
+    torch.manual_seed(0)
+    model = PositionToyModel("sinusoidal", 5)
+    model.attn.dropout = 0.9  # what a model trained with dropout would carry
+    got = [previous_token_accuracy(model, 8, batch=16) for _ in range(3)]
+    assert model.training and model.attn.training  # the mode it had, back
+    expected = previous_token_accuracy(model.eval(), 8, batch=16)
+    assert got == [expected] * 3

@@ -125,7 +125,8 @@ def test_lookup_targets_against_a_loop():
     assert mha.token_accuracy(logits, targets) == pytest.approx(139 / 140)
     with pytest.raises(ValueError, match="seq_len must be an int >= 3, got 2"):
         mha.lookup_batch(2, 2, 5, torch.Generator())
-    with pytest.raises(ValueError, match=r"logits \(2, 3, 4\) do not match targets \(2, 4\)"):
+    with pytest.raises(ValueError, match=r"targets must have the shape \(B, n\) = \(2, 3\) of "
+                       r"logits \(2, 3, 4\) .* got \(2, 4\)"):
         mha.token_accuracy(torch.zeros(2, 3, 4), torch.zeros(2, 4, dtype=torch.long))
 
 

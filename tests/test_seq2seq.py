@@ -614,3 +614,23 @@ def test_pruning_curves_sharing_the_encoder_pass_equal_one_whole_pass_per_point(
             _, memory = model._forward(source, target_in)
             assert torch.equal(model._forward(source, target_in, gates, memory)[0],
                                model(source, target_in, gates))
+
+
+def test_kind_importance_and_pruning_curves_measure_in_eval_mode_and_give_the_modes_back():
+    """A model left in training mode kept its dropout on: other scores at every call."""
+    torch.manual_seed(0)
+    model = mha.build_translator()
+    for module in model.modules():
+        if isinstance(module, mha.MultiHeadAttention):
+            module.dropout = 0.9  # what a model trained with dropout would carry
+    dictionary = mha.translation_dictionary(16)
+    batch = mha.translation_batch(4, 8, dictionary, torch.Generator().manual_seed(0))
+    importance = torch.rand(3, 2, 4, generator=torch.Generator().manual_seed(1))
+    got = [kind_pruning_curves(model, importance, *batch) for _ in range(2)]
+    assert all(module.training for module in model.modules())  # the modes it had, back
+    assert got[0] == got[1] == kind_pruning_curves(copy.deepcopy(model).eval(), importance,
+                                                   *batch)
+    scores = [kind_importance(model, [batch]) for _ in range(2)]
+    assert all(module.training for module in model.modules())
+    assert torch.equal(scores[0], scores[1])
+    assert torch.equal(scores[0], kind_importance(copy.deepcopy(model).eval(), [batch]))

@@ -27,15 +27,17 @@ def same_token_weight(weights: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
     neighbour holds the same symbol.
 
     ``weights`` floating; the result has its dtype. Raises ``ValueError`` naming ``weights`` or
-    ``tokens`` for a wrong type, shape, device, non-finite weights or weights outside [0, 1]
-    (scores, not softmax outputs);
+    ``tokens`` for a wrong type, shape (n = 0 too: no query to average over), device,
+    non-finite weights or weights outside [0, 1] (scores, not softmax outputs);
     :class:`mha.MemoryBudgetError` when the product would exceed the memory budget.
     """
     require_float_tensor("weights", weights, min_dim=4)
     refuse_float8("weights", weights)  # torch has no isfinite or arithmetic for it
-    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[0] == 0:
-        raise ValueError(f"weights must have shape (batch, heads, n, n) with batch >= 1, got "
-                         f"{tuple(weights.shape)}")
+    # n = 0 leaves no query to average over: NaN per head (as head_confidence refuses it)
+    if (weights.dim() != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[0] == 0
+            or weights.shape[-1] == 0):
+        raise ValueError(f"weights must have shape (batch, heads, n, n) with batch, n >= 1, "
+                         f"got {tuple(weights.shape)}")
     batch, _, n, _ = weights.shape
     require_int_tensor("tokens", tokens)
     if tuple(tokens.shape) != (batch, n):

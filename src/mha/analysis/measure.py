@@ -168,15 +168,21 @@ def peak_memories(methods: Sequence[str], sizes: Sequence[int], d: int = 16,
     own and reports how far the peak working set rose during the call (slower, since every
     process imports PyTorch; a lower bound when an earlier peak of that process was higher).
 
-    Raises ``ValueError`` naming ``methods``, ``sizes`` (a non-empty increasing list of positive
-    ints), ``d`` or ``chunk_size``; :class:`mha.MemoryBudgetError` when the inputs or the scores
-    of a measurement would exceed the memory budget.
+    Raises ``ValueError`` naming ``methods`` (none, an unknown one, or one named twice),
+    ``sizes`` (a non-empty increasing list of positive ints), ``d`` or ``chunk_size``;
+    :class:`mha.MemoryBudgetError` when the inputs or the scores of a measurement would
+    exceed the memory budget.
     """
     if isinstance(methods, str | bytes) or not isinstance(methods, Iterable):
         raise ValueError(f"methods must be a list of method names, got {type(methods).__name__}")
     methods = [require_choice("method", m, METHODS) for m in methods]
     if not methods:
         raise ValueError(f"methods must name at least one of {METHODS}, got none")
+    # a method named twice was measured twice and its list held both runs, one after the other
+    repeated = sorted({m for m in methods if methods.count(m) > 1})
+    if repeated:
+        raise ValueError(f"methods must name each method once, got {methods} with "
+                         f"{', '.join(map(repr, repeated))} more than once")
     if isinstance(sizes, str | bytes) or not isinstance(sizes, Iterable):
         raise ValueError(f"sizes must be a list of ints, got {type(sizes).__name__}")
     sizes = [require_int(f"sizes[{i}]", n) for i, n in enumerate(sizes)]

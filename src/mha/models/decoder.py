@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +29,7 @@ from mha._validation import (
 from mha.layers.kv_cache import KVCache
 from mha.layers.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.layers.multi_head import MultiHeadAttention
+from mha.tasks.training_guard import evaluating
 
 
 def require_decoder_attention(name: str, attn: object, embed_dim: int) -> nn.Module:
@@ -351,34 +349,6 @@ def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Te
     return F.cross_entropy(wide.flatten(0, 1), targets.flatten().long())
 
 
-# models that a call of generate or bits_per_byte holds in eval mode: {model: [calls, modes]}
-_EVALUATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_EVALUATING_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _evaluating(model: nn.Module) -> Iterator[None]:
-    """``model`` (every submodule) in eval mode for the block; the modes it had come back
-    when the last overlapping block (in any thread) ends, even if it raises. Saving and
-    putting back per call lost the mode with two threads: the second call saved the first's
-    eval mode and put it back last."""
-    with _EVALUATING_LOCK:
-        entry = _EVALUATING.get(model)
-        if entry is None:
-            entry = _EVALUATING[model] = [0, [(m, m.training) for m in model.modules()]]
-            model.eval()
-        entry[0] += 1
-    try:
-        yield
-    finally:
-        with _EVALUATING_LOCK:
-            entry[0] -= 1
-            if entry[0] == 0:
-                del _EVALUATING[model]
-                for module, mode in entry[1]:
-                    module.training = mode
-
-
 @torch.no_grad()
 def generate(
     model: TinyDecoder,
@@ -437,7 +407,7 @@ def generate(
     if prompt.shape[1] + steps > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
-    with _evaluating(model):  # dropout off; the modes come back even if a step raises
+    with evaluating(model):  # dropout off; the modes come back even if a step raises
         return _generate(model, prompt, steps, use_cache, temperature, generator)
 
 
@@ -551,7 +521,7 @@ def bits_per_byte(
         raise ValueError(f"num_windows={num_windows} windows of {stride} tokens need "
                          f"{num_windows * stride} tokens, data has {data.numel()}")
     chunks = data[: num_windows * stride].view(num_windows, stride)  # (W, length + 1)
-    with _evaluating(model):  # dropout off; the modes come back even if the model raises
+    with evaluating(model):  # dropout off; the modes come back even if the model raises
         logits = model(chunks[:, :-1]) if head_mask is None else model(chunks[:, :-1],
                                                                        head_mask=head_mask)
     loss = language_model_loss(logits, chunks[:, 1:]).item()

@@ -48,6 +48,7 @@ from mha._validation import (
 )
 from mha.layers.multi_head import MultiHeadAttention
 from mha.models.encoder import EncoderBlock
+from mha.tasks.training_guard import evaluating
 
 #: The three kinds of attention of an encoder-decoder, in the order of ``head_mask`` rows.
 KINDS = ("encoder self-attention", "decoder self-attention", "encoder-decoder attention")
@@ -388,6 +389,8 @@ def kind_importance(
     :class:`TinyTranslator`), ``batches`` (none, or an item that is not a triple),
     ``target_out`` (not the model's classes, or not one per position of ``target_in``), or a
     NaN or inf loss or gradient (the importances would be NaN).
+
+    The model runs in eval mode (no dropout) and gets its submodules' modes back.
     """
     from mha.tasks.neighbour_task import cross_entropy
 
@@ -400,25 +403,27 @@ def kind_importance(
     # cast back at the end, as head_importance does (float32 and float64 as before)
     total = torch.zeros(shape, dtype=torch.promote_types(gate_dtype, torch.float32),
                         device=model.readout.weight.device)
-    for index, batch in enumerate(batches):
-        if not isinstance(batch, tuple | list) or len(batch) != 3:
-            raise ValueError(f"batches[{index}] must be a triple (source, target_in, "
-                             f"target_out), got {type(batch).__name__} of length "
-                             f"{len(batch) if isinstance(batch, tuple | list) else '-'}")
-        source, target_in, target_out = batch
-        gates = _gates(model, shape).requires_grad_()
-        scores = model(source, target_in, gates)
-        _check_targets(model, target_in, target_out, f"target_out of batches[{index}]")
-        loss = cross_entropy(scores, target_out)
-        if not torch.isfinite(loss.detach()):  # as head_importance: never NaN importances
-            raise ValueError(f"the loss of model on batches[{index}] is {loss.item()}: head "
-                             f"importance would be NaN; check model's parameters (a NaN or "
-                             f"inf weight) and the batch")
-        (grad,) = torch.autograd.grad(loss, gates)
-        if not torch.isfinite(grad).all():
-            raise ValueError(f"the gradient of model's loss with respect to the gates is not "
-                             f"finite for batches[{index}]: head importance would be NaN")
-        total += grad.abs().to(total.dtype)
+    # gradients of the model's eval-mode loss (no dropout), the modes put back after
+    with evaluating(model):
+        for index, batch in enumerate(batches):
+            if not isinstance(batch, tuple | list) or len(batch) != 3:
+                raise ValueError(f"batches[{index}] must be a triple (source, target_in, "
+                                 f"target_out), got {type(batch).__name__} of length "
+                                 f"{len(batch) if isinstance(batch, tuple | list) else '-'}")
+            source, target_in, target_out = batch
+            gates = _gates(model, shape).requires_grad_()
+            scores = model(source, target_in, gates)
+            _check_targets(model, target_in, target_out, f"target_out of batches[{index}]")
+            loss = cross_entropy(scores, target_out)
+            if not torch.isfinite(loss.detach()):  # as head_importance: never NaN importances
+                raise ValueError(f"the loss of model on batches[{index}] is {loss.item()}: head "
+                                 f"importance would be NaN; check model's parameters (a NaN or "
+                                 f"inf weight) and the batch")
+            (grad,) = torch.autograd.grad(loss, gates)
+            if not torch.isfinite(grad).all():
+                raise ValueError(f"the gradient of model's loss with respect to the gates is not "
+                                 f"finite for batches[{index}]: head importance would be NaN")
+            total += grad.abs().to(total.dtype)
     return (total / total.norm(dim=-1, keepdim=True).clamp_min(1e-20)).to(gate_dtype)
 
 
@@ -441,6 +446,8 @@ def kind_pruning_curves(
     ``{kind: {"token": [...], "word": [...], "bit": [...]}}``: the token accuracy and, apart,
     how often the word ``T[w_i]`` (the token // 2) and the bit ``b_i`` (the token mod 2) are
     right.
+
+    The model runs in eval mode (no dropout) and gets its submodules' modes back.
 
     Raises ``ValueError`` naming ``model`` (not a :class:`TinyTranslator`, or scores that hold
     NaN: argmax would count NaN as the largest score and give a believable accuracy),
@@ -514,6 +521,14 @@ def _pruned_by_kind(model, importance, source, target_in,
     the two decoder kinds reads (their gates leave the encoder's open). The same operations
     on the same inputs, so the curves are those of a whole forward pass per point, bit for bit
     (tests/test_seq2seq.py compares them)."""
+    # every point in eval mode (no dropout), the modes put back after
+    with evaluating(model):
+        return _pruned_curves(model, importance, source, target_in, accuracies)
+
+
+def _pruned_curves(model, importance, source, target_in,
+                   accuracies) -> dict[str, dict[str, list[float]]]:
+    """:func:`_pruned_by_kind`'s loop, on a model in eval mode."""
     from mha.analysis.pruning_curves import pruning_order
 
     open_gates = _gates(model, importance.shape)  # the model's dtype, as its head_mask wants

@@ -9,6 +9,8 @@ requested in slot ``r``. The answer lives in another token, so no per-token map 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 
@@ -20,7 +22,12 @@ from mha._validation import (
     require_int,
     require_positive,
 )
-from mha.tasks.training_guard import put_back_if_raising, require_finite_loss, require_trainable
+from mha.tasks.training_guard import (
+    evaluating,
+    put_back_if_raising,
+    require_finite_loss,
+    require_trainable,
+)
 
 
 def lookup_task(
@@ -106,13 +113,19 @@ def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups:
                    batch: int = 2048, seed: int = 12345) -> float:
     r"""``E||f(x) - y||^2 / E||y||^2`` on a fresh batch: 0 is perfect, 1 is predicting zero.
 
+    An ``nn.Module`` runs in eval mode (no dropout), whatever mode it was left in, and gets
+    its submodules' modes back when the call returns or raises (as :func:`mha.bits_per_byte`).
+
     Raises ``ValueError`` naming ``model`` (not callable, or predictions that hold NaN or inf:
     the error would be NaN, not a number to compare) or a size, or what the model raises on
     ``x``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
     require_callable("model", model)
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
+    # the mode a training left the model in would keep its dropout on: a larger error, and
+    # another one at every call
+    with torch.no_grad(), (evaluating(model) if isinstance(model, nn.Module)
+                           else contextlib.nullcontext()):
         predictions = require_finite("model's predictions", _predict(model, x, y),
                                      "check model's parameters (a NaN or inf weight, or a "
                                      "diverged training)")
@@ -143,6 +156,10 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     then put back as they were before the call (the rules of
     :func:`mha.tasks.neighbour_task.train`);
     :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
+
+    The steps run in training mode. When it returns, ``model`` is in eval mode, whatever mode
+    it had before (ready to evaluate, as after :func:`mha.tasks.neighbour_task.train`; call
+    ``model.train()`` to train on); when it raises, every submodule has its mode back.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
@@ -156,6 +173,8 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     # a call that raises puts back the parameters' .grad too, as neighbour_task.train does
     # (zero_grad sets them to None, so the old tensors stay untouched)
     grads = [(p, p.grad) for p in trainable]
+    modes = [(module, module.training) for module in model.modules()]
+    model.train()
     try:
         with put_back_if_raising(trainable, lr):
             for step in range(steps):
@@ -168,7 +187,11 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
                 optimizer.step()
                 losses.append(loss.item())
     except BaseException:
+        for module, mode in modes:
+            module.training = mode
         for p, grad in grads:
             p.grad = grad
         raise
+    # left in training mode, the model kept its dropout on for whatever measured it next
+    model.eval()
     return losses

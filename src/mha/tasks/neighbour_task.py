@@ -92,6 +92,38 @@ def lookup_batch(
     return torch.cat([start, symbols], 1), torch.cat([ignore, lookup_targets(symbols)], 1)
 
 
+def _scored_positions(logits: object, targets: object, logits_name: str = "logits",
+                      targets_name: str = "targets") -> torch.Tensor:
+    """The scored positions ``targets != IGNORE`` ``(B, n)``, after checking that ``logits``
+    are floating ``(B, n, C)`` and ``targets`` integer ``(B, n)`` classes in ``0..C-1`` or
+    IGNORE, with at least one scored position. Flattened, a ``(n, B)`` or ``(B * n,)``
+    ``targets`` of the right size would pair each score with another position's answer."""
+    require_float_tensor(logits_name, logits, dim=3)
+    if logits.shape[-1] == 0:
+        raise ValueError(f"{logits_name} need C >= 1 classes, got shape {tuple(logits.shape)}")
+    # float targets would be cut to classes (0.99 to class 0) without a word
+    require_int_tensor(targets_name, targets)
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"{targets_name} must have the shape (B, n) = "
+                         f"{tuple(logits.shape[:-1])} of {logits_name} {tuple(logits.shape)} "
+                         f"without its classes, one class per position, got "
+                         f"{tuple(targets.shape)} (batch first: transpose a (n, B) one)")
+    require_same_device((logits_name, logits), (targets_name, targets))
+    require_values(targets_name, targets)  # the checks below read them
+    scored = targets != IGNORE
+    if may_read_values(targets) and not bool(scored.any()):  # the mean of nothing: NaN
+        raise ValueError(f"{targets_name} has no scored position (all are IGNORE = {IGNORE}): "
+                         f"a loss or accuracy over no position is NaN; give it a batch with "
+                         f"targets to score")
+    classes = logits.shape[-1]
+    if may_read_values(targets) and bool(((targets[scored] < 0)
+                                          | (targets[scored] >= classes)).any()):
+        raise ValueError(f"{targets_name} must lie in 0..{classes - 1} (or be IGNORE = "
+                         f"{IGNORE}) for the {classes} classes of {logits_name}, got values "
+                         f"from {int(targets[scored].min())} to {int(targets[scored].max())}")
+    return scored
+
+
 def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """The fraction of positions (targets other than ``IGNORE``) where ``argmax logits`` is right.
 
@@ -102,23 +134,7 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
     position, or ``logits`` that hold NaN or a largest score of +-inf shared by several
     classes at a position (a tie argmax would break by taking the first class).
     """
-    require_float_tensor("logits", logits, dim=3)
-    if logits.shape[-1] == 0:
-        raise ValueError(f"logits need C >= 1 classes, got shape {tuple(logits.shape)}")
-    require_int_tensor("targets", targets, dim=2)
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} do not match targets "
-                         f"{tuple(targets.shape)}")
-    require_same_device(("logits", logits), ("targets", targets))
-    require_values("targets", targets)  # the accuracy reads them
-    scored = targets != IGNORE
-    if not scored.any():
-        raise ValueError(f"targets has no scored position (all are IGNORE = {IGNORE})")
-    classes = logits.shape[-1]
-    if ((targets[scored] < 0) | (targets[scored] >= classes)).any():
-        raise ValueError(f"targets must lie in 0..{classes - 1} (or be IGNORE = {IGNORE}) for "
-                         f"{classes} classes, got values from {int(targets[scored].min())} to "
-                         f"{int(targets[scored].max())}")
+    scored = _scored_positions(logits, targets)
     # argmax takes NaN for the largest value: NaN logits would give a believable accuracy.
     # amax propagates NaN and is (B, n): no logits-sized mask, even for an expanded view
     if may_read_values(logits) and bool(logits.amax(dim=-1).isnan().any()):
@@ -143,11 +159,60 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor) -> float:
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the scored positions: ``logits (B, n, C)``, ``targets (B, n)``
     (int64 or int32: F.cross_entropy takes only int64 class indices). Computed (and returned)
-    in float32 at least: float16 and bfloat16 logits are widened."""
+    in float32 at least: float16 and bfloat16 logits are widened.
+
+    Raises ``ValueError`` naming ``logits`` or ``targets`` for a wrong type, shape (targets
+    must have the logits' leading shape ``(B, n)``) or device, targets outside the classes,
+    or no scored position (every target IGNORE: the mean would be NaN)."""
+    _scored_positions(logits, targets)
     # the mean sums over every scored position: in float16 past 65,504 (inf), in bfloat16
     # with lost bits; float32 and float64 logits are used as they are
     wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
     return F.cross_entropy(wide.flatten(0, 1), targets.flatten().long(), ignore_index=IGNORE)
+
+
+def _batch(batches: Callable, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batches(step)``, which must be a pair ``(tokens, targets)``."""
+    batch = batches(step)
+    if not isinstance(batch, tuple | list) or len(batch) != 2:
+        raise ValueError(f"batches(step) must return a pair (tokens, targets), got "
+                         f"{type(batch).__name__}"
+                         f"{f' of length {len(batch)}' if isinstance(batch, tuple | list) else ''}")
+    return batch[0], batch[1]
+
+
+def _logits(out: object, forward_name: str) -> torch.Tensor:
+    """``out``, what ``forward(tokens)`` returned, if it is a tensor of logits ``(B, n, C)``
+    (torch's own errors, "'tuple' object has no attribute 'to'" or "1D target must have size
+    1", named neither forward nor the fix)."""
+    if isinstance(out, tuple | list):
+        raise ValueError(f"{forward_name} must return the logits, a tensor (B, n, C), got a "
+                         f"{type(out).__name__} of {len(out)}: for a model that returns "
+                         f"(logits, weights), leave forward out (its default is "
+                         f"model(tokens)[0]) or pass forward=lambda tokens: model(tokens)[0]")
+    if not isinstance(out, torch.Tensor) or out.dim() != 3:
+        got = (f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor)
+               else type(out).__name__)
+        raise ValueError(f"{forward_name} must return logits of shape (B, n, C), one score "
+                         f"per class at every position of tokens (B, n), got {got}; for a "
+                         f"model that returns the logits alone pass forward=model")
+    return out
+
+
+def _penalty(value: object) -> torch.Tensor | float:
+    """``value``, what ``extra_loss()`` returned, if it is one number (a tensor of one element
+    or a real): a vector added to the loss made ``loss`` a vector, and the finite-loss check
+    said "Boolean value of Tensor ... is ambiguous"."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"extra_loss must return a scalar penalty (a tensor of one "
+                             f"element), got shape {tuple(value.shape)}; reduce it, e.g. "
+                             f"with .sum() or .mean()")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"extra_loss must return a scalar penalty (a tensor of one element "
+                         f"or a number), got {type(value).__name__}")
+    return value
 
 
 def train(
@@ -172,7 +237,10 @@ def train(
     fingerprint of a long training).
     Returns the last loss and the wall-clock seconds taken.
 
-    Raises ``ValueError`` naming ``model`` when nothing is trainable (no parameter with
+    Raises ``ValueError`` naming ``batches`` (not a pair), ``forward`` (not logits ``(B, n,
+    C)``, e.g. a ``(logits, weights)`` tuple), ``targets`` (not integer classes of the
+    logits' leading shape ``(B, n)`` in ``0..C-1`` or ``IGNORE``, or all ``IGNORE``) or
+    ``extra_loss`` (not one number); naming ``model`` when nothing is trainable (no parameter with
     ``requires_grad``) or a trainable parameter is float16 (Adam's ``eps = 1e-8`` is 0 in
     float16: one step turns every parameter NaN; use float32, or bfloat16), and when the loss
     or a parameter becomes NaN or inf (training diverged); the parameters are then put back as
@@ -188,6 +256,12 @@ def train(
         require_int("stop_after", stop_after, minimum=1)
     require_positive("lr", lr)
     require_callable("batches", batches)
+    if forward is not None:
+        require_callable("forward", forward)
+    if extra_loss is not None:
+        require_callable("extra_loss", extra_loss)
+    # what the errors call the logits' maker: the caller's forward, or the default
+    forward_name = "forward" if forward is not None else "model(tokens)[0] (the default forward)"
     forward = forward or (lambda tokens: model(tokens)[0])
     groups = param_groups or [{"params": [p for p in model.parameters() if p.requires_grad]}]
     # the groups' params as lists (a generator such as model.parameters() is read once)
@@ -206,10 +280,16 @@ def train(
     try:
         with put_back_if_raising(trainable, lr):
             for step in range(steps if stop_after is None else min(steps, stop_after)):
-                tokens, targets = batches(step)
-                loss = cross_entropy(forward(tokens), targets)
+                tokens, targets = _batch(batches, step)
+                logits = _logits(forward(tokens), forward_name)
+                try:
+                    _scored_positions(logits, targets, forward_name + "'s logits")
+                except ValueError as error:  # say where these targets came from
+                    raise ValueError(f"{error} (targets: the second item of batches({step}))"
+                                     ) from None
+                loss = cross_entropy(logits, targets)
                 if extra_loss is not None:
-                    loss = loss + extra_loss()
+                    loss = loss + _penalty(extra_loss())
                 require_finite_loss(loss, step, lr, "parameters or inputs")
                 optimizer.zero_grad()
                 loss.backward()

@@ -39,7 +39,7 @@ from mha.layers.alibi import alibi_bias
 from mha.layers.multi_head import MultiHeadAttention
 from mha.layers.positional import sinusoidal_encoding
 from mha.layers.rotary import RotaryMultiHeadAttention
-from mha.tasks.training_guard import put_back_if_raising, require_finite_loss
+from mha.tasks.training_guard import evaluating, put_back_if_raising, require_finite_loss
 
 #: The position encodings the toy model can use.
 ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -220,8 +220,12 @@ def previous_token_accuracy(
     """Share of the tokens ``1 .. length-1`` of a sequence (placed at positions ``start ..
     start + length - 1``) where the model predicts the previous token.
 
-    Raises ``ValueError`` naming ``model`` (not a ``PositionToyModel``) or a size (``length``
-    under 2: no scored position); :class:`mha.MemoryBudgetError` when the batch would exceed
+    The model runs in eval mode and gets its submodules' modes back (as
+    :func:`mha.bits_per_byte`).
+
+    Raises ``ValueError`` naming ``model`` (not a ``PositionToyModel``), a size (``length``
+    under 2: no scored position) or ``seed`` (not an int >= 0, as
+    :func:`train_position_model`); :class:`mha.MemoryBudgetError` when the batch would exceed
     the memory budget."""
     if not isinstance(model, PositionToyModel):
         raise ValueError(f"model must be a PositionToyModel, got {type(model).__name__}")
@@ -229,10 +233,13 @@ def previous_token_accuracy(
     if require_int("length", length) < 2:
         raise ValueError(f"length must be at least 2, got {length}: token 0 has no previous "
                          f"token, so a sequence of 1 leaves no scored position")
+    # manual_seed would say "expected a long, but got float"
+    seed = require_int("seed", seed, minimum=0)
     vocab_size = model.readout.out_features
     generator = torch.Generator().manual_seed(seed)
     tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
-    predicted = model(tokens, start).argmax(dim=-1)
+    with evaluating(model):  # a model left in training mode would measure with dropout on
+        predicted = model(tokens, start).argmax(dim=-1)
     keep = targets != IGNORE
     return (predicted[keep] == targets[keep]).float().mean().item()
 

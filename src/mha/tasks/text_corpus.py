@@ -16,7 +16,12 @@ from importlib import resources
 
 import torch
 
-from mha._validation import check_allocation, require_number
+from mha._validation import (
+    check_allocation,
+    require_generator,
+    require_int_tensor,
+    require_number,
+)
 
 #: A byte-level model reads and writes the 256 possible byte values.
 VOCAB_SIZE = 256
@@ -59,10 +64,21 @@ def windows(
     Returns ``(inputs, targets)``, both ``(batch_size, length)``, with
     ``targets[b, i] = inputs[b, i + 1]`` inside the text: the next-token targets of a
     language model, for every position at once.
+
+    ``data``: 1-D integer token ids; both results have its dtype. Raises ``ValueError`` naming
+    ``data`` (not a 1-D integer tensor, or shorter than ``length + 1``), ``batch_size``,
+    ``length`` or ``generator`` (not a ``torch.Generator``, ``None`` too, as
+    :func:`mha.tasks.neighbour_task.lookup_batch`); :class:`mha.MemoryBudgetError` when the
+    windows would exceed the memory budget.
     """
     if not isinstance(data, torch.Tensor) or data.dim() != 1:
         raise ValueError(f"data must be a 1-D tensor of tokens, got "
                          f"{tuple(getattr(data, 'shape', ()))}")
+    require_int_tensor("data", data)  # float "tokens" would make float targets
+    if generator is None:  # the global generator would make the windows irreproducible
+        raise ValueError("generator must be a torch.Generator, got None; make one with "
+                         "torch.Generator().manual_seed(0)")
+    require_generator("generator", generator)  # else torch's randint names neither
     for name, value in [("batch_size", batch_size), ("length", length)]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")

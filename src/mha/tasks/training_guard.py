@@ -1,10 +1,13 @@
 """What every training loop of the course checks (the look-up task's and the shared ``train``):
 something to train, no float16 parameter, a finite loss at every step and finite parameters at
-the end; a call that raises puts the parameters back as they were."""
+the end; a call that raises puts the parameters back as they were. And what every evaluation
+of a model does: it runs in eval mode and gives the modes back (``evaluating``)."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Iterator
 
 import torch
@@ -52,3 +55,33 @@ def put_back_if_raising(trainable: list[torch.Tensor], lr: float,
             for p, saved in zip(trainable, before, strict=True):
                 p.copy_(saved)
         raise
+
+
+# models that an evaluating block (generate, bits_per_byte, relative_error, ...) holds in
+# eval mode: {model: [calls, modes]}
+_EVALUATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_EVALUATING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` (every submodule) in eval mode for the block: dropout off, Hard Concrete gates
+    deterministic (a measure taken in the mode a training left the model in changed from call
+    to call). The modes it had come back when the last overlapping block (in any thread)
+    ends, even if it raises. Saving and putting back per call lost the mode with two threads:
+    the second call saved the first's eval mode and put it back last."""
+    with _EVALUATING_LOCK:
+        entry = _EVALUATING.get(model)
+        if entry is None:
+            entry = _EVALUATING[model] = [0, [(m, m.training) for m in model.modules()]]
+            model.eval()
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _EVALUATING_LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                del _EVALUATING[model]
+                for module, mode in entry[1]:
+                    module.training = mode
