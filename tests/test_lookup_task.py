@@ -10,6 +10,9 @@ import torch
 import mha
 from mha.tasks.lookup_task import lookup_task
 
+# make chapter runs these: chapters 3 and 4 train look-up models
+pytestmark = [pytest.mark.chapter(3), pytest.mark.chapter(4)]
+
 N, M = 4, 3  # tokens, content size: d = 2 * 4 + 3 = 11
 
 
