@@ -41,6 +41,21 @@ def test_stable_softmax_check_accepts_the_solution_and_refuses_torch_softmax():
     assert status(checks.stable_softmax, lambda s, t: torch.softmax(s / t, dim=-1)) == "wrong"
 
 
+def test_stable_softmax_check_refuses_an_answer_that_runs_the_encoder_layers_fast_path():
+    """nn.TransformerEncoderLayer in eval mode without gradients is one op whose softmax runs
+    inside its kernel, unseen by the watch (attack 43 built 1.2's weights from it): the op
+    itself is forbidden."""
+    layer = torch.nn.TransformerEncoderLayer(4, 1, dim_feedforward=4, batch_first=True).eval()
+
+    def with_fast_path(scores, temperature):
+        with torch.no_grad():
+            layer(torch.randn(1, 3, 4))
+        return stable_softmax(scores, temperature)
+
+    result = checks.stable_softmax(with_fast_path)
+    assert result.status == "wrong" and "forbids" in result.message, result.message
+
+
 @pytest.mark.parametrize("wrong", [naive_softmax, softmax_over_wrong_dim,
                                    softmax_ignoring_temperature])
 def test_stable_softmax_check_rejects_wrong_answers(wrong):

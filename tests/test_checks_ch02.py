@@ -41,6 +41,25 @@ def test_prefers_other_counts_exact_ties_as_false():
     assert ch02.prefers_other(ties_as_true).status == "wrong"
 
 
+@pytest.mark.parametrize("exponential", [
+    lambda s: torch.special.gammaincc(torch.ones_like(s), -s.clamp(max=0)),  # e^s for s <= 0
+    lambda s: torch.nn.functional.binary_cross_entropy_with_logits(
+        s, torch.zeros_like(s), reduction="none"),  # softplus(s)
+    lambda s: torch.nn.functional.soft_margin_loss(s, -torch.ones_like(s), reduction="none"),
+    lambda s: torch.nn.functional.gelu(s, approximate="tanh"),
+], ids=["gammaincc", "bce_with_logits", "soft_margin_loss", "gelu_tanh"])
+def test_prefers_other_refuses_exponentials_computed_inside_other_ops(exponential):
+    """Attack 43: torch.special.gammaincc(1, t) = e^-t, and softplus or tanh computed inside a
+    loss's or gelu's kernel, reached no forbidden op name: their ops are forbidden now."""
+    def answer(x):
+        dots = x @ x.transpose(-2, -1)
+        exponential(dots)
+        return dots > dots.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+
+    result = ch02.prefers_other(answer)
+    assert result.status == "wrong" and "forbids" in result.message, result.message
+
+
 def test_prefers_other_rejects_wrong_answers(capsys):
     # comparing with |x_j|^2 instead of |x_i|^2 (the column's diagonal, not the row's)
     def column_diagonal(x):

@@ -91,8 +91,8 @@ NOT_PLAIN = [
     ("'{0:{1._x}}'.format(a, b)", "a format string that reads _x"),
     ("text.format(x)", "format or format_map on something other than a string literal"),
     ("str.format_map('{a}', m)", "format or format_map on something other"),
-    ("%timeit f()", "a magic, a shell line or a syntax error"),
-    ("!pip install x", "a magic, a shell line or a syntax error"),
+    ("%timeit f()", "a cell IPython rewrites before it runs"),
+    ("!pip install x", "a cell IPython rewrites before it runs"),
     ("ｇetattr(torch, 'exp')", "builtin getattr"),  # fullwidth: Python reads it NFKC
     # attack 42: fullwidth quotes, apostrophes and backslashes stay characters of a string
     ('t = "\uff02"\nf = getattr(1, "real")\nu = "\uff02"', "builtin getattr"),
@@ -132,8 +132,8 @@ NOT_PLAIN = [
     ("import numpy as np\n[(m := np)][0]", "a module used as a value (np)"),
     ("import torch\nreturn_linalg = lambda: torch.linalg", "a module used as a value"),
     # only the harmless forms of what honest notebooks write
-    ("%matplotlib qt", "a magic, a shell line or a syntax error"),
-    ("if 1:\n    %matplotlib inline", "a magic, a shell line or a syntax error"),
+    ("%matplotlib qt", "a cell IPython rewrites before it runs"),
+    ("if 1:\n    %matplotlib inline", "a cell IPython rewrites before it runs"),
     ("from __future__ import annotations, division", "an import of __future__"),
     ("from __future__ import annotations as a", "an import of __future__"),
     ("class A:\n    def f(self):\n        def __init__(s): pass", "dunder definition"),
@@ -220,6 +220,18 @@ ATTACK_42 = {
 @pytest.mark.parametrize("name", sorted(ATTACK_42))
 def test_attack_42_is_not_plain(name):
     assert why_not_plain(["", ATTACK_42[name], ""]) != []
+
+
+@pytest.mark.parametrize("cell", [
+    # IPython strips "In [N]: " and "...: " from every line before it runs the cell (attack 43):
+    # to Python the first is an annotation, to IPython a module attribute write
+    "In [1]: import torch.nn.functional as F\nIn [2]: F.softmax = torch.exp\n",
+    "In [1]: x = 1\n",
+    ">>> F.softmax = torch.exp\n",
+])
+def test_a_cell_ipython_rewrites_before_it_runs_is_not_plain(cell):
+    assert why_not_plain([cell]) == [
+        "a cell IPython rewrites before it runs (a prompt, a magic or an escape) (code cell 1)"]
 
 
 def test_many_chained_aliases_are_judged_in_linear_time():

@@ -23,6 +23,7 @@ follow it. Known limits: a chain through a property computed at run time is not 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -147,8 +148,17 @@ def why_not_plain(sources: list[str]) -> list[str]:
         if size > MAX_READ or total > MAX_TOTAL:
             reasons.append((number, f"a cell too large to read (code cell {number})"))
             continue
+        cleaned = MATPLOTLIB_INLINE.sub("", text)
+        # read what runs: the grader's IPython first strips prompts ("In [1]: ", "...: ") from
+        # every line, inside strings too, and turns magics into calls, so a cell it rewrites
+        # runs other code than Python reads here (attack 43: "In [1]: F.softmax = torch.exp"
+        # is an annotation to Python, a module attribute write once IPython ran it)
+        if _significant_lines(_ipython_transform(cleaned)) != _significant_lines(cleaned):
+            reasons.append((number, f"a cell IPython rewrites before it runs (a prompt, a "
+                                    f"magic or an escape) (code cell {number})"))
+            continue
         try:
-            trees.append((number, ast.parse(MATPLOTLIB_INLINE.sub("", text))))
+            trees.append((number, ast.parse(cleaned)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             # IPython magics and shell lines (% and !) are not Python
             reasons.append((number, f"a magic, a shell line or a syntax error (code cell "
@@ -169,6 +179,32 @@ def why_not_plain(sources: list[str]) -> list[str]:
         reasons += [(number, f"{what} (code cell {number}, line {line})") for line, what in found]
     # one line per finding, in the cells' order (two _C on one line are one finding)
     return list(dict.fromkeys(text for _, text in sorted(reasons, key=lambda r: r[0])))
+
+
+@functools.cache
+def _ipython_transformer():
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager()
+
+
+def _ipython_transform(text: str) -> str:
+    """``text`` as the grader's IPython shell runs it (its input transforms, not the code)."""
+    try:
+        return _ipython_transformer().transform_cell(text)
+    except Exception:  # noqa: BLE001 (a cell IPython cannot transform is not run as read)
+        return "\0"
+
+
+def _significant_lines(text: str) -> list[str]:
+    """The lines of ``text`` without trailing spaces or blank lines around them (IPython drops
+    those, which changes nothing that runs)."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def _walk(tree: ast.AST) -> tuple[list[ast.AST], dict[int, ast.AST]]:

@@ -20,6 +20,10 @@ EXPONENTIAL_OPS = (*SOFTMAX_OPS, "exp", "exp2", "expm1", "expit", "logsumexp", "
                    "logaddexp", "logaddexp2", "sigmoid", "tanh", "sinh", "cosh", "elu", "celu",
                    "silu", "mish", "softplus", "glu", "ldexp", "erfcx", "i0e", "i1e",
                    "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+                   # e^-t as a special function (gammaincc(1, t)), softplus inside a loss's
+                   # kernel, tanh inside gelu's (attack 43)
+                   "igamma", "igammac", "binary_cross_entropy_with_logits", "soft_margin_loss",
+                   "gelu",
                    "pow.Scalar", "pow.Scalar_out", "pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
                    "pow_.Tensor", "float_power.Scalar", "float_power.Scalar_out",
                    "float_power.Tensor_Tensor", "float_power.Tensor_Tensor_out",
