@@ -234,6 +234,16 @@ def test_a_cell_ipython_rewrites_before_it_runs_is_not_plain(cell):
         "a cell IPython rewrites before it runs (a prompt, a magic or an escape) (code cell 1)"]
 
 
+@pytest.mark.parametrize("cell", [
+    "import matplotlib.pyplot as plt\nplt.rcParams['backend'] = 'module://this'\n",
+    "import matplotlib\nmatplotlib.rcParams.update({'backend': 'agg'})\n",
+])
+def test_a_matplotlib_backend_chosen_by_name_is_not_plain(cell):
+    """Attack 43: matplotlib imports a backend by its module's name, through a subscript store
+    the rule read as plain; an installed module ran (the Zen of Python printed)."""
+    assert "a matplotlib backend chosen by name (code cell 1, line 2)" in why_not_plain([cell])
+
+
 def test_many_chained_aliases_are_judged_in_linear_time():
     """10,000 assignments each naming the next (attack 42's slow cells: the old fixed point
     took a pass per assignment, 302 s of the grader's time for 5,800): under a second."""

@@ -261,6 +261,10 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if DUNDER.search(node.value):
                 found.append((line, "a string that names a dunder"))
+            # matplotlib imports a backend by module name ("module://X", set through
+            # rcParams["backend"], whose subscript store is no attribute write: attack 43)
+            if "module://" in node.value or node.value.strip() == "backend":
+                found.append((line, "a matplotlib backend chosen by name"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("format", "format_map"):
             found += [(line, why) for why in _format(node.func.value)]
