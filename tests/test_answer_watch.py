@@ -837,6 +837,34 @@ def test_frames_objects_and_code_from_strings_during_the_call_are_reported(name)
     assert result.points == 0 and TAMPERED in result.entered, result
 
 
+FIRST_CALL = '''
+import sys
+import torch
+import mha
+from mha.answer_watch import observe
+
+sys.path.insert(0, sys.argv[1])  # the student's own module, written beside the notebook
+q = torch.randn(2, 8, 5, 4, dtype=torch.float64)
+print(sorted(observe(lambda: mha.attention(q, q, q), ("mha.repeat_kv",), ())[1]))
+print(sorted(observe(lambda: __import__("own_module"), (), ())[1]))
+'''
+
+
+def test_an_installed_modules_first_import_is_no_tampering(tmp_path):
+    """Review 45, F3: in a fresh process, ``mha.attention``'s first call imports sympy (through
+    ``torch.broadcast_shapes``), whose import-time code calls ``inspect.currentframe``: an
+    honest answer was recorded as reaching past the watch. A module the student wrote that does
+    the same as it is imported during the call is still reported."""
+    import subprocess
+    import sys
+
+    (tmp_path / "own_module.py").write_text("import inspect\ninspect.currentframe()\n")
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL, str(tmp_path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0] == "[]", out
+    assert "reached past the watch" in out[1], out
+
+
 def test_a_compiled_reference_is_reported():
     """Attack 40 (F2): ``torch.compile(reference)`` ran the reference's bytecode symbolically,
     so no call of it reached the profile hook; the compiled call is reported as tampering."""

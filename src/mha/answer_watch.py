@@ -62,7 +62,9 @@ or any object (``sys._getframe``, ``sys._current_frames``, ``gc.get_objects``,
 ``get_referrers``, ``get_referents``: the way to the grader's runner and this module: outside
 attack, round 7) or runs code built from a string (``exec``, ``eval``, ``compile``); any call
 of the standard library's doors to them (``inspect.currentframe``, ``inspect.stack``,
-``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``); and any
+``traceback.walk_stack``, ``timeit``, ``runpy``, ``code.InteractiveInterpreter``), but by an
+installed module's own code as it is first imported (sympy's does, on an answer's first
+``mha.attention`` call); and any
 entry into torch's compilers (``torch.compile``, a function it compiled, dynamo's eval-frame
 callback, ``torch.export``, ``torch.jit.script`` and ``trace``; not ``torch.vmap``, which only
 asks an export helper whether an export is under way), whose compiled code runs a reference's
@@ -292,6 +294,10 @@ _OWN_FILES = tuple(dict.fromkeys([
     os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep,
     *(sysconfig.get_paths()[key] + os.sep for key in ("purelib", "platlib")), "<frozen ",
     __file__]))  # the watch's own look at the threads alive
+# the files a student cannot write (the sandbox binds them read-only): an installed module's own
+# code, run as it is first imported, reads frames for itself (sympy's multipledispatch calls
+# inspect.currentframe, which torch.broadcast_shapes imports on its first call: review 45, F3)
+_INSTALLED_FILES = tuple(f for f in _OWN_FILES if f not in ("<frozen ", __file__))
 
 
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
@@ -474,7 +480,8 @@ def _bound():
     tamper_calls, tamper_codes, compiler_files = _tampers()
     not_compilers, decompositions, matches = _NOT_COMPILERS, _DECOMPOSITIONS, op_matches
     compiled_name, compiled_file = _COMPILED_CALL
-    own_files = _OWN_FILES
+    own_files, installed_files = _OWN_FILES, _INSTALLED_FILES
+    import_call = sys.modules["_frozen_importlib"]._call_with_frames_removed.__code__
     set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
         sys._current_frames
     get_ident = threading.get_ident
@@ -570,6 +577,16 @@ def _bound():
                 caller = caller.f_back
             return caller is not None and not caller.f_code.co_filename.startswith(own_files)
 
+        def importing(frame) -> bool:
+            """Whether ``frame`` was called by an installed module's own code as the import
+            system runs it (every caller up to the import is installed code), not by the
+            answer's."""
+            caller = frame.f_back
+            while caller is not None and caller.f_code.co_filename.startswith(installed_files):
+                caller = caller.f_back
+            return caller is not None and caller is not frame.f_back and \
+                caller.f_code is import_call
+
         def hook(frame, event, arg):
             if event != "call" and event != "c_call":  # an op starts with a call (or none)
                 return
@@ -603,7 +620,8 @@ def _bound():
             elif mode is not None and code.co_filename.startswith(decompositions):
                 if matches(code.co_name, mode.words):
                     found.add(f"torch op {code.co_name}")
-            elif code in tamper_codes or code.co_filename.startswith(compiler_files) and \
+            elif code in tamper_codes and not importing(frame) or \
+                    code.co_filename.startswith(compiler_files) and \
                     code.co_filename not in not_compilers or (
                     code.co_name == compiled_name and code.co_filename == compiled_file):
                 found.add(tampered)
