@@ -47,6 +47,36 @@ def test_gqa_attention():
     assert ch09.gqa_attention(not_done).status == "not done"
 
 
+@pytest.mark.parametrize("fused", ["sdpa", "nn.MultiheadAttention"])
+def test_gqa_attention_counts_a_fused_kernel_wrong(fused):
+    """Review 45, F2: the exercise asks for the heads repeated by hand and ``mha.attention``;
+    one call of the fused kernel with ``enable_gqa=True`` (the chapter's reference) scored full
+    marks. Its output is right, so only the watch on the answer's ops can tell."""
+    def sdpa(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=True)
+
+    def torch_layer(q, k, v):  # the fused op inside torch's own layer, with identity weights
+        b, h, n, d = q.shape
+        layer = torch.nn.MultiheadAttention(h * d, h, bias=False, batch_first=True).double()
+        with torch.no_grad():
+            layer.in_proj_weight.copy_(torch.eye(h * d).repeat(3, 1))
+            layer.out_proj.weight.copy_(torch.eye(h * d))
+        groups = h // k.shape[1]
+        flat = [t.transpose(1, 2).reshape(b, n, h * d)
+                for t in (q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1))]
+        causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+        out = layer(*flat, attn_mask=causal, need_weights=False)[0]
+        return out.reshape(b, n, h, d).transpose(1, 2)
+
+    result = ch09.gqa_attention(sdpa if fused == "sdpa" else torch_layer)
+    assert result.status == "wrong", result
+    assert "forbids what your answer ran" in result.message, result.message
+    if fused == "sdpa":
+        assert "torch.nn.functional.scaled_dot_product_attention" in result.message
+    assert ch09.gqa_attention(written_out).status == "correct"  # repeated by hand: allowed
+
+
 def written_out(q, k, v, *, tile=False, scale=True, softmax_dim=-1, causal=True):
     """A student's grouped-query attention, with one slip switched on."""
     groups = q.shape[1] // k.shape[1]

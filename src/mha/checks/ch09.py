@@ -86,11 +86,19 @@ def _gqa_case(answer, gen: torch.Generator, heads: int, kv_heads: int, n: int = 
                  expected, atol=1e-5, rtol=1e-5, mistakes=mistakes)
 
 
+# the fused kernels that do the whole exercise in one call (F.scaled_dot_product_attention with
+# enable_gqa, nn.MultiheadAttention, nn.TransformerEncoderLayer's fast path): review 45, F2
+FUSED_ATTENTION_OPS = ("scaled_dot_product", "multi_head_attention", "transformer_encoder_layer")
+
+
 @exercise_check("9.2", points=0.5, part="groups of 1 to 4 query heads",
-                reference_names=("mha.repeat_kv", "mha.kv_sharing.repeat_kv"))
+                reference_names=("mha.repeat_kv", "mha.kv_sharing.repeat_kv"),
+                forbidden_ops=FUSED_ATTENTION_OPS)
 def gqa_attention(answer) -> None:
     """``answer(q, k, v)`` with ``q`` ``(B, h, n, d)`` and ``k``, ``v`` ``(B, h_kv, n, d)`` ->
     causal grouped-query attention ``(B, h, n, d)``, checked against PyTorch's fused kernel.
+    An answer that runs a fused attention kernel itself is wrong (the exercise asks for the
+    heads repeated by hand and ``mha.attention``); ``mha.repeat_kv`` is flagged.
 
     A wrong answer that matches one of the exercise's common mistakes (``repeat`` for
     ``repeat_interleave``, no ``1/sqrt(d)``, softmax over the queries, no causal mask) is told
