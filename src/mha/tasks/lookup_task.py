@@ -27,6 +27,7 @@ from mha.tasks.training_guard import (
     put_back_if_raising,
     require_finite_loss,
     require_trainable,
+    training_mode,
 )
 
 
@@ -170,28 +171,13 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     require_trainable(trainable)
     optimizer = torch.optim.Adam(trainable, lr=lr)
     losses = []
-    # a call that raises puts back the parameters' .grad too, as neighbour_task.train does
-    # (zero_grad sets them to None, so the old tensors stay untouched)
-    grads = [(p, p.grad) for p in trainable]
-    modes = [(module, module.training) for module in model.modules()]
-    model.train()
-    try:
-        with put_back_if_raising(trainable, lr):
-            for step in range(steps):
-                x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
-                                      generator=generator)
-                loss = (_predict(model, x, y) - y).square().mean()
-                require_finite_loss(loss, step, lr, "parameters")
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-    except BaseException:
-        for module, mode in modes:
-            module.training = mode
-        for p, grad in grads:
-            p.grad = grad
-        raise
-    # left in training mode, the model kept its dropout on for whatever measured it next
-    model.eval()
+    with training_mode(model, trainable), put_back_if_raising(trainable, lr):
+        for step in range(steps):
+            x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups, generator=generator)
+            loss = (_predict(model, x, y) - y).square().mean()
+            require_finite_loss(loss, step, lr, "parameters")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
     return losses

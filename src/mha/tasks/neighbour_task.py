@@ -38,7 +38,12 @@ from mha._validation import (
     require_same_device,
     require_values,
 )
-from mha.tasks.training_guard import put_back_if_raising, require_finite_loss, require_trainable
+from mha.tasks.training_guard import (
+    put_back_if_raising,
+    require_finite_loss,
+    require_trainable,
+    training_mode,
+)
 
 #: The target of the start position: ignored by the loss and the accuracy.
 IGNORE = -100
@@ -271,37 +276,24 @@ def train(
     require_trainable(trainable)
     optimizer = torch.optim.Adam(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
-    # what a call that raises puts back besides the parameters: every submodule's mode and
-    # the parameters' .grad (zero_grad sets them to None, so the old tensors stay untouched)
-    modes = [(module, module.training) for module in model.modules()]
-    grads = [(p, p.grad) for p in trainable]
-    model.train()
     start = time.perf_counter()
-    try:
-        with put_back_if_raising(trainable, lr):
-            for step in range(steps if stop_after is None else min(steps, stop_after)):
-                tokens, targets = _batch(batches, step)
-                logits = _logits(forward(tokens), forward_name)
-                try:
-                    _scored_positions(logits, targets, forward_name + "'s logits")
-                except ValueError as error:  # say where these targets came from
-                    raise ValueError(f"{error} (targets: the second item of batches({step}))"
-                                     ) from None
-                loss = cross_entropy(logits, targets)
-                if extra_loss is not None:
-                    loss = loss + _penalty(extra_loss())
-                require_finite_loss(loss, step, lr, "parameters or inputs")
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                if on_step is not None:
-                    on_step(step)
-    except BaseException:
-        for module, mode in modes:
-            module.training = mode
-        for p, grad in grads:
-            p.grad = grad
-        raise
-    model.eval()
+    with training_mode(model, trainable), put_back_if_raising(trainable, lr):
+        for step in range(steps if stop_after is None else min(steps, stop_after)):
+            tokens, targets = _batch(batches, step)
+            logits = _logits(forward(tokens), forward_name)
+            try:
+                _scored_positions(logits, targets, forward_name + "'s logits")
+            except ValueError as error:  # say where these targets came from
+                raise ValueError(f"{error} (targets: the second item of batches({step}))"
+                                 ) from None
+            loss = cross_entropy(logits, targets)
+            if extra_loss is not None:
+                loss = loss + _penalty(extra_loss())
+            require_finite_loss(loss, step, lr, "parameters or inputs")
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            if on_step is not None:
+                on_step(step)
     return {"loss": loss.item(), "seconds": time.perf_counter() - start}

@@ -1,6 +1,7 @@
 """What every training loop of the course checks (the look-up task's and the shared ``train``):
 something to train, no float16 parameter, a finite loss at every step and finite parameters at
-the end; a call that raises puts the parameters back as they were. And what every evaluation
+the end; a call that raises puts the parameters, their gradients and the modules' modes back as
+they were. And what every evaluation
 of a model does: it runs in eval mode and gives the modes back (``evaluating``)."""
 
 from __future__ import annotations
@@ -55,6 +56,26 @@ def put_back_if_raising(trainable: list[torch.Tensor], lr: float,
             for p, saved in zip(trainable, before, strict=True):
                 p.copy_(saved)
         raise
+
+
+@contextlib.contextmanager
+def training_mode(model: torch.nn.Module, trainable: list[torch.Tensor]) -> Iterator[None]:
+    """``model`` in training mode for the block, then in eval mode: left in training mode, it
+    kept its dropout on for whatever measured it next. If the block raises, every submodule's
+    mode and the parameters' ``.grad`` are put back as they were (``zero_grad`` sets them to
+    None, so the old tensors stay untouched); :func:`put_back_if_raising` puts back the values."""
+    modes = [(module, module.training) for module in model.modules()]
+    grads = [(p, p.grad) for p in trainable]
+    model.train()
+    try:
+        yield
+    except BaseException:
+        for module, mode in modes:
+            module.training = mode
+        for p, grad in grads:
+            p.grad = grad
+        raise
+    model.eval()
 
 
 # models that an evaluating block (generate, bits_per_byte, relative_error, ...) holds in
