@@ -292,10 +292,22 @@ def test_a_link_that_gives_a_section_number_gives_the_books():
     numbers = section_numbers()
     text = (ROOT / "book" / "claims.md").read_text()
     for link_text, label in re.findall(r"\{ref\}`([^`<]*?)\s*<([\w-]+)>`", text):
-        if label in numbers and (quoted := re.findall(r"\b\d+\.\d+\b", link_text)):
+        if label in numbers and (quoted := re.findall(r"\b\d+(?:\.\d+)+\b", link_text)):
             assert quoted == [numbers[label]], (
                 f"book/claims.md links {label} as {link_text!r}: that is section "
                 f"{numbers[label]}")
+
+
+def test_a_link_to_a_section_says_which():
+    """Student 44: about 45 links read just the section's title ("A shape cheat-sheet", "Summary"
+    would be any chapter's): each names the section's number, which the test above keeps right."""
+    numbers = section_numbers()
+    text = (ROOT / "book" / "claims.md").read_text()
+    bare = [label for label in re.findall(r"\{ref\}`([\w-]+)`", text) if label in numbers]
+    assert not bare, f"book/claims.md links these sections by their title alone: {bare}"
+    for link_text, label in re.findall(r"\{ref\}`([^`<]*?)\s*<([\w-]+)>`", text):
+        if label in numbers:
+            assert re.search(r"\b\d+\.\d+", link_text), (label, link_text)
 
 
 def test_a_figure_is_linked_by_its_number():
