@@ -533,3 +533,49 @@ def test_the_language_model_loss_averages_in_float32_for_half_logits():
     got = mha.bits_per_byte(model, data, num_windows=200)
     expected = mha.bits_per_byte(copy.deepcopy(model).double(), data, num_windows=200)
     assert abs(got - expected) < 0.01
+
+
+@pytest.mark.parametrize("call", ["generate greedy", "generate sampled", "bits_per_byte",
+                                  "forward", "train_decoder"])
+def test_a_model_on_another_device_than_the_tokens_is_named_before_anything_runs(call):
+    """torch failed inside ("Tensor on device meta is not on the expected device cpu"), or
+    TinyDecoder.forward returned meta logits: name the argument and the move."""
+    model = mha.TinyDecoder(20, 16, embed_dim=8, num_heads=2).to("meta")
+    tokens = torch.zeros(1, 3, dtype=torch.long)
+    data = torch.zeros(200, dtype=torch.long)
+    calls = {"generate greedy": ("prompt", lambda: mha.generate(model, tokens, 2)),
+             "generate sampled": ("prompt", lambda: mha.generate(model, tokens, 2,
+                                                                 temperature=1.0)),
+             "bits_per_byte": ("data", lambda: mha.bits_per_byte(model, data, length=8,
+                                                                 num_windows=4)),
+             "forward": ("tokens", lambda: model(tokens)),
+             "train_decoder": ("data", lambda: mha.train_decoder(model, data, 1, batch_size=2,
+                                                                 length=8))}
+    name, run = calls[call]
+    with pytest.raises(ValueError, match=rf"^{name} is on cpu but TinyDecoder's parameters "
+                                         rf"are on meta; move {name} with {name}\.to\('meta'\) "
+                                         rf"or the model with model\.to\('cpu'\)$"):
+        run()
+    assert model.training  # the mode it had
+
+
+def test_caches_that_are_a_tensor_get_the_message_not_a_type_error():
+    """Building the message called len() on a 0-d tensor: TypeError instead of it."""
+    model = mha.TinyDecoder(20, 16, embed_dim=8, num_heads=2)
+    for caches, got in [(torch.tensor(1.0), "got Tensor$"), ([mha.KVCache()], "of length 1$")]:
+        with pytest.raises(ValueError, match=rf"caches must be a list of one cache per layer "
+                                             rf"\(2\).*{got}"):
+            model(torch.zeros(2, 3, dtype=torch.long), caches=caches)
+
+
+def test_train_decoder_takes_numpy_integers_as_bits_per_byte_does():
+    """windows refused np.int64(4) as batch_size; the same run as with int 4."""
+    import numpy as np  # a dependency of the package
+    data = torch.randint(0, 20, (300,), generator=torch.Generator().manual_seed(0))
+    losses = []
+    for batch_size, length in [(4, 8), (np.int64(4), np.int32(8))]:
+        torch.manual_seed(0)
+        model = mha.TinyDecoder(20, 16, embed_dim=8, num_heads=2)
+        losses.append(mha.train_decoder(model, data, 2, batch_size=batch_size,
+                                        length=length)["loss"])
+    assert losses[0] == losses[1]

@@ -63,3 +63,40 @@ def test_train_lookup_gives_every_mode_back_when_it_raises():
     with pytest.raises(ValueError):
         mha.train_lookup(model, N + 1, M, steps=2, batch=8)  # the model refuses the tokens
     assert model.training and not model.attention.training
+
+
+@pytest.mark.parametrize("default", [torch.float64, torch.float16])
+def test_lookup_task_draws_in_the_default_dtype(default):
+    """The docstring said float32; x was float32 beside float16 contents, float64 beside
+    float64 ones. Now both are the default dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        x, target, source = lookup_task(2, N, M, generator=torch.Generator().manual_seed(0))
+    finally:
+        torch.set_default_dtype(previous)
+    assert (x.dtype, target.dtype, source.dtype) == (default, default, torch.int64)
+    for documented in (lookup_task, mha.relative_error, mha.train_lookup):
+        assert "torch's default dtype" in " ".join(documented.__doc__.split())
+    # the task itself, read back: each token's target is the content of its source token
+    contents = x[..., 2 * N:].double()  # after the one-hot name and want
+    expected = torch.gather(contents, 1, source.expand(-1, -1, M))
+    assert torch.equal(target.double(), expected)
+    assert torch.equal(x[..., :2 * N].sum(-1), torch.full((2, N), 2.0, dtype=default))
+
+
+@pytest.mark.parametrize("run", [
+    lambda model: mha.relative_error(model, N, M, batch=8),
+    lambda model: mha.train_lookup(model, N, M, steps=1, batch=8)])
+def test_a_model_in_another_dtype_than_the_task_is_named_not_x(run):
+    """The layer's error told the caller to convert x, a tensor they never hold."""
+    torch.manual_seed(0)
+    model = mha.LookupModel(mha.SelfAttention(11), 11, M).double()
+    held = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=r"^model's parameters are torch\.float64, but the "
+                                         r"look-up task's batches .* torch\.float32: convert "
+                                         r"the model with model\.to\(torch\.float32\)") as raised:
+        run(model)
+    assert "x.to" not in str(raised.value)
+    assert all(torch.equal(a, b) for a, b in zip(held, model.parameters(), strict=True))
+    run(model.float())  # the advice, followed

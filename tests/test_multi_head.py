@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -1071,3 +1072,101 @@ def test_key_padding_mask_and_padding_mask_shape_errors():
         layer(x, key_padding_mask=torch.zeros(2, 3, dtype=torch.int64))
     with pytest.raises(ValueError, match="key_padding_mask"):  # (B, n_k) as mask: the hint
         layer(x, mask=torch.ones(2, 3, dtype=torch.bool))
+
+
+def test_fused_path_checks_the_budget_of_a_mask_it_builds_before_the_cache_grows():
+    """need_weights=False merges key_padding_mask with is_causal (or a 2-D mask) into a
+    (B, 1, n_q, n_k) mask: refused over the budget as the weights are, and within it the
+    same outputs as the weights path."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2).eval()
+    batch, n = 2, 300
+    x = torch.randn(batch, n, 8)
+    bool_padding = torch.zeros(batch, n, dtype=torch.bool)
+    bool_padding[0, -5:] = True
+    float_padding = torch.zeros(batch, n).masked_fill(bool_padding, float("-inf"))
+    two_d = torch.ones(n, n, dtype=torch.bool).tril()
+    calls = [dict(key_padding_mask=bool_padding, is_causal=True),  # (2, 1, 300, 300) bool
+             dict(key_padding_mask=float_padding, is_causal=True),  # float32: 720 kB
+             dict(key_padding_mask=bool_padding, mask=two_d)]
+    with mha.memory_budget(150_000):  # over the 180 kB bool mask, under the inputs' needs
+        for kwargs in calls:
+            with pytest.raises(mha.MemoryBudgetError, match="mask"):
+                layer(x, need_weights=False, **kwargs)
+        cache = mha.KVCache()
+        layer(x[:, :1], cache=cache, need_weights=False, is_causal=True)
+        keys = cache.keys
+        with pytest.raises(mha.MemoryBudgetError, match="causal mask"):
+            layer(x[:, 1:], cache=cache, need_weights=False, is_causal=True,
+                  key_padding_mask=bool_padding)
+        assert len(cache) == 1 and cache.keys is keys
+    for kwargs in calls:  # within the budget: the fused path computes the weights path's
+        torch.testing.assert_close(layer(x, need_weights=False, **kwargs)[0],
+                                   layer(x, **kwargs)[0])
+
+
+def test_nan_in_a_float_mask_at_a_causally_forbidden_key_reaches_the_output_on_every_path():
+    """is_causal is added to a float mask (0 and -inf), not filled in: a NaN at a future key
+    makes that query's output NaN, as SDPA given the sum of the mask and the causal one does
+    (float64), on mha.attention, the weights path and the fused one."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 4, 4, dtype=torch.float64)
+    float_mask = torch.zeros(4, 4, dtype=torch.float64)
+    float_mask[1, 2] = float("nan")  # query 1, key 2: in its future
+    causal = torch.zeros(4, 4, dtype=torch.float64).masked_fill(
+        ~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf"))
+    reference = F.scaled_dot_product_attention(q, q, q, attn_mask=float_mask + causal)
+    expected = reference.isnan().any(-1)
+    assert expected.tolist() == [[False, True, False, False]]
+    out = mha.attention(q, q, q, mask=float_mask, is_causal=True)[0]
+    assert torch.equal(out.isnan().any(-1), expected)
+    torch.testing.assert_close(out[:, [0, 2, 3]], reference[:, [0, 2, 3]])
+    layer = mha.MultiHeadAttention(8, 2).double().eval()
+    x = torch.randn(1, 4, 8, dtype=torch.float64)
+    for need_weights in (True, False):
+        rows = layer(x, mask=float_mask, is_causal=True, need_weights=need_weights)[0]
+        assert torch.equal(rows.isnan().any(-1), expected)
+    previous = mha.set_debug(False)  # no look for NaN: PyTorch's fused kernel itself
+    try:
+        rows = layer(x, mask=float_mask, is_causal=True, need_weights=False)[0]
+    finally:
+        mha.set_debug(previous)
+    assert torch.equal(rows.isnan().any(-1), expected)
+
+
+def test_forward_ad_and_double_backward_take_the_documented_routes():
+    """The fused CPU kernel has neither (the docstring says so): need_weights=True and the
+    fused call under sdpa_kernel(MATH) give reverse mode's Jacobian (float64) and a double
+    backward."""
+    from torch.func import jacfwd, jacrev
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(4, 2).double().eval()
+    x = torch.randn(1, 3, 4, dtype=torch.float64)
+    assert "sdpa_kernel" in mha.MultiHeadAttention.__doc__
+    assert "double backward" in mha.MultiHeadAttention.__doc__
+    reference = jacrev(lambda x: layer(x, need_weights=False)[0])(x)  # reverse mode works
+    with pytest.raises((NotImplementedError, RuntimeError)):  # what the docstring warns of
+        jacfwd(lambda x: layer(x, need_weights=False)[0])(x)
+    torch.testing.assert_close(jacfwd(lambda x: layer(x, need_weights=True)[0])(x), reference)
+    with sdpa_kernel(SDPBackend.MATH):
+        torch.testing.assert_close(jacfwd(lambda x: layer(x, need_weights=False)[0])(x),
+                                   reference)
+
+    def penalty(need_weights):
+        y = x.clone().requires_grad_()
+        grad, = torch.autograd.grad(layer(y, need_weights=need_weights)[0].sum(), y,
+                                    create_graph=True)
+        return torch.autograd.grad(grad.square().sum(), y)[0]
+    with sdpa_kernel(SDPBackend.MATH):
+        torch.testing.assert_close(penalty(False), penalty(True))
+
+
+def test_device_hints_are_code_that_runs():
+    """The hint said mask.to(the module.device), which is not Python."""
+    layer, x = mha.MultiHeadAttention(8, 2), torch.randn(2, 4, 8)
+    for name, bad in [("mask", torch.ones(4, 4, dtype=torch.bool, device="meta")),
+                      ("key_padding_mask", torch.zeros(2, 4, dtype=torch.bool, device="meta"))]:
+        with pytest.raises(ValueError, match=rf"{name}\.to\('cpu'\)") as raised:
+            layer(x, **{name: bad})
+        assert "the module.device" not in str(raised.value)

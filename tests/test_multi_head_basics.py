@@ -111,3 +111,16 @@ def test_torchs_packed_projection_is_frozen_when_queries_keys_and_values_are():
     ours = dict(mha.MultiHeadAttention.from_torch(theirs).named_parameters())
     assert {name for name, p in ours.items() if not p.requires_grad} == {
         "q_proj.weight", "k_proj.weight", "v_proj.weight"}
+
+
+def test_prune_heads_of_a_bool_tensor_hints_at_its_indices():
+    """The hint said heads.long(), which makes [0, 1, 0, 0] of a mask (a repeated head)."""
+    layer = mha.MultiHeadAttention(8, 4)
+    remove = torch.tensor([False, True, False, True])
+    with pytest.raises(ValueError, match=r"bool tensor.*heads\.nonzero\(\)\.flatten\(\)"):
+        mha.prune_heads(layer, remove)
+    # the hint, followed, removes heads 1 and 3: as removing them by hand
+    pruned = mha.prune_heads(layer, remove.nonzero().flatten())
+    assert pruned.num_heads == 2
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(pruned(x)[0], layer(x, head_mask=~remove)[0])

@@ -131,3 +131,12 @@ def test_nonlinear_key_features_find_the_nearest_key():
     phi, psi = torch.cat([q, torch.ones_like(q)], -1), torch.cat([k, -k**2 / 2], -1)
     _, weights = mha.attention(phi, psi, k)
     assert torch.equal(weights.argmax(-1), (q - k.T).abs().argmin(-1))
+
+
+@pytest.mark.parametrize("bias", [0.5, [0.0] * 6, torch.zeros(6, dtype=torch.long)])
+def test_additive_scores_name_a_bias_that_is_not_a_float_tensor(bias):
+    """A float or a list raised AttributeError ('float' object has no attribute 'dtype')."""
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    w_q, w_k, w_v = torch.randn(4, 6), torch.randn(4, 6), torch.randn(6)
+    with pytest.raises(ValueError, match="^bias must"):
+        mha.additive_scores(q, k, w_q, w_k, w_v, bias=bias)

@@ -41,3 +41,18 @@ def test_the_corpus_and_its_licence_are_package_data():
     assert folder.joinpath(text_corpus.CORPUS_FILE).is_file()
     licence = folder.joinpath("python_reference.LICENSE.txt").read_text(encoding="utf-8")
     assert "PYTHON SOFTWARE FOUNDATION LICENSE VERSION 2" in licence
+
+
+def test_windows_take_numpy_integers_as_plain_ints_and_refuse_bools():
+    """translation_batch and bits_per_byte took np.int64; windows refused it."""
+    import numpy as np
+    import torch
+
+    data = torch.arange(100)
+    plain = text_corpus.windows(data, 4, 8, torch.Generator().manual_seed(0))
+    numpy = text_corpus.windows(data, np.int64(4), np.int32(8),
+                                torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip(plain, numpy, strict=True))
+    assert plain[0].shape == (4, 8)
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
+        text_corpus.windows(data, True, 8, torch.Generator())

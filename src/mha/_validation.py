@@ -194,10 +194,12 @@ def require_cached_dtype(fields: tuple[str, str], held: torch.Tensor, new: torch
 def require_same_device(*named: tuple[str, torch.Tensor]) -> None:
     """All tensors must live on one device."""
     (first, x), *rest = named
+    # a label such as "the module" is no variable: `mask.to(the module.device)` is not code
+    target = f"{first}.device" if first.isidentifier() else repr(str(x.device))
     for name, y in rest:
         if y.device != x.device:
             raise ValueError(f"{name} is on {y.device} but {first} is on {x.device}; move "
-                             f"one, e.g. {name}.to({first}.device)")
+                             f"one, e.g. {name}.to({target})")
 
 
 def broadcast_batch(*named: tuple[str, torch.Size | tuple[int, ...]]) -> torch.Size:
@@ -278,14 +280,16 @@ def require_values(name: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def require_module_device(name: str, x: torch.Tensor, module: torch.nn.Module) -> None:
-    """``x`` must be on the device of ``module``'s parameters (torch would stop deep inside)."""
+def require_module_device(name: str, x: torch.Tensor, module: torch.nn.Module,
+                          module_name: str = "module") -> None:
+    """``x`` must be on the device of ``module``'s parameters (torch would stop deep inside).
+    ``module_name``: what the caller calls the module (``model`` for :func:`mha.generate`)."""
     param = next(module.parameters(), None)
     if param is not None and x.device != param.device:
         raise ValueError(
             f"{name} is on {x.device} but {type(module).__name__}'s parameters are on "
-            f"{param.device}; move {name} with {name}.to({str(param.device)!r}) or the module "
-            f"with module.to({str(x.device)!r})"
+            f"{param.device}; move {name} with {name}.to({str(param.device)!r}) or the "
+            f"{module_name} with {module_name}.to({str(x.device)!r})"
         )
 
 
@@ -512,6 +516,11 @@ def require_indices(name: str, indices: object, size: int, what: str = "head") -
     A bare int, a string, floats or bools are refused: ``[0.7]`` is not head 0 and ``"12"``
     is not heads 1 and 2.
     """
+    if isinstance(indices, torch.Tensor) and indices.dtype == torch.bool:
+        # a mask of which heads, not their indices: .long() would make [0, 1, 0, 0] of it
+        raise ValueError(f"{name} must hold {what} indices, got a bool tensor (a mask of "
+                         f"which {what}s?); pass the indices of its True entries, "
+                         f"{name}.nonzero().flatten()")
     if isinstance(indices, torch.Tensor):
         require_int_tensor(name, indices, dim=1)
         indices = indices.tolist()

@@ -58,7 +58,9 @@ def attention(
       its output NaN or inf. Masking is not cleaning: a NaN key's score stays NaN under
       ``-inf`` (NaN + (-inf) = NaN, and so does an inf key whose score is +inf), and a NaN or
       inf value meets a masked key's zero weight (0 * inf = NaN), so they reach even the
-      queries that mask them. Clean inputs before attending. (Finite inputs whose scores
+      queries that mask them. ``is_causal`` is added the same way (as ``-inf`` at the future
+      keys), so a NaN or ``+inf`` in a float mask at a key the causal rule forbids still makes
+      that query's output NaN. Clean inputs before attending. (Finite inputs whose scores
       overflow the dtype, ``|q . k| * scale`` above ``torch.finfo(dtype).max``, are left to
       each path: the fused and chunked kernels skip some masked scores. In float16 a row
       masked entirely with the finite ``torch.finfo(torch.float16).min`` can differ between
@@ -134,10 +136,14 @@ def causal_mask(n_q: int, n_k: int, device: torch.device | None = None) -> torch
 
 
 def combine_masks(mask: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """A mask that forbids what either forbids; ``allowed`` is a bool mask (True = may attend)."""
+    """A mask that forbids what either forbids; ``allowed`` is a bool mask (True = may attend).
+
+    A float ``mask`` gets ``allowed`` *added* as ``0`` and ``-inf`` (filling would turn a NaN
+    or ``+inf`` at a forbidden key into ``-inf`` and hide it, where the rule of
+    :func:`attention` and PyTorch's SDPA given the sum make that query's output NaN)."""
     if mask.dtype == torch.bool:
         return mask & allowed
-    return mask.masked_fill(~allowed, float("-inf"))
+    return mask + additive_mask(allowed, mask.dtype)[0]  # NaN + (-inf) stays NaN
 
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

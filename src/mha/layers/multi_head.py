@@ -91,6 +91,15 @@ class MultiHeadAttention(nn.Module):
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included; with
     autograd on, a float mask takes the weights path under vmap even with
     ``need_weights=False``, as PyTorch's fused CPU kernel refuses one that may need a gradient).
+    Forward-mode AD (``torch.func.jvp``, ``jacfwd``, ``hessian``) and double backward
+    (``create_graph=True`` then a backward through the gradient, e.g. a gradient penalty) do
+    not go through the fused path (``need_weights=False``, and so :class:`mha.TinyDecoder`):
+    PyTorch's fused CPU kernel has no forward-mode derivative and no derivative of its
+    backward, and raises ``NotImplementedError`` or ``RuntimeError`` ("derivative for
+    ...flash_attention_for_cpu_backward is not implemented"). Take the weights path
+    (``need_weights=True``, the same outputs), or run the forward under
+    ``torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)``, which gives the
+    fused call PyTorch's plain-math kernel (``tests/test_multi_head.py`` checks both).
     ``tests/test_compile.py`` checks all of these against eager outputs, as for
     :class:`mha.MultiHeadLatentAttention`, :class:`mha.RotaryMultiHeadAttention` and
     :class:`mha.TinyDecoder`. The argument checks read shapes and dtypes only; the checks that
@@ -256,7 +265,7 @@ class MultiHeadAttention(nn.Module):
             self._check_mask(mask, batch, n_q, n_k, n_k - key.shape[1])
         if key_padding_mask is not None:
             mask = self._with_padding(mask, key_padding_mask, batch, n_k, n_k - key.shape[1],
-                                      query.dtype)
+                                      query)
         # every check before the cache grows: a call that raises leaves the cache as it was
         gates = None if head_mask is None else self._gates(head_mask, batch)  # (1|B, h, 1, 1)
 
@@ -277,6 +286,8 @@ class MultiHeadAttention(nn.Module):
                 lambda: f"remove the NaN or inf, use fewer than n_q = {n_q} queries and "
                 f"n_k = {n_k} keys, or take the fused kernel anyway with mha.set_debug(False)")
             explicit = True
+        if not explicit:  # before the cache grows, as every check
+            self._check_fused_mask(query, mask, is_causal, n_q, n_k)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, n_k, d)
             cache._bind(self)
@@ -357,9 +368,12 @@ class MultiHeadAttention(nn.Module):
             )
 
     def _with_padding(self, mask, key_padding_mask, batch: int, n_k: int, cached: int,
-                      dtype: torch.dtype) -> torch.Tensor:
+                      query: torch.Tensor) -> torch.Tensor:
         """``mask`` combined with torch's ``key_padding_mask`` (True = ignore), ``(B, 1, 1, n_k)``
-        or broadcastable to ``(B, h, n_q, n_k)``; ``n_k`` counts the ``cached`` keys too."""
+        or broadcastable to ``(B, h, n_q, n_k)``; ``n_k`` counts the ``cached`` keys too. A
+        combination over the memory budget raises :class:`mha.MemoryBudgetError` before it is
+        built."""
+        dtype = query.dtype
         require_tensor("key_padding_mask", key_padding_mask, "mask")
         if key_padding_mask.dtype != torch.bool and not key_padding_mask.is_floating_point():
             raise ValueError(f"key_padding_mask must be bool (True = ignore the key, as in "
@@ -380,7 +394,17 @@ class MultiHeadAttention(nn.Module):
             padding = ~padding  # the course's convention: True = may attend
         if mask is None:
             return padding
-        if mask.dtype == torch.bool and padding.dtype == torch.bool:
+        both_bool = mask.dtype == torch.bool and padding.dtype == torch.bool
+        # a (n_q, n_k) mask and (B, 1, 1, n_k) padding make a (B, 1, n_q, n_k) one: on the
+        # weights path no larger than the weights (checked already), on the fused path the
+        # largest tensor of the call
+        check_output_allocation(
+            "the mask combined from mask and key_padding_mask", "query", query,
+            torch.broadcast_shapes(mask.shape, padding.shape),
+            torch.bool if both_bool else dtype,
+            "use fewer queries, keys or sequences, or pass one mask of shape (B, 1, n_q, n_k) "
+            "holding both")
+        if both_bool:
             return mask & padding
         return additive_mask(mask, dtype)[0] + additive_mask(padding, dtype)[0]
 
@@ -395,6 +419,22 @@ class MultiHeadAttention(nn.Module):
         with torch.no_grad():  # a look at the inputs, not part of what is differentiated
             return not all_finite((q, k, v, *held)) or (
                 mask is not None and mask.is_floating_point() and bool(mask.isnan().any()))
+
+    def _check_fused_mask(self, query, mask, is_causal: bool, n_q: int, n_k: int) -> None:
+        """The fused kernel's causal mask cannot combine with another (or align a cache's
+        queries): :meth:`_fused_attention` then builds the mask in full, the broadcast of
+        ``mask`` and ``(n_q, n_k)``. Refuse it over the memory budget before it is built."""
+        if not is_causal or (mask is None and n_q == n_k):
+            return
+        shape = (n_q, n_k) if mask is None else torch.broadcast_shapes(mask.shape, (n_q, n_k))
+        # a float mask is combined in its own dtype, then converted to the query's
+        dtype = torch.bool if mask is None or mask.dtype == torch.bool else max(
+            mask.dtype, query.dtype, key=lambda t: t.itemsize)
+        check_output_allocation(
+            "the causal mask the fused kernel takes (is_causal=True with a mask, a "
+            "key_padding_mask or a cache builds it in full)", "query", query, shape, dtype,
+            lambda: f"use fewer than n_q = {n_q} queries and n_k = {n_k} keys, or pass no "
+            f"mask (is_causal alone, without a cache, needs none)")
 
     def _fused_attention(self, q, k, v, mask, is_causal, dropout):
         n_q, n_k = q.shape[2], k.shape[2]

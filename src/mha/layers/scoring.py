@@ -63,6 +63,8 @@ def additive_scores(
             f"w_k must have shape (d_k, hidden) = ({key.shape[-1]}, hidden) for key of shape "
             f"{tuple(key.shape)}, got {tuple(w_k.shape)}"
         )
+    if bias is not None:  # a float or a list has no dtype to compare below
+        require_float_tensor("bias", bias)
     named = [("query", query), ("key", key), ("w_q", w_q), ("w_k", w_k), ("w_v", w_v)]
     named += [("bias", bias)] if bias is not None else []
     require_same_dtype(*named)
@@ -74,7 +76,6 @@ def additive_scores(
             f"the same hidden size: (d_q, {hidden}), (d_k, {hidden}) and ({hidden},)"
         )
     if bias is not None:
-        require_float_tensor("bias", bias)
         if bias.shape != (hidden,):
             raise ValueError(f"bias must have shape ({hidden},), got {tuple(bias.shape)}")
     try:

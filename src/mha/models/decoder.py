@@ -21,6 +21,7 @@ from mha._validation import (
     require_int,
     require_int_tensor,
     require_module,
+    require_module_device,
     require_number,
     require_optional_int,
     require_tensor,
@@ -149,6 +150,10 @@ class TinyDecoder(nn.Module):
     (a new prompt length one more). The check that token ids lie in the
     vocabulary reads them, so it runs in eager mode only (compiled, ``nn.Embedding``'s own
     index check remains). :func:`mha.generate` itself does not compile (a Python loop).
+    Its attention takes PyTorch's fused kernel, which has no forward-mode AD and no double
+    backward on the CPU (a gradient penalty fails): run the forward under
+    ``torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)`` for those (see
+    :class:`mha.MultiHeadAttention`).
 
     Raises ``ValueError`` naming a bad size or ``make_attention`` (not a function, a module
     itself, one returning the same layer twice, or a layer a block cannot call, e.g. one
@@ -252,9 +257,10 @@ class TinyDecoder(nn.Module):
 
         Raises ``ValueError`` naming the argument for ``tokens`` that are not int64/int32 ids
         in ``0 .. vocab_size - 1`` of shape ``(batch, n)`` fitting ``max_len`` after the
-        cached ones, ``caches`` not made by :meth:`new_caches` (of unequal lengths, of another
-        batch size, or one cache object given for two layers), a bad ``head_mask`` (every
-        row is checked before any cache grows);
+        cached ones (or on another device than the model), ``caches`` not made by
+        :meth:`new_caches` (of unequal lengths, of another batch size, or one cache object
+        given for two layers), a bad ``head_mask`` (every row is checked before any cache
+        grows);
         :class:`mha.MemoryBudgetError` before an over-budget allocation. A call that raises
         leaves the caches as they were (a later layer's error puts back what earlier layers
         added).
@@ -262,12 +268,17 @@ class TinyDecoder(nn.Module):
         # the message of generate and bits_per_byte: uint8 is an integer tensor too, and
         # "must be an integer tensor" did not say which ones nn.Embedding takes
         require_token_ids("tokens", tokens, self.token_embedding.num_embeddings)
+        # else torch fails inside the embedding or the position table (or, the model on
+        # meta, returns meta logits without a word)
+        require_module_device("tokens", tokens, self, "model")
         if caches is not None:
             if not isinstance(caches, list | tuple) or len(caches) != len(self.blocks):
+                # len() of a 0-d tensor raises TypeError: the length of a list or tuple only
+                length = (f" of length {len(caches)}" if isinstance(caches, list | tuple)
+                          else "")
                 raise ValueError(f"caches must be a list of one cache per layer "
                                  f"({len(self.blocks)}), as model.new_caches() makes, got "
-                                 f"{type(caches).__name__} of length "
-                                 f"{len(caches) if hasattr(caches, '__len__') else '?'}")
+                                 f"{type(caches).__name__}{length}")
             for layer, cache in enumerate(caches):
                 if not isinstance(cache, KVCache | LatentCache):
                     raise ValueError(f"caches must hold KVCache or LatentCache objects (from "
@@ -387,7 +398,8 @@ def generate(
     another thread is training; generate from a copy (``copy.deepcopy(model)``) instead.
 
     Raises ``ValueError`` on a bad argument (named), on ``prompt`` ids outside
-    ``0 .. vocab_size - 1``, on ``prompt length + steps > model.max_len``, and on NaN logits
+    ``0 .. vocab_size - 1`` or on another device than ``model``, on ``prompt length + steps >
+    model.max_len``, and on NaN logits
     (a NaN weight); :class:`mha.MemoryBudgetError` when the tokens would exceed the budget.
     """
     require_module("model", model, TinyDecoder)
@@ -404,6 +416,7 @@ def generate(
                             (prompt.shape[0], prompt.shape[1] + steps), torch.int64,
                             "use a smaller batch of prompts")
     require_token_ids("prompt", prompt, model.vocab_size)
+    require_module_device("prompt", prompt, model, "model")  # before the mode changes
     if prompt.shape[1] + steps > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + steps {steps} exceeds the model's "
                          f"max_len {model.max_len}")
@@ -461,9 +474,10 @@ def train_decoder(
     ``model.eval()`` before evaluating it with dropout off; :func:`mha.generate` and
     :func:`mha.bits_per_byte` do so themselves).
 
-    ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data``,
-    ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``, ``seed`` or
-    ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the memory budget.
+    ``data``: 1-D integer token ids, on ``model``'s device. Raises ``ValueError`` naming
+    ``model``, ``data``, ``steps``, ``batch_size``, ``length`` (over ``max_len``), ``lr``,
+    ``seed`` or ``stop_after``; :class:`mha.MemoryBudgetError` when a batch would exceed the
+    memory budget.
     ``model`` is named when nothing in it is trainable, when it has float16 parameters (one
     Adam step makes them NaN: train in float32 or bfloat16), and when training diverges (a
     NaN or inf loss or parameter); the parameters are then put back as they were.
@@ -478,6 +492,7 @@ def train_decoder(
     require_int_tensor("data", data)  # else the model would complain about "tokens"
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
+    require_module_device("data", data, model, "model")  # the windows are on data's device
     generator = torch.Generator().manual_seed(seed)
     # train() switches to training mode and ends in eval: give back every submodule's mode
     # (model.train(was_training) flattened a mix, e.g. one block left in eval, into one mode)
@@ -505,8 +520,9 @@ def bits_per_byte(
     overlapping call ends, and the modes come back then.
 
     ``data``: 1-D integer token ids. Raises ``ValueError`` naming ``model``, ``data`` (not 1-D
-    integer ids in the vocabulary, or too short for ``num_windows`` windows), ``length`` (over
-    ``max_len``), ``num_windows`` or ``head_mask``, or ``model`` when its loss is NaN (NaN
+    integer ids in the vocabulary, on another device than ``model``, or too short for
+    ``num_windows`` windows), ``length`` (over ``max_len``), ``num_windows`` or
+    ``head_mask``, or ``model`` when its loss is NaN (NaN
     or inf parameters); :class:`mha.MemoryBudgetError` when a window's activations would
     exceed the memory budget.
     """
@@ -516,6 +532,7 @@ def bits_per_byte(
     require_int_tensor("data", data, dim=1)
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)
+    require_module_device("data", data, model, "model")  # else torch fails inside the model
     stride = length + 1
     if num_windows * stride > data.numel():
         raise ValueError(f"num_windows={num_windows} windows of {stride} tokens need "

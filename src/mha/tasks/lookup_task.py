@@ -49,15 +49,16 @@ def lookup_task(
     Returns ``x`` ``(batch, n, d)``, ``target`` ``(batch, n, L m)`` and ``source``
     ``(batch, n, L)``, the index ``p_r(i)`` of the token each look-up must read.
 
-    ``x`` and ``target`` float32, ``source`` int64. Raises ``ValueError`` naming a size that is
+    ``x`` and ``target`` in torch's default dtype (``torch.get_default_dtype()``, float32
+    unless changed), ``source`` int64. Raises ``ValueError`` naming a size that is
     not a positive int, or ``generator``; :class:`mha.MemoryBudgetError` when the batch would
     exceed the memory budget.
     """
     n, m = require_int("n_tokens", n_tokens), require_int("content_dim", content_dim)
     batch, lookups = require_int("batch", batch), require_int("n_lookups", n_lookups)
     require_generator("generator", generator)
-    check_allocation("lookup_task", (batch, n, (1 + lookups) * n + lookups * m), torch.float32,
-                     "use a smaller batch or fewer tokens")
+    check_allocation("lookup_task", (batch, n, (1 + lookups) * n + lookups * m),
+                     torch.get_default_dtype(), "use a smaller batch or fewer tokens")
     # distinct names per sequence: a random permutation of 0..n-1
     names = torch.argsort(torch.rand(batch, n, generator=generator), dim=-1)
     wants = torch.randint(0, n, (batch, n, lookups), generator=generator)
@@ -68,8 +69,9 @@ def lookup_task(
     source = torch.gather(position_of_name.unsqueeze(-1).expand(-1, -1, lookups), 1, wants)
 
     one_hot = torch.nn.functional.one_hot
-    parts = [one_hot(names, n).float()]
-    parts += [one_hot(wants[..., r], n).float() for r in range(lookups)]
+    # the contents' dtype (the default): .float() made x float32 beside float16 contents
+    parts = [one_hot(names, n).to(contents.dtype)]
+    parts += [one_hot(wants[..., r], n).to(contents.dtype) for r in range(lookups)]
     parts += [contents[:, :, r] for r in range(lookups)]
     x = torch.cat(parts, dim=-1)
     target = torch.cat(
@@ -117,10 +119,15 @@ def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups:
     An ``nn.Module`` runs in eval mode (no dropout), whatever mode it was left in, and gets
     its submodules' modes back when the call returns or raises (as :func:`mha.bits_per_byte`).
 
-    Raises ``ValueError`` naming ``model`` (not callable, or predictions that hold NaN or inf:
-    the error would be NaN, not a number to compare) or a size, or what the model raises on
-    ``x``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
+    The batch is drawn by :func:`lookup_task`, in torch's default dtype on the CPU: an
+    ``nn.Module`` must have its floating parameters in that dtype and on the CPU.
+
+    Raises ``ValueError`` naming ``model`` (not callable, parameters of another dtype or
+    device than the batch, or predictions that hold NaN or inf: the error would be NaN, not a
+    number to compare) or a size, or what the model raises on the task's ``x``;
+    :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget."""
     require_callable("model", model)
+    _require_task_dtype(model)
     x, y, _ = lookup_task(batch, n_tokens, content_dim, n_lookups,
                           generator=torch.Generator().manual_seed(seed))
     # the mode a training left the model in would keep its dropout on: a larger error, and
@@ -131,6 +138,27 @@ def relative_error(model: nn.Module, n_tokens: int, content_dim: int, n_lookups:
                                      "check model's parameters (a NaN or inf weight, or a "
                                      "diverged training)")
         return ((predictions - y).square().mean() / y.square().mean()).item()
+
+
+def _require_task_dtype(model: object) -> None:
+    """An ``nn.Module`` ``model`` must compute in the dtype and on the device of the task's
+    batches (torch's default dtype, the CPU): its layer would name ``x``, a tensor the caller
+    of :func:`relative_error` or :func:`train_lookup` never holds, and advise converting it."""
+    if not isinstance(model, nn.Module):
+        return
+    param = next((p for p in model.parameters() if p.is_floating_point()), None)
+    dtype = torch.get_default_dtype()
+    if param is not None and param.dtype != dtype:
+        # float16 and bfloat16 as the default dtype would draw the task too coarsely
+        other = (f", or draw them in {param.dtype} with torch.set_default_dtype("
+                 f"{param.dtype}) before the call"
+                 if param.dtype in (torch.float32, torch.float64) else "")
+        raise ValueError(f"model's parameters are {param.dtype}, but the look-up task's batches "
+                         f"are drawn in torch's default dtype, {dtype}: convert the model with "
+                         f"model.to({dtype}){other}")
+    if param is not None and param.device.type != "cpu":
+        raise ValueError(f"model's parameters are on {param.device}, but the look-up task's "
+                         f"batches are drawn on the CPU: move the model with model.to('cpu')")
 
 
 def _predict(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -148,10 +176,12 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     """Fit ``model`` to the look-up task with Adam on the squared error; returns the losses.
 
     Every step draws a fresh batch from a generator seeded with ``seed``, so a run is
-    reproducible given the model's initial weights.
+    reproducible given the model's initial weights. The batches are :func:`lookup_task`'s, in
+    torch's default dtype on the CPU: ``model``'s floating parameters must be too.
 
     Raises ``ValueError`` naming ``model``, a size, ``steps``, ``lr`` or ``seed``, or ``x`` when
-    the model does not fit the task's tokens; naming ``model`` when nothing is trainable, a
+    the model does not fit the task's tokens; naming ``model`` when its parameters have
+    another dtype or device than the batches, when nothing is trainable, a
     trainable parameter is float16 (Adam's ``eps = 1e-8`` is 0 in float16), or the loss or a
     parameter becomes NaN or inf (training diverged): the parameters and their ``.grad`` are
     then put back as they were before the call (the rules of
@@ -168,7 +198,8 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
     require_positive("lr", lr)
     generator = torch.Generator().manual_seed(require_int("seed", seed, minimum=0))
     trainable = [p for p in model.parameters() if p.requires_grad]
-    require_trainable(trainable)
+    require_trainable(trainable)  # names a float16 model for what it is: untrainable
+    _require_task_dtype(model)
     optimizer = torch.optim.Adam(trainable, lr=lr)
     losses = []
     with training_mode(model, trainable), put_back_if_raising(trainable, lr):

@@ -19,6 +19,7 @@ import torch
 from mha._validation import (
     check_allocation,
     require_generator,
+    require_int,
     require_int_tensor,
     require_number,
 )
@@ -79,9 +80,8 @@ def windows(
         raise ValueError("generator must be a torch.Generator, got None; make one with "
                          "torch.Generator().manual_seed(0)")
     require_generator("generator", generator)  # else torch's randint names neither
-    for name, value in [("batch_size", batch_size), ("length", length)]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    # any integer (numpy's too, as translation_batch and bits_per_byte take), never a bool
+    batch_size, length = require_int("batch_size", batch_size), require_int("length", length)
     check_allocation("windows", (batch_size, length + 1), torch.int64,
                      f"use a smaller batch_size ({batch_size}) or length ({length})")
     if length + 1 > data.numel():
