@@ -41,13 +41,30 @@ def test_prefers_other_counts_exact_ties_as_false():
     assert ch02.prefers_other(ties_as_true).status == "wrong"
 
 
+def _ctc_gradient(s: torch.Tensor) -> torch.Tensor:
+    """e^s from the gradient of CTC's loss (one step, no target: the blank's path) with respect
+    to the log-probabilities of the other classes."""
+    log_probs = torch.zeros(1, 1, s.numel() + 1, dtype=torch.float64)
+    log_probs[0, 0, 1:] = s.flatten()
+    log_probs.requires_grad_(True)
+    loss = torch.nn.functional.ctc_loss(log_probs, torch.zeros(1, 0, dtype=torch.long),
+                                        torch.tensor([1]), torch.tensor([0]), reduction="sum")
+    return torch.autograd.grad(loss, log_probs)[0][0, 0, 1:].reshape(s.shape)
+
+
 @pytest.mark.parametrize("exponential", [
     lambda s: torch.special.gammaincc(torch.ones_like(s), -s.clamp(max=0)),  # e^s for s <= 0
     lambda s: torch.nn.functional.binary_cross_entropy_with_logits(
         s, torch.zeros_like(s), reduction="none"),  # softplus(s)
     lambda s: torch.nn.functional.soft_margin_loss(s, -torch.ones_like(s), reduction="none"),
     lambda s: torch.nn.functional.gelu(s, approximate="tanh"),
-], ids=["gammaincc", "bce_with_logits", "soft_margin_loss", "gelu_tanh"])
+    # attack 44: Euler's formula, cos(i s) + sin(i s) / i = e^s, and tan(i s / 2) / i =
+    # tanh(s / 2); the gradient of CTC's loss at an unused class is e^(its log-probability)
+    lambda s: (torch.cos(1j * s) + torch.sin(1j * s) / 1j).real,
+    lambda s: (torch.tan(0.5j * s) / 1j).real,
+    lambda s: _ctc_gradient(s),
+], ids=["gammaincc", "bce_with_logits", "soft_margin_loss", "gelu_tanh", "complex_cos_sin",
+        "complex_tan", "ctc_loss_gradient"])
 def test_prefers_other_refuses_exponentials_computed_inside_other_ops(exponential):
     """Attack 43: torch.special.gammaincc(1, t) = e^-t, and softplus or tanh computed inside a
     loss's or gelu's kernel, reached no forbidden op name: their ops are forbidden now."""

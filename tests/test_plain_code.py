@@ -50,7 +50,6 @@ NOT_PLAIN = [
     ("compile('1', 'x', 'eval')", "builtin compile"),
     ("breakpoint()", "builtin breakpoint"),
     ("open('f')", "builtin open"),
-    ("input()", "builtin input"),
     ("memoryview(b'')", "builtin memoryview"),
     ("type('H', (torch.Tensor,), {})", "type other than type(x)"),
     ("make = type", "type other than type(x)"),
@@ -242,6 +241,63 @@ def test_a_matplotlib_backend_chosen_by_name_is_not_plain(cell):
     """Attack 43: matplotlib imports a backend by its module's name, through a subscript store
     the rule read as plain; an installed module ran (the Zen of Python printed)."""
     assert "a matplotlib backend chosen by name (code cell 1, line 2)" in why_not_plain([cell])
+
+
+@pytest.mark.parametrize("cell", [
+    'plt.rcParams["back" + "end"] = "module:" + "//this"\n',
+    'plt.rcParams.update(backend="modul" + "e://this")\n',
+    'with plt.rc_context(dict(backend="module:/" + "/this")):\n    plt.figure()\n',
+    'matplotlib.rc("", **{"back" + "end": "x"})\n',
+    'k = "".join(["back", "end"])\nplt.rcParams[k] = "x"\n',
+    'settings = plt.rcParams\n',
+    'from matplotlib import rcParams\n',
+], ids=["concat", "update", "rc_context", "rc", "join", "alias", "import"])
+def test_matplotlib_settings_other_than_one_literal_name_are_not_plain(cell):
+    """Attack 44: the backend's key and module name computed, or set through update, rc or
+    rc_context, escaped the literal-string rule of attack 43; matplotlib then imported an
+    installed module by name. Only plt.rcParams['a.name'] with a literal name stays plain."""
+    header = "import matplotlib\nimport matplotlib.pyplot as plt\n"
+    assert why_not_plain([header + cell]) != []
+    honest = header + 'plt.rcParams["figure.figsize"] = (8, 4)\nprint(plt.rcParams["font.size"])\n'
+    assert why_not_plain([honest]) == []
+
+
+@pytest.mark.parametrize("line", ["%a", "a?", "x = !a", "!ls"])
+def test_a_cell_of_magic_lines_at_the_size_limit_is_judged_in_a_moment(line):
+    """Attack 44: IPython's escape transforms re-read a whole cell once per line they rewrite:
+    one 63 KB cell of '%a' lines took 285 s of the grader's time. A cell that is not Python as
+    written is refused before IPython reads it."""
+    cell = (line + "\n") * (63_000 // (len(line) + 1))
+    why_not_plain(["import torch"])  # the grader's imports of the allowed modules, once
+    start = time.process_time()
+    assert why_not_plain([cell] * 4) != []
+    assert time.process_time() - start < 1
+
+
+def test_input_is_plain():
+    """Instructor 46: one input() cell sent a correct 1.2 to the instructor. It reads nothing
+    under grading (the grading process's stdin is /dev/null), so it cannot blind the watch."""
+    assert why_not_plain(['name = input("Your name: ")\nprint(name)']) == []
+
+
+@pytest.mark.parametrize("cell", [
+    "def softmax_t(s, t):\n    return s / t)\n",  # a typo: nothing of the cell runs
+    "x = torch.exp(\n",
+    ">>> x = (\n",  # without its prompt still no Python
+])
+def test_a_cell_that_cannot_run_is_plain(cell):
+    """Instructor 46: a SyntaxError in a student's own cell (it raises before any line runs)
+    sent a correct 1.2 to the instructor as code the grader cannot see past."""
+    assert why_not_plain(["import torch", cell]) == []
+
+
+def test_only_a_few_short_cells_are_read_through_ipython():
+    """The cells that are not Python are asked of IPython one by one (quadratic in their
+    lines): more than 20, or longer than 50 lines, are not plain without asking."""
+    typo = "x = (\n"
+    assert why_not_plain([typo] * 20) == []
+    assert why_not_plain([typo] * 21) == ["a magic, a shell line or a syntax error (code cell 21)"]
+    assert why_not_plain([typo * 51]) == ["a magic, a shell line or a syntax error (code cell 1)"]
 
 
 def test_many_chained_aliases_are_judged_in_linear_time():

@@ -423,6 +423,10 @@ class _Ops(TorchDispatchMode):
     def __init__(self, words: tuple[str, ...], found: set[str]):
         super().__init__()
         self.words, self.found = words, found
+        # the word "complex" forbids complex numbers, by the op's result: with them cos, sin,
+        # tan and sinc are exponentials (Euler's formula, cos(i s) + sin(i s) / i = e^s:
+        # attack 44), and a product by 1j makes them under an op named "mul"
+        self.complex = "complex" in words
         # by op: the name to report, or None (allowed): the profile hook sees fewer calls
         self.forbidden: dict[object, str | None] = {}
         self.dispatching = False  # torch suspends the mode while it runs: see observe's hook
@@ -435,7 +439,8 @@ class _Ops(TorchDispatchMode):
 
     # what it calls, bound at import, as defaults (round 41, F4)
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None, *, _any=any,
-                           _getattr=getattr, _plain=_PLAIN_DISPATCH, _switched=SWITCHED_OFF):
+                           _getattr=getattr, _plain=_PLAIN_DISPATCH, _switched=SWITCHED_OFF,
+                           _isinstance=isinstance, _tensor=torch.Tensor, _many=(tuple, list)):
         self.dispatching = True
         try:
             forbidden = self.forbidden.get(func, self)  # no name of builtins looked up
@@ -445,7 +450,11 @@ class _Ops(TorchDispatchMode):
                 self.found.add(f"torch op {forbidden}")
             if _any(_getattr(t, "__torch_dispatch__", None) is not _plain for t in types_):
                 self.found.add(_switched)
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if self.complex and _any(_isinstance(t, _tensor) and t.is_complex()
+                                     for t in (out if _isinstance(out, _many) else (out,))):
+                self.found.add("torch op complex")
+            return out
         finally:
             self.dispatching = False
 

@@ -583,6 +583,8 @@ def _written_name(op: str) -> str:
     import torch.nn.functional
     import torch.special
 
+    if op == "complex":  # any op whose result is complex (mha.answer_watch)
+        return "complex numbers (with them cos and sin are exponentials)"
     if "scaled_dot_product" in op:  # a fused kernel: _scaled_dot_product_flash_attention_...
         return "torch.nn.functional.scaled_dot_product_attention"
     if op.startswith("special_") and hasattr(torch.special, op.removeprefix("special_")):

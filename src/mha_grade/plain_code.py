@@ -69,7 +69,8 @@ CONVENTIONAL = {"torch": "torch", "np": "numpy", "numpy": "numpy", "F": "torch.n
 BANNED_BUILTINS = frozenset({
     "getattr", "setattr", "delattr", "vars", "globals", "locals", "dir",  # names by a string
     "eval", "exec", "compile", "__import__", "help",  # code or modules by a string (help: pydoc)
-    "breakpoint", "open", "input", "memoryview",  # a debugger, files, the terminal, raw memory
+    "breakpoint", "open", "memoryview",  # a debugger, files, raw memory (input() is allowed:
+    # the grading process's stdin is /dev/null, so it reads nothing: instructor 46)
     # IPython's shell, which runs strings (.ex, .ev, .run_cell, .run_line_magic, .system);
     # IPython's display(x) only shows x and stays plain
     "get_ipython",
@@ -97,8 +98,13 @@ DOORS = (
     ("get_device_module",),
     # torch's internals and its distributed, packaged or downloaded code
     ("utils", "overrides", "distributed", "hub", "package", "futures"),
-    # matplotlib's backends (a GUI backend runs its own event loop and threads)
-    ("use", "switch_backend"),
+    # matplotlib's backends (a GUI backend runs its own event loop and threads), and its
+    # settings, one of which imports a backend by module name ('module://X': attack 43, then
+    # attack 44 with the key and the name computed, or set through update, rc or rc_context);
+    # plt.rcParams['a.name'] with a literal name is allowed (_a_literal_setting)
+    ("use", "switch_backend", "rcParams", "rc", "rc_context", "rc_file", "rcdefaults",
+     "rc_file_defaults", "rc_params", "rc_params_from_file", "RcParams", "rcParamsDefault",
+     "rcParamsOrig"),
     # the course's machinery: the checks' runner and the watch itself
     ("exercises", "answer_watch"),
     # functions that run a string: numpy.testing's (its module is not allowed either), IPython's
@@ -125,6 +131,9 @@ READABLE_DUNDERS = frozenset({"__name__", "__doc__"})
 # The one magic line allowed, exactly as written: it picks the inline backend, which the
 # grading kernel uses anyway (any other magic runs IPython's machinery)
 MATPLOTLIB_INLINE = re.compile(r"(?m)^%matplotlib inline[ \t]*$")
+# Cells that are not Python as written, read through IPython's transforms to learn whether
+# they run at all (their cost grows with the square of the lines): at most this many, this long
+MAX_TRANSFORMED_CELLS, MAX_TRANSFORMED_LINES = 20, 50
 
 
 def why_not_plain(sources: list[str]) -> list[str]:
@@ -134,7 +143,7 @@ def why_not_plain(sources: list[str]) -> list[str]:
     [] when plain."""
     reasons: list[tuple[int, str]] = []
     trees: list[tuple[int, ast.AST]] = []
-    total = 0
+    total, transforms = 0, MAX_TRANSFORMED_CELLS
     for number, raw in enumerate(sources, start=1):
         if not raw.strip():
             continue
@@ -149,6 +158,23 @@ def why_not_plain(sources: list[str]) -> list[str]:
             reasons.append((number, f"a cell too large to read (code cell {number})"))
             continue
         cleaned = MATPLOTLIB_INLINE.sub("", text)
+        try:
+            tree = ast.parse(cleaned)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            # not Python as written: it runs only if IPython's transforms make it Python (a
+            # magic, a shell line, a prompt), else it raises SyntaxError and runs nothing, and
+            # a typo in a student's cell must not send a correct answer to the instructor
+            # (instructor 46). The transforms re-read the whole cell once per line they
+            # rewrite (attack 44: a 63 KB cell of '%a' lines took 285 s), so only short cells,
+            # and few of them, are asked (50 lines: 0.04 s)
+            transforms -= 1
+            if transforms < 0 or cleaned.count("\n") > MAX_TRANSFORMED_LINES:
+                reasons.append((number, f"a magic, a shell line or a syntax error (code cell "
+                                        f"{number})"))
+            elif _runs_in_ipython(cleaned):
+                reasons.append((number, f"a cell IPython rewrites before it runs (a prompt, a "
+                                        f"magic or an escape) (code cell {number})"))
+            continue
         # read what runs: the grader's IPython first strips prompts ("In [1]: ", "...: ") from
         # every line, inside strings too, and turns magics into calls, so a cell it rewrites
         # runs other code than Python reads here (attack 43: "In [1]: F.softmax = torch.exp"
@@ -157,12 +183,7 @@ def why_not_plain(sources: list[str]) -> list[str]:
             reasons.append((number, f"a cell IPython rewrites before it runs (a prompt, a "
                                     f"magic or an escape) (code cell {number})"))
             continue
-        try:
-            trees.append((number, ast.parse(cleaned)))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            # IPython magics and shell lines (% and !) are not Python
-            reasons.append((number, f"a magic, a shell line or a syntax error (code cell "
-                                    f"{number})"))
+        trees.append((number, tree))
     walked = {number: _walk(tree) for number, tree in trees}  # one walk per cell: 10,000
     all_trees = [nodes for nodes, _ in walked.values()]  # assignments take a tenth of a second
     try:
@@ -194,6 +215,17 @@ def _ipython_transform(text: str) -> str:
         return _ipython_transformer().transform_cell(text)
     except Exception:  # noqa: BLE001 (a cell IPython cannot transform is not run as read)
         return "\0"
+
+
+def _runs_in_ipython(text: str) -> bool:
+    """Whether ``text``, which is not Python, runs in the grader's IPython shell: its input
+    transforms make Python of it. Else it raises SyntaxError before any line runs."""
+    transformed = _ipython_transform(text)
+    try:
+        ast.parse(transformed)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _significant_lines(text: str) -> list[str]:
@@ -247,7 +279,8 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         elif isinstance(node, ast.Attribute) and not DUNDER.search(node.attr):
             receiver = _value(node.value, modules, values)
             style = bool(receiver) and all(r is _load("matplotlib.style") for r in receiver)
-            why = "" if style and node.attr == "use" else _attribute(node.attr)
+            why = "" if style and node.attr == "use" or node.attr == "rcParams" and \
+                _a_literal_setting(node, parents.get(id(node))) else _attribute(node.attr)
             if why:
                 found.append((line, why))
             else:
@@ -310,6 +343,14 @@ def _allowed_dunders(tree: list[ast.AST]) -> set[int]:
                 and not node.names[0].asname:
             allowed.add(id(node))
     return allowed
+
+
+def _a_literal_setting(node: ast.AST, parent: ast.AST | None) -> bool:
+    """Whether ``node`` (``plt.rcParams``) is read or set at one setting named by a literal
+    string other than the backend's: ``plt.rcParams['figure.figsize'] = (8, 4)``."""
+    return isinstance(parent, ast.Subscript) and parent.value is node \
+        and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str) \
+        and parent.slice.value.strip() != "backend"
 
 
 def _names_a_module(node: ast.AST, parent: ast.AST | None) -> bool:

@@ -24,6 +24,9 @@ EXPONENTIAL_OPS = (*SOFTMAX_OPS, "exp", "exp2", "expm1", "expit", "logsumexp", "
                    # kernel, tanh inside gelu's (attack 43)
                    "igamma", "igammac", "binary_cross_entropy_with_logits", "soft_margin_loss",
                    "gelu",
+                   # complex numbers (cos(i s) + sin(i s) / i = e^s), and the gradient of CTC's
+                   # loss, an exponential of the log-probabilities (attack 44)
+                   "complex", "ctc_loss",
                    "pow.Scalar", "pow.Scalar_out", "pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
                    "pow_.Tensor", "float_power.Scalar", "float_power.Scalar_out",
                    "float_power.Tensor_Tensor", "float_power.Tensor_Tensor_out",
