@@ -113,6 +113,25 @@ def test_causal_padding_mask_check_rejects_wrong_answers(wrong):
     assert status(checks.causal_padding_mask, wrong) == "wrong"
 
 
+def test_the_hidden_part_of_1_3_refuses_a_mask_without_its_causal_part_under_every_seed():
+    """Instructor 46: the hidden part drew lengths that were all 1 for 6.8 % of the grading
+    seeds, and then a mask of padding alone passed: two students with one bug got 0 or 0.5."""
+    from mha.exercises import LocalChannel, evaluate, set_grading_seed
+
+    def padding_only(lengths, n):
+        return (torch.arange(n)[None, None, :] < lengths[:, None, None]).expand(-1, n, -1)
+
+    check = checks.causal_padding_mask
+    try:
+        for grading_seed in range(300):  # 1 - 0.932^300: the old draw passed in some of these
+            set_grading_seed(grading_seed)
+            result = evaluate(check.checker, check.exercise, check.max_points,
+                              LocalChannel(padding_only).answer())
+            assert result.points == 0, (grading_seed, result)
+    finally:
+        set_grading_seed(None)
+
+
 # ----- 1.5 nearest-key features -----
 
 def nearest_key_features(q, k):

@@ -130,8 +130,11 @@ def _short_sequences(answer) -> None:
     # whose longest sequence is shorter than n (n must come from the argument, not lengths)
     g = _generator(1013)
     n = int(torch.randint(5, 9, (), generator=g))
-    _check_padding_masks(answer, [([1], 1), ([1, *torch.randint(
-        1, n - 1, (2,), generator=g).tolist()], n)])
+    # one sequence of 2 or more tokens whatever the seed: with all of length 1 a mask without
+    # its causal part passed, for 6.8 % of the grading seeds (instructor 46)
+    lengths = [1, int(torch.randint(2, n - 1, (), generator=g)),
+               int(torch.randint(1, n - 1, (), generator=g))]
+    _check_padding_masks(answer, [([1], 1), (lengths, n)])
 
 
 @exercise_check("1.5", reference_names=("mha.checks.ch01",))  # no mha callable solves it
