@@ -111,9 +111,11 @@ test-fast: $(STAMP)
 # skip there fails. The browser tests and the other chapters are `make test`'s.
 CHAPTER_NOTEBOOK = $(wildcard notebooks/$(CHAPTER)_*.ipynb notebooks/0$(CHAPTER)_*.ipynb \
 	notebooks/$(CHAPTER).ipynb)
+# (one recipe line each: a line continued with a backslash made make name the wrong line of
+# the recipe when a later one failed)
+CHAPTER_USAGE = usage: make chapter CHAPTER=06 (a number or a name: $(notdir $(basename $(wildcard notebooks/*.ipynb))))
 chapter: $(STAMP)
-	@test -n "$(CHAPTER)" -a "$(words $(CHAPTER_NOTEBOOK))" = 1 || { echo "usage: make chapter \
-	CHAPTER=06 (a number or a name: $(notdir $(basename $(wildcard notebooks/*.ipynb))))"; exit 2; }
+	@test -n "$(CHAPTER)" -a "$(words $(CHAPTER_NOTEBOOK))" = 1 || { echo "$(CHAPTER_USAGE)"; exit 2; }
 	$(EXECUTE) $(CHAPTER_NOTEBOOK)
 	$(BIN)/jupyter-book build . -W -n --keep-going --quiet
 	$(PYTEST) tests $(CHAPTER_NOTEBOOK) --nbval --chapter $(CHAPTER) \
