@@ -119,6 +119,11 @@ def submissions():
     # a SyntaxError in the student's own answer cell (instructor's term, M2)
     made["syntax_error"] = (answer(solved(), "scaled_scores", SOLVED_02.replace(":", "", 1)),
                             {"0.2": 0, "0.3": 2})
+    # handed out before exercise 0.3 was added to the chapter: its prompt is not there at all
+    nb = answer(student(), "scaled_scores", SOLVED_02)
+    nb["cells"] = nb["cells"][:next(i for i, c in enumerate(nb["cells"])
+                                    if ":label: ex-00-3" in fmt.source(c))]
+    made["before_0_3_existed"] = (nb, {"0.2": 1, "0.3": 0})
     return made
 
 
@@ -201,6 +206,15 @@ def test_an_honest_answer_after_a_progress_bar_raises_no_flag(graded):
     forbids ops). Under grading tqdm runs without that thread."""
     rows = [r for r in graded["log"] if r["notebook"] == f"progress_bar/{NAME}"]
     assert rows and all(r["flags"] == "" for r in rows), rows
+
+
+def test_an_exercise_whose_prompt_is_not_in_the_notebook_is_said_to_be_missing(graded):
+    """Instructor 46: an exercise added to the chapter after a notebook was handed out got
+    "the answer is not defined" there, as if the student had left it out."""
+    row = next(r for r in graded["log"] if r["notebook"] == f"before_0_3_existed/{NAME}"
+               and r["exercise"] == "0.3")
+    assert row["message"].startswith("exercise 0.3 is not in this notebook (no prompt of it)")
+    assert points(graded, "before_0_3_existed") == {"0.1": "", "0.2": "1", "0.3": "0"}
 
 
 def test_an_answer_cell_that_does_not_compile_is_named_in_the_checks_message(graded):

@@ -305,6 +305,13 @@ def note_skipped_cells(outcome: Outcome, nb: dict) -> None:
             outcome.problem, f"{nb['odd_tags']} cell(s) with malformed tags (tags ignored)")
 
 
+def missing_prompts(nb: dict, assignment: Assignment) -> frozenset[str]:
+    """The exercises of ``assignment`` whose prompt (its ``:label:``) no markdown cell of the
+    submission ``nb`` holds."""
+    prompts = "\n".join(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+    return frozenset(e.name for e in assignment.exercises if f":label: {e.label}" not in prompts)
+
+
 def run_and_check(outcome: Outcome, nb: dict, assignment: Assignment, prefix: sandbox.Prefix,
                   settings: Settings, clean: Sanitiser) -> tuple[dict[str, Result], str]:
     """Run ``nb``'s plan in a sandbox (or, --no-sandbox, without one) and grade each answer it
@@ -321,7 +328,8 @@ def run_and_check(outcome: Outcome, nb: dict, assignment: Assignment, prefix: sa
     conversation = None
     try:
         conversation = Conversation(process, outcome, assignment, steps, graded_steps, checks,
-                                    clean, deadline, settings.cell_timeout + CELL_GRACE)
+                                    clean, deadline, settings.cell_timeout + CELL_GRACE,
+                                    missing_prompts(nb, assignment))
         conversation.run(grader_cpu)
         unfinished = "" if conversation.finished else why_unfinished(
             conversation, outcome, settings, grader_cpu, deadline, timeout)
@@ -373,7 +381,10 @@ class Conversation:
 
     def __init__(self, process, outcome: Outcome, assignment: Assignment, steps: list[dict],
                  graded_steps: int, checks: dict[str, int], clean: Sanitiser, deadline: float,
-                 step_limit: float):
+                 step_limit: float, missing: frozenset[str] = frozenset()):
+        # ``missing``: the exercises whose prompt the submission does not hold (added to the
+        # chapter after it was handed out: instructor 46), said as such, not "not defined"
+        self.missing = missing
         self.process, self.outcome, self.assignment = process, outcome, assignment
         self.steps, self.graded_steps, self.checks = steps, graded_steps, checks
         self.clean, self.deadline, self.step_limit = clean, deadline, step_limit
@@ -454,7 +465,10 @@ class Conversation:
         # the check's cell ran (or was deleted) without handing it an answer
         why = "the answer is not defined: its check never received it, and " \
               "it does not exist at the end of the notebook"
-        if self.outcome.first_error:
+        if info.exercise in self.missing:
+            why = (f"exercise {info.exercise} is not in this notebook (no prompt of it): was "
+                   f"the notebook handed out before the exercise was added?")
+        elif self.outcome.first_error:
             why += f" (did the cell defining it raise? {self.outcome.first_error})"
         return Result(info.exercise, 0, info.max_points, "error", why)
 
