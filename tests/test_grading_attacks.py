@@ -17,6 +17,7 @@ Where an attack *looks* for something (a secret, a file, a process, the network)
 
 import base64
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -353,8 +354,24 @@ def attacks(paths):
     return made | watch_blind_spots()
 
 
-# chapter 1's exercises, each worth 1 point (1.1 and 1.4 by hand); graded beside the others
-CH01_POINTS = {"1.1": "", "1.2": "1", "1.3": "1", "1.4": "", "1.5": "1", "1.6": "1"}
+@functools.cache
+def ch01_points():
+    """Chapter 1's exercises as grades.csv gives its solutions: each autograded exercise's
+    points, the sum of its checks' in mha.checks.ch01 (declared there, not by the grader), and
+    "" for those the grader's exercise list grades by hand. Built from the course's data, not
+    written out: a new exercise in chapter 1 needs no edit here (maintainer 44 F1)."""
+    import mha.checks.ch01
+    from mha_grade.assignments import load_assignment
+
+    points = {}
+    for check in vars(mha.checks.ch01).values():
+        if callable(check) and hasattr(check, "checker"):
+            points[check.exercise] = points.get(check.exercise, 0) + check.max_points
+    by_hand = [e.name for e in load_assignment(CH01).exercises if not e.checks]
+    assert points and by_hand and not set(points) & set(by_hand), (points, by_hand)
+    return {**{e: f"{p:g}" for e, p in points.items()}, **dict.fromkeys(by_hand, "")}
+
+
 # torch.softmax with torch's Python dispatch key excluded by a guard entered and left from
 # builtins only: no event reaches the profile hook meanwhile, so the watch does not see it
 # (mha.answer_watch's docstring; tests/test_answer_watch.py)
@@ -381,8 +398,8 @@ def watch_blind_spots():
     at = next(i for i, c in enumerate(printing["cells"])
               if "solution" in fmt.tags(c) and "def stable_softmax(" in fmt.source(c))
     printing["cells"].insert(at, code('print("my own softmax follows")'))
-    return {"watch_blinded": (blinded, {**CH01_POINTS, "1.2": ""}),
-            "honest_ch01_print": (printing, CH01_POINTS)}
+    return {"watch_blinded": (blinded, {**ch01_points(), "1.2": ""}),
+            "honest_ch01_print": (printing, ch01_points())}
 
 
 MALFORMED = {
@@ -499,7 +516,7 @@ def test_a_softmax_the_watch_does_not_see_leaves_1_2_to_the_instructor(attacked)
     so 1.2 has no points until the instructor enters them, and says why, to the student and in
     a flag; its other exercises keep theirs."""
     name = CH01.name
-    assert points(attacked, "watch_blinded", name) == {**CH01_POINTS, "1.2": ""}
+    assert points(attacked, "watch_blinded", name) == {**ch01_points(), "1.2": ""}
     rows = {r["exercise"]: r for r in attacked["log"]
             if r["notebook"] == f"watch_blinded/{name}"}
     assert rows["1.2"]["status"] == "left to the instructor"

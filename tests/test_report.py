@@ -1200,6 +1200,33 @@ def test_a_report_into_another_folder_starts_from_the_points_entered(tmp_path, c
     assert kept["alice"]["points"] == "2"
 
 
+def test_a_report_into_another_folder_reads_rubric_items_with_their_rubric(tmp_path, capsys):
+    """Instructor 46 F2: rubric items entered in the default report's points.csv are counted
+    against the rubric.csv beside it, not against the new folder's (which does not exist yet:
+    every entry was refused, and no gradebook written, until a second run); the rubric is
+    carried over with the points, so that the new folder's next run counts the same items."""
+    folder, roster = make_class(tmp_path)
+    assert run(folder, "--roster", roster, "--source", EXAMPLE) == 0
+    hand = folder.parent / f"{folder.name}_report" / "by_hand"
+    edited = "exercise,item,points\n0.1,Adds c,0.5\n0.1,Cancels,1.25\n"
+    (hand / "rubric.csv").write_text(edited)
+    rows = list(csv.DictReader((hand / "points.csv").open()))
+    for row in rows:
+        row["max_points"] = "2"
+        row["rubric"] = {"alice": "R1 R2", "bob": "R2"}.get(row["student"], "")
+    write_csv(hand / "points.csv", by_hand.POINTS_HEADER, rows)
+    shown = tmp_path / "after_due_date"
+    args = (folder, "--roster", roster, "--source", EXAMPLE, "--show-hidden", "--out", shown)
+    assert run(*args) == 0, capsys.readouterr().err
+    _, book = by_student(shown / "gradebook.csv")
+    assert (book["alice"]["0.1 (by hand)"], book["bob"]["0.1 (by hand)"]) == ("1.75", "1.25")
+    assert (shown / "by_hand" / "rubric.csv").read_text() == edited  # not a first rubric
+    assert run(*args) == 0  # now from the new folder's own points.csv and rubric.csv
+    _, book = by_student(shown / "gradebook.csv")
+    assert (book["alice"]["0.1 (by hand)"], book["bob"]["0.1 (by hand)"]) == ("1.75", "1.25")
+    capsys.readouterr()
+
+
 def test_running_again_without_hand_points_keeps_the_entered_points(reported, capsys):
     """Instructor walkthrough M2: after a regrade the report is run as at first; the points
     already in its points.csv stay in the gradebook and the Canvas file, and it says so."""

@@ -21,7 +21,9 @@ or ``--grades``) and the submitted notebooks (read as JSON, never run), and writ
   ``by_hand/points.csv`` to fill in: every run reads it (``--hand-points`` reads another file
   instead, whose entries then go into it) and keeps what it holds; answers and prompts are
   rendered, maths typeset by the MathJax copied into ``by_hand/mathjax/``, the rubric of
-  ``by_hand/rubric.csv`` beside each answer (mha_grade.by_hand, rendering, rubric);
+  ``by_hand/rubric.csv`` beside each answer (mha_grade.by_hand, rendering, rubric); points
+  read from another folder's points.csv count their rubric items with that folder's rubric.csv,
+  copied here when there is none;
 - ``by_hand/pdf/<N.K>.pdf`` with ``--pdf``: each page printed by headless chromium, a page per
   student, for Gradescope's manual grading (mha_grade.pdf); without chromium, a note;
 - ``summary.txt``: who handed in nothing, who is not on the roster, what is left to grade.
@@ -291,7 +293,10 @@ def run(args: argparse.Namespace) -> int:
         # the points entered in the default one, not from nothing
         args.hand_points = entered_before
     read_from = args.hand_points or (points if own else None)
-    errors = by_hand.read_points(read_from, book, by_hand.read_rubric(out / "by_hand")) \
+    # the items an entry names ("R1 R3") are those of the rubric it was entered against: the
+    # one beside the points file read (a new --out folder has no rubric.csv yet)
+    rubric_from = rubric_folder(read_from, out / "by_hand")
+    errors = by_hand.read_points(read_from, book, by_hand.read_rubric(rubric_from)) \
         if read_from else []
     book.count_written()
     entered = sum(1 for s in book.students for p, _ in s.hand.values() if p is not None)
@@ -314,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
     if complete:
         write_gradebook(out, book, canvas, args.show_hidden)
     hand = folder(out / "by_hand")
+    rubric_notes = carry_rubric(rubric_from, hand)
     answers = by_hand.collect(book, files, sources)
     hand_notes = by_hand.write_pages(hand, answers, sources, dict(book.hand_max))
     if args.pdf:
@@ -324,11 +330,37 @@ def run(args: argparse.Namespace) -> int:
         by_hand.write_points(points, by_hand.points_rows(book, existing))
 
     lines = summary(book, out, complete, len(answers), points, read_from, entered, errors,
-                    shifted, unused, canvas_notes + hand_notes)
+                    shifted, unused, canvas_notes + rubric_notes + hand_notes)
     with create(out / "summary.txt") as handle:  # what this prints, kept with the outputs
         handle.write("\n".join(lines) + "\n")
     tell(lines, errors, read_from)
     return 1 if errors or unused else 0
+
+
+def rubric_folder(read_from: Path | None, hand: Path) -> Path:
+    """The folder whose rubric.csv the entries of ``read_from`` are counted with: the points
+    file's own folder when it holds a rubric.csv (another report's by_hand/), else ``hand``."""
+    if read_from is not None and (read_from.parent / "rubric.csv").is_file():
+        return read_from.parent
+    return hand
+
+
+def carry_rubric(rubric_from: Path, hand: Path) -> list[str]:
+    """The rubric the points were read with, copied into ``hand`` when it has none (as the
+    points are into its points.csv: its next run counts their items with the same rubric);
+    a note when ``hand`` holds another one."""
+    source, ours = rubric_from / "rubric.csv", hand / "rubric.csv"
+    if rubric_from.resolve() == hand.resolve():
+        return []
+    text = source.read_text(encoding="utf-8", errors="replace")
+    if not os.path.lexists(ours):
+        with create(ours) as handle:
+            handle.write(text)
+        return [f"rubric.csv copied from {source}, with the points read beside it"]
+    if ours.read_text(encoding="utf-8", errors="replace") != text:
+        return [f"the rubric items in the points were counted with {source}; {ours} differs, "
+                f"and a run that reads {hand / 'points.csv'} counts them with it"]
+    return []
 
 
 def write_gradebook(out: Path, book: gradebook.Gradebook, canvas: list, show_hidden: bool
