@@ -2,6 +2,7 @@
 
 import copy
 import math
+import re
 
 import pytest
 import torch
@@ -579,3 +580,24 @@ def test_train_decoder_takes_numpy_integers_as_bits_per_byte_does():
         losses.append(mha.train_decoder(model, data, 2, batch_size=batch_size,
                                         length=length)["loss"])
     assert losses[0] == losses[1]
+
+
+@pytest.mark.parametrize("targets,words", [
+    (lambda t: t.T.contiguous(), "must have the shape (B, n) = (2, 3)"),  # (n, B): scrambled
+    (lambda t: t.float() + 0.7, "targets must be"),  # cut to ids without a word
+    (lambda t: torch.full_like(t, -100), "no scored position"),  # the mean of nothing: NaN
+    (lambda t: t[:, :-1], "must have the shape (B, n)"),  # a shift slip
+    (lambda t: t + 5, "must lie in 0..4"),  # outside the vocabulary: a bare IndexError
+])
+def test_language_model_loss_names_targets_that_do_not_fit(targets, words):
+    """Tester 46: chapter 9's loss checked nothing: (n, B) targets scored each position against
+    another's token, float targets were truncated, all-ignored ones gave NaN, all silently."""
+    from mha.models.decoder import language_model_loss
+
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(0))
+    good = torch.tensor([[0, 1, 2], [3, 4, 0]])
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), good.flatten())
+    assert torch.equal(language_model_loss(logits, good), expected)  # the same loss as before
+    with pytest.raises(ValueError, match=re.escape(words)):
+        language_model_loss(logits, targets(good))
+

@@ -1170,3 +1170,31 @@ def test_device_hints_are_code_that_runs():
         with pytest.raises(ValueError, match=rf"{name}\.to\('cpu'\)") as raised:
             layer(x, **{name: bad})
         assert "the module.device" not in str(raised.value)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")  # torch's vmap
+@pytest.mark.parametrize("mapped", ["float mask", "float key_padding_mask", "key and value"])
+@pytest.mark.parametrize("grad", [True, False])
+def test_vmap_over_only_a_mask_or_the_memory_takes_the_fused_path(mapped, grad):
+    """Tester 46: with need_weights=False the NaN look branched on the mapped tensor when only
+    the mask (or the keys and values of a fixed query) was mapped: torch's "data-dependent
+    control flow" error, though the docstring says vmap maps the layer, masks included."""
+    gen = torch.Generator().manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2)
+    x = torch.randn(3, 4, 8, generator=gen)
+    batches = {"float mask": torch.randn(5, 4, 4, generator=gen),
+               "float key_padding_mask": torch.randn(5, 3, 4, generator=gen),
+               "key and value": torch.randn(5, 3, 6, 8, generator=gen)}[mapped]
+
+    def call(t, need_weights):
+        if mapped == "float mask":
+            return layer(x, mask=t, need_weights=need_weights)[0]
+        if mapped == "float key_padding_mask":
+            return layer(x, key_padding_mask=t, need_weights=need_weights)[0]
+        return layer(x, t, need_weights=need_weights)[0]
+
+    with torch.set_grad_enabled(grad):
+        fused = torch.func.vmap(lambda t: call(t, False))(batches)
+        one_by_one = torch.stack([call(t, True) for t in batches])
+    torch.testing.assert_close(fused, one_by_one, atol=1e-5, rtol=1e-5)
+

@@ -414,7 +414,10 @@ class MultiHeadAttention(nn.Module):
         that ``need_weights=False`` must compute in the open. ``held``: the cache's keys and
         values, read too. Finding out costs one pass over Q, K and V and a host sync:
         ``mha.set_debug(False)`` turns it off (see there), and it is skipped when compiled."""
-        if not (get_debug() and may_read_values(q)):
+        # every tensor read must be readable: under vmap the mask, or the keys and values of
+        # a fixed query, may be the mapped ones (tester 46)
+        read = (q, k, v, *held, *(() if mask is None else (mask,)))
+        if not (get_debug() and all(may_read_values(t) for t in read)):
             return False
         with torch.no_grad():  # a look at the inputs, not part of what is differentiated
             return not all_finite((q, k, v, *held)) or (

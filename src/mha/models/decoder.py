@@ -6,7 +6,6 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mha._validation import (
@@ -30,6 +29,7 @@ from mha._validation import (
 from mha.layers.kv_cache import KVCache
 from mha.layers.latent_attention import LatentCache, MultiHeadLatentAttention
 from mha.layers.multi_head import MultiHeadAttention
+from mha.tasks.neighbour_task import cross_entropy
 from mha.tasks.training_guard import evaluating
 
 
@@ -352,12 +352,13 @@ def language_model_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Te
     """Mean cross-entropy of next-token scores ``(B, n, V)`` against targets ``(B, n)``, in nats.
 
     ``targets``: int64 or int32 ids (as TinyDecoder takes); F.cross_entropy wants int64.
-    Computed (and returned) in float32 at least: float16 and bfloat16 logits are widened."""
-    # the mean is a sum over every scored token first: in float16 it passes 65,504 beyond
-    # ~12,000 tokens (inf bits per byte, no error) and bfloat16 loses bits; float32 and
-    # float64 logits are used as they are
-    wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    return F.cross_entropy(wide.flatten(0, 1), targets.flatten().long())
+    Computed (and returned) in float32 at least: float16 and bfloat16 logits are widened.
+    The loss of :func:`mha.tasks.neighbour_task.cross_entropy`, with its checks: raises
+    ``ValueError`` naming ``logits`` or ``targets`` for a wrong type, a shape other than the
+    logits' ``(B, n)`` (flattened, ``(n, B)`` targets paired each score with another position's
+    token, silently: tester 46), another device, ids outside the vocabulary, or no scored
+    position (every target ``-100``, which is ignored: the mean of nothing is NaN)."""
+    return cross_entropy(logits, targets)
 
 
 @torch.no_grad()
