@@ -1,6 +1,7 @@
 """Chapter 6: rotary embeddings (apply_rotary, RotaryMultiHeadAttention) and ALiBi."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -222,3 +223,13 @@ def test_rotary_is_causal_equals_a_lower_triangular_mask():
         layer(x, is_causal="yes")
     with pytest.raises(TypeError, match="cache"):  # what the docstring says it does not take
         layer(x, cache=mha.KVCache())
+
+
+@pytest.mark.parametrize("position", [2**32 + 1, -(2**32) - 7])
+def test_a_position_past_the_limit_is_printed_exactly_with_its_sign(position):
+    """Tester 46: 2**32 + 1 and the limit 2**32 both printed as 4.29497e+09, and a negative
+    position was reported by its absolute value."""
+    positions = torch.tensor([0, position], dtype=torch.int64)
+    with pytest.raises(ValueError, match=re.escape(f"within +-{2**32}, got {position};")):
+        mha.apply_rotary(torch.randn(1, 2, 4), positions)
+

@@ -664,8 +664,11 @@ def require_within(name: str, x: torch.Tensor, limit: float, hint: str) -> torch
     """Return ``x`` if every ``|value| <= limit`` (reads its values: skipped where
     :func:`may_read_values` says no, as inside ``torch.compile`` and ``torch.export``)."""
     if may_read_values(x) and x.numel() and float(x.abs().max()) > limit:
-        raise ValueError(f"{name} must lie within +-{limit:.6g}, got values up to "
-                         f"{float(x.abs().max()):.6g}; {hint}")
+        # the value itself, exactly for integers (2**32 + 1 and the limit 2**32 both printed
+        # as 4.29497e+09), with its sign
+        worst = x.flatten()[x.abs().argmax()].item()
+        bound = int(limit) if float(limit).is_integer() else limit
+        raise ValueError(f"{name} must lie within +-{bound!r}, got {worst!r}; {hint}")
     return x
 
 
