@@ -52,6 +52,17 @@ def _ctc_gradient(s: torch.Tensor) -> torch.Tensor:
     return torch.autograd.grad(loss, log_probs)[0][0, 0, 1:].reshape(s.shape)
 
 
+def _lstm_sigmoid(s: torch.Tensor) -> torch.Tensor:
+    """sigma(s) as nn.LSTM's cell state: input gate = sigma(s), candidate = tanh(20) = 1."""
+    cell = torch.nn.LSTM(1, 1)
+    with torch.no_grad():
+        cell.weight_ih_l0.copy_(torch.tensor([[1.0], [0.0], [0.0], [0.0]]))
+        cell.weight_hh_l0.zero_()
+        cell.bias_ih_l0.copy_(torch.tensor([0.0, 0.0, 20.0, 0.0]))
+        cell.bias_hh_l0.zero_()
+    return cell(s.reshape(1, -1, 1).float())[1][1].reshape(s.shape)
+
+
 @pytest.mark.parametrize("exponential", [
     lambda s: torch.special.gammaincc(torch.ones_like(s), -s.clamp(max=0)),  # e^s for s <= 0
     lambda s: torch.nn.functional.binary_cross_entropy_with_logits(
@@ -63,8 +74,12 @@ def _ctc_gradient(s: torch.Tensor) -> torch.Tensor:
     lambda s: (torch.cos(1j * s) + torch.sin(1j * s) / 1j).real,
     lambda s: (torch.tan(0.5j * s) / 1j).real,
     lambda s: _ctc_gradient(s),
+    # attack 45: nn.LSTM's one CPU kernel computes sigmoid inside (its cell state is sigma(s)
+    # with these weights, and sigma(s) / sigma(-s) = e^s); e^s as a range of one
+    lambda s: _lstm_sigmoid(s),
+    lambda s: torch.stack([torch.logspace(v, v, 1, base=math.e) for v in s.flatten().tolist()]),
 ], ids=["gammaincc", "bce_with_logits", "soft_margin_loss", "gelu_tanh", "complex_cos_sin",
-        "complex_tan", "ctc_loss_gradient"])
+        "complex_tan", "ctc_loss_gradient", "lstm_kernel", "logspace"])
 def test_prefers_other_refuses_exponentials_computed_inside_other_ops(exponential):
     """Attack 43: torch.special.gammaincc(1, t) = e^-t, and softplus or tanh computed inside a
     loss's or gelu's kernel, reached no forbidden op name: their ops are forbidden now."""

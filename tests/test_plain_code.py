@@ -262,12 +262,14 @@ def test_matplotlib_settings_other_than_one_literal_name_are_not_plain(cell):
     assert why_not_plain([honest]) == []
 
 
-@pytest.mark.parametrize("line", ["%a", "a?", "x = !a", "!ls"])
+@pytest.mark.parametrize("line", ["%a\n", "a?\n", "x = !a\n", "!ls\n", "%a\r", "%a\x0c",
+                                  "%a\u2028"])
 def test_a_cell_of_magic_lines_at_the_size_limit_is_judged_in_a_moment(line):
     """Attack 44: IPython's escape transforms re-read a whole cell once per line they rewrite:
     one 63 KB cell of '%a' lines took 285 s of the grader's time. A cell that is not Python as
-    written is refused before IPython reads it."""
-    cell = (line + "\n") * (63_000 // (len(line) + 1))
+    written is refused before IPython reads it. Attack 45: lines as IPython splits them (on
+    \r, \x0c, \u2028 as well as \n), 219 s of the grader's time for one cell of '%a\r'."""
+    cell = line * (63_000 // len(line))
     why_not_plain(["import torch"])  # the grader's imports of the allowed modules, once
     start = time.process_time()
     assert why_not_plain([cell] * 4) != []
@@ -298,6 +300,40 @@ def test_only_a_few_short_cells_are_read_through_ipython():
     assert why_not_plain([typo] * 20) == []
     assert why_not_plain([typo] * 21) == ["a magic, a shell line or a syntax error (code cell 21)"]
     assert why_not_plain([typo * 51]) == ["a magic, a shell line or a syntax error (code cell 1)"]
+
+
+GRADING_SHELL = '''
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from mha_grade.plain_code import _ipython_transform
+from mha_grade.run_notebook import grading_shell
+
+lines = json.loads(sys.argv[1])
+default = InteractiveShell()  # automagic on, as in a student's Jupyter kernel
+rewritten = [line for line in lines if default.transform_cell(line) != _ipython_transform(line)]
+InteractiveShell.clear_instance()
+shell = grading_shell()
+print(json.dumps([rewritten, [shell.transform_cell(line) == _ipython_transform(line)
+                              for line in lines]]))
+'''
+
+
+def test_the_rule_reads_what_the_grading_shell_runs():
+    """Attack 45: IPython's automagic made 'prun -q <any statements>' (no Python: read as a
+    cell that cannot run) and 'run -mthis' (Python: run minus mthis) magics that ran code the
+    rule never read; 1.2 got full marks. The grading shell has no automagic and no autocall,
+    so its input transforms are exactly those the rule reads."""
+    import json
+    import subprocess
+    import sys
+
+    lines = ["prun -q x = 1", "reset -f", "run -mthis", "timeit x", "x = 1", "%time x = 1",
+             "a = !ls", "x?", "In [1]: x = 1"]
+    out = subprocess.run([sys.executable, "-c", GRADING_SHELL, json.dumps(lines)],
+                         capture_output=True, text=True, check=True).stdout
+    rewritten, same = json.loads(out.splitlines()[-1])
+    assert {"prun -q x = 1", "reset -f", "run -mthis"} <= set(rewritten)  # with automagic
+    assert all(same), dict(zip(lines, same))
 
 
 def test_many_chained_aliases_are_judged_in_linear_time():

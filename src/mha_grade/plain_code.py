@@ -133,7 +133,7 @@ READABLE_DUNDERS = frozenset({"__name__", "__doc__"})
 MATPLOTLIB_INLINE = re.compile(r"(?m)^%matplotlib inline[ \t]*$")
 # Cells that are not Python as written, read through IPython's transforms to learn whether
 # they run at all (their cost grows with the square of the lines): at most this many, this long
-MAX_TRANSFORMED_CELLS, MAX_TRANSFORMED_LINES = 20, 50
+MAX_TRANSFORMED_CELLS, MAX_TRANSFORMED_LINES, MAX_TRANSFORMED_CHARACTERS = 20, 50, 4000
 
 
 def why_not_plain(sources: list[str]) -> list[str]:
@@ -168,7 +168,9 @@ def why_not_plain(sources: list[str]) -> list[str]:
             # rewrite (attack 44: a 63 KB cell of '%a' lines took 285 s), so only short cells,
             # and few of them, are asked (50 lines: 0.04 s)
             transforms -= 1
-            if transforms < 0 or cleaned.count("\n") > MAX_TRANSFORMED_LINES:
+            # lines as IPython splits them (\r, \x0c, \u2028 too: attack 45), and characters
+            if transforms < 0 or len(cleaned) > MAX_TRANSFORMED_CHARACTERS or \
+                    len(cleaned.splitlines()) > MAX_TRANSFORMED_LINES:
                 reasons.append((number, f"a magic, a shell line or a syntax error (code cell "
                                         f"{number})"))
             elif _runs_in_ipython(cleaned):

@@ -49,6 +49,19 @@ def _text(error: BaseException | None, *, _str=str, _base=BaseException) -> str:
         return ""
 
 
+def grading_shell():
+    """The IPython shell that runs the cells: its input transforms only (what
+    ``mha_grade.plain_code`` reads), no automagic and no autocall, which rewrite a line that is
+    no Python, or is other Python (``run -mthis``, ``prun -q <statements>``: attack 45), into
+    a magic or a call the rule never sees. ``%magic`` with its ``%`` still runs."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.automagic = False
+    shell.autocall = 0
+    return shell
+
+
 def main() -> None:
     """Run the plan's steps (cells, and captures of the checks not called), then the hidden
     parts, talking to the grader on the original stdin and stdout only."""
@@ -57,11 +70,9 @@ def main() -> None:
     limit = float(plan.get("cell_timeout", 60))
     signal.signal(signal.SIGALRM, raise_cell_timeout(limit))
 
-    from IPython.core.interactiveshell import InteractiveShell
-
     from mha.exercises import serve, type_names  # before any student code runs
 
-    shell = InteractiveShell.instance()
+    shell = grading_shell()
     runner = Runner(requests, replies, limit, serve, type_names)
     runner.wrap_checks(plan.get("checks", {}))
     settle_threads(bool(plan.get("watch_processes")))

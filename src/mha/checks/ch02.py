@@ -27,6 +27,9 @@ EXPONENTIAL_OPS = (*SOFTMAX_OPS, "exp", "exp2", "expm1", "expit", "logsumexp", "
                    # complex numbers (cos(i s) + sin(i s) / i = e^s), and the gradient of CTC's
                    # loss, an exponential of the log-probabilities (attack 44)
                    "complex", "ctc_loss",
+                   # sigmoid and tanh inside one kernel of a recurrent layer (nn.LSTM on the
+                   # CPU: mkldnn_rnn_layer), and e^x as a range (logspace): attack 45
+                   "rnn", "lstm", "gru", "logspace",
                    "pow.Scalar", "pow.Scalar_out", "pow.Tensor_Tensor", "pow.Tensor_Tensor_out",
                    "pow_.Tensor", "float_power.Scalar", "float_power.Scalar_out",
                    "float_power.Tensor_Tensor", "float_power.Tensor_Tensor_out",
