@@ -333,7 +333,7 @@ def test_the_rule_reads_what_the_grading_shell_runs():
                          capture_output=True, text=True, check=True).stdout
     rewritten, same = json.loads(out.splitlines()[-1])
     assert {"prun -q x = 1", "reset -f", "run -mthis"} <= set(rewritten)  # with automagic
-    assert all(same), dict(zip(lines, same))
+    assert all(same), dict(zip(lines, same, strict=True))
 
 
 def test_many_chained_aliases_are_judged_in_linear_time():
