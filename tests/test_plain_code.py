@@ -346,7 +346,9 @@ def test_many_chained_aliases_are_judged_in_linear_time():
     why_not_plain(["import torch"])  # the grader's imports of the allowed modules, once
     start = time.process_time()  # this process's time: other processes' load does not count
     assert why_not_plain(cells) == []
-    assert time.process_time() - start < 1
+    # about 0.5 s on a quiet machine, 1.03 s once in a CI run on a loaded one; the quadratic
+    # fixed point took 302 s
+    assert time.process_time() - start < 3
 
 
 def test_a_reason_names_the_code_cell_and_line():
