@@ -78,6 +78,16 @@ def test_no_myst_syntax_is_left_in_any_markdown_cell(kind, path):
                                   f"{found.group(0)!r}"
 
 
+def test_a_cell_without_an_id_is_named_with_the_fix():
+    """Instructor 46: cells added by a script without ids made `make student` stop with a bare
+    KeyError: 'id'."""
+    path = NOTEBOOKS[0]
+    nb = fmt.load(path)
+    del nb["cells"][3]["id"]
+    with pytest.raises(SystemExit, match=r"cell\(s\) \[3\] have no id .*nbconvert --to notebook"):
+        student_jupyter_edition.student_jupyter_edition(nb, BOOK, docname(path))
+
+
 def test_the_myst_patterns_find_what_the_sources_hold():
     """The patterns above are not vacuous: the sources are full of what they look for."""
     text = "\n".join(t for p in SOURCES for t in markdown(fmt.load(p)))

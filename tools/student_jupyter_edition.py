@@ -32,6 +32,12 @@ DEFAULT_OUT = ROOT / "_build" / "student" / "notebooks"
 def student_jupyter_edition(nb: dict, book: jupyter_edition.Book, docname: str) -> dict:
     """What `make student` writes: the student edition with an answer cell for every question
     in words, in the Jupyter edition's plain markdown."""
+    missing = [i for i, cell in enumerate(nb["cells"]) if not cell.get("id")]
+    if missing:  # the edition finds each cell again by its id (instructor 46: a KeyError)
+        raise SystemExit(f"{docname}: cell(s) {missing} have no id (nbformat 4.5 cells need one; "
+                         f"cells added by a script often lack it): run `jupyter nbconvert --to "
+                         f"notebook --inplace` on the notebook, which adds them, or open and save "
+                         f"it in JupyterLab")
     exercises = parse(nb)
     edition = student_edition(nb)
     position = {cell.get("id"): i for i, cell in enumerate(edition["cells"])}
