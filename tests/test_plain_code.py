@@ -309,7 +309,7 @@ from mha_grade.plain_code import _ipython_transform
 from mha_grade.run_notebook import grading_shell
 
 lines = json.loads(sys.argv[1])
-default = InteractiveShell()  # automagic on, as in a student's Jupyter kernel
+default = InteractiveShell()  # automagic and the prefilter on, as in a student's kernel
 rewritten = [line for line in lines if default.transform_cell(line) != _ipython_transform(line)]
 InteractiveShell.clear_instance()
 shell = grading_shell()
@@ -328,11 +328,15 @@ def test_the_rule_reads_what_the_grading_shell_runs():
     import sys
 
     lines = ["prun -q x = 1", "reset -f", "run -mthis", "timeit x", "x = 1", "%time x = 1",
-             "a = !ls", "x?", "In [1]: x = 1"]
+             "a = !ls", "x?", "In [1]: x = 1",
+             # attack 46: the autocallables exit and quit, which autocall off leaves on
+             "exit getattr(F, 'x')", "quit setattr(F, 'softmax', torch.exp)",
+             "\nexit getattr(F, 'x')\n", "exit", "exit -1"]
     out = subprocess.run([sys.executable, "-c", GRADING_SHELL, json.dumps(lines)],
                          capture_output=True, text=True, check=True).stdout
     rewritten, same = json.loads(out.splitlines()[-1])
-    assert {"prun -q x = 1", "reset -f", "run -mthis"} <= set(rewritten)  # with automagic
+    assert {"prun -q x = 1", "reset -f", "run -mthis",  # with automagic
+            "exit getattr(F, 'x')", "quit setattr(F, 'softmax', torch.exp)"} <= set(rewritten)
     assert all(same), dict(zip(lines, same, strict=True))
 
 

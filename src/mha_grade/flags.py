@@ -63,8 +63,9 @@ SUSPICIOUS = {
                               r"\b[gs]etattr\(\s*[^,()\n]{1,200},\s*\w|"
                               # the builtins, not a method (model.eval(), re.compile():
                               # attack 43 found an honest layer.eval() flagged)
-                              r"(?<!\.)\bexec\(|(?<!\.)\beval\(|__import__|"
-                              r"(?<!\.)\bcompile\(|\bimportlib\b|\bvars\(|\bglobals\(|"
+                              # (spaces before the parenthesis too: attack 46, "exec (")
+                              r"(?<!\.)\bexec\s*\(|(?<!\.)\beval\s*\(|__import__|"
+                              r"(?<!\.)\bcompile\s*\(|\bimportlib\b|\bvars\s*\(|\bglobals\s*\(|"
                               r"\b__dict__\b|\bimport_module\b|"
                               # a function's insides (a check's wrapper), a module by its name
                               r"__closure__|\bcell_contents\b|__wrapped__|__globals__|"

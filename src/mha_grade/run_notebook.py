@@ -51,14 +51,18 @@ def _text(error: BaseException | None, *, _str=str, _base=BaseException) -> str:
 
 def grading_shell():
     """The IPython shell that runs the cells: its input transforms only (what
-    ``mha_grade.plain_code`` reads), no automagic and no autocall, which rewrite a line that is
-    no Python, or is other Python (``run -mthis``, ``prun -q <statements>``: attack 45), into
-    a magic or a call the rule never sees. ``%magic`` with its ``%`` still runs."""
+    ``mha_grade.plain_code`` reads), without the prefilter, whose checkers rewrite a one-line
+    cell that is no Python, or is other Python, into a magic or a call the rule never sees:
+    automagic (``run -mthis``, ``prun -q <statements>``: attack 45), autocall, and the
+    autocallables ``exit`` and ``quit`` that autocall off leaves on (``exit <expression>``
+    became ``exit(<expression>)``: attack 46). ``%magic`` with its ``%`` still runs."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     shell.automagic = False
     shell.autocall = 0
+    for checker in shell.prefilter_manager.checkers:
+        checker.enabled = False
     return shell
 
 
