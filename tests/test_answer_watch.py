@@ -865,6 +865,45 @@ def test_an_installed_modules_first_import_is_no_tampering(tmp_path):
     assert "reached past the watch" in out[1], out
 
 
+def _softmax_in_a_finalizer(scores):
+    """Attack 47: torch.softmax in a generator's finally, run when the collector frees the
+    generator from a cycle, which an allocation of the answer's own triggers: inside the watch's
+    hook or its dispatch, where the mode is suspended."""
+    box = []
+
+    def later(s):
+        try:
+            yield 1
+        finally:
+            box.append(torch.softmax(s, -1))
+
+    keep = []
+    for _ in range(2000):
+        g = later(scores)
+        next(g)
+        cycle = [g]
+        cycle.append(cycle)
+        g = cycle = None
+        while not box and len(keep) < 20_000:
+            keep.append(scores + 0)
+        if box:
+            return box[0]
+    return scores
+
+
+def test_an_op_in_a_finalizer_is_seen_or_the_watch_counts_as_switched_off():
+    import gc
+
+    from mha.answer_watch import observe
+
+    scores = torch.randn(4, 6)
+    assert gc.isenabled()
+    out, found = observe(lambda: _softmax_in_a_finalizer(scores), (), ("softmax",))
+    assert found & {"torch op _softmax", SWITCHED_OFF} or not torch.allclose(
+        out, torch.softmax(scores, -1)), found  # unseen, it handed back the softmax
+    assert gc.isenabled()  # the collector is on again after the call
+
+
 def test_a_compiled_reference_is_reported():
     """Attack 40 (F2): ``torch.compile(reference)`` ran the reference's bytecode symbolically,
     so no call of it reached the profile hook; the compiled call is reported as tampering."""

@@ -53,6 +53,10 @@ NOT_PLAIN = [
     ("memoryview(b'')", "builtin memoryview"),
     ("type('H', (torch.Tensor,), {})", "type other than type(x)"),
     ("make = type", "type other than type(x)"),
+    # attack 47: type(int) is type itself, bound or called: a class with any dunder
+    ("T = type(int)", "type other than type(x)"),
+    ("type(type(1))('C', (), {})", "type other than type(x)"),
+    ("x = [type(int)]", "type other than type(x)"),
     ("e.tb_frame", "frame or code attribute tb_frame"),
     ("f.f_back", "frame or code attribute f_back"),
     ("g.gi_frame", "frame or code attribute gi_frame"),

@@ -114,6 +114,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import functools
+import gc
 import importlib
 import inspect
 import os
@@ -490,6 +491,7 @@ def _bound():
     not_compilers, decompositions, matches = _NOT_COMPILERS, _DECOMPOSITIONS, op_matches
     compiled_name, compiled_file = _COMPILED_CALL
     own_files, installed_files = _OWN_FILES, _INSTALLED_FILES
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     import_call = sys.modules["_frozen_importlib"]._call_with_frames_removed.__code__
     set_profile, get_profile, current_frames = sys.setprofile, sys.getprofile, \
         sys._current_frames
@@ -600,6 +602,12 @@ def _bound():
             if event != "call" and event != "c_call":  # an op starts with a call (or none)
                 return
             code = frame.f_code
+            # while the mode handles an op torch suspends it: code of the answer's own running
+            # then (a finalizer the garbage collector calls, a generator's finally: attack 47)
+            # runs ops unseen
+            if mode is not None and mode.dispatching and event == "call" and \
+                    not code.co_filename.startswith(own_files):
+                found.add(switched)
             # torch itself suspends the mode while it dispatches an op to it, running only its
             # own Python code and the mode's
             if mode is not None and not mode.dispatching and switched_off() \
@@ -642,6 +650,12 @@ def _bound():
         if strangers():
             found.add(escaped)  # a worker started before the call may do its work
         outcome: object = None
+        # no collection of cycles during the call: a finalizer it runs (a generator's finally
+        # in a cycle) runs wherever an allocation triggers it, inside the hook or the mode's
+        # dispatch too, where neither sees its ops (attack 47); one freed by its last reference
+        # runs in the answer's own code, watched
+        collecting = gc_enabled()
+        gc_disable()
         try:
             if mode is not None:
                 mode.__enter__()
@@ -656,6 +670,8 @@ def _bound():
             if get_profile() is not hook:
                 found.add(switched)
             set_profile(previous)
+            if collecting:
+                gc_enable()
             if mode is not None:
                 if switched_off():
                     found.add(switched)

@@ -263,7 +263,7 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
     bind to objects of their own, whose attributes they may set; ``modules``: the names bound
     to modules, with the modules)."""
     found: list[tuple[int, str]] = []
-    uses_of_type = _allowed_type_calls(tree)
+    uses_of_type = _allowed_type_calls(tree, parents)
     allowed_dunders = _allowed_dunders(tree)
     values: dict[int, list[object]] = {}
     for node in tree:
@@ -637,12 +637,29 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _allowed_type_calls(tree: list[ast.AST]) -> set[int]:
-    """The ``type`` names of ``tree`` called as ``type(x)``: one argument, which only reads."""
-    return {id(node.func) for node in tree
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "type" and len(node.args) == 1 and not node.keywords
-            and not isinstance(node.args[0], ast.Starred)}
+# where the class ``type(x)`` gives may go: compared, an attribute of it read, shown
+READS_OF_A_TYPE = (ast.Compare, ast.Attribute, ast.FormattedValue, ast.Expr)
+SHOWN_BY = frozenset({"print", "str", "repr", "isinstance", "issubclass"})
+
+
+def _allowed_type_calls(tree: list[ast.AST], parents: dict[int, ast.AST]) -> set[int]:
+    """The ``type`` names of ``tree`` called as ``type(x)``: one argument, and a result that is
+    only read (compared, an attribute of it, printed): ``type(int)`` is ``type`` itself, which
+    bound or called makes a class with any dunder (attack 47: ``T = type(int)``, then
+    ``T('C', (), {'_' * 2 + 'del' + '_' * 2: f})``)."""
+    allowed = set()
+    for node in tree:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "type" and len(node.args) == 1 and not node.keywords
+                and not isinstance(node.args[0], ast.Starred)):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, READS_OF_A_TYPE) and not (
+                isinstance(parent, ast.Attribute) and parent.value is not node) or \
+                isinstance(parent, ast.Call) and parent.func is not node and \
+                isinstance(parent.func, ast.Name) and parent.func.id in SHOWN_BY:
+            allowed.add(id(node.func))
+    return allowed
 
 
 def _format(receiver: ast.AST) -> list[str]:
