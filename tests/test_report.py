@@ -963,14 +963,31 @@ def test_written_answers_to_an_autograded_exercise_get_a_page_and_optional_point
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    capsys.readouterr()
     assert run(folder, "--roster", roster, "--out", out, "--source", source) == 0
+    # instructor 46: one student's answer graded raises every student's maximum; it is said
+    warning = ("WARNING: 0.2 written: points entered for 1 of 5 notebook(s), so it now counts 2 "
+               "point(s) in chapter 00's maximum for every student; enter points (0 for none) "
+               "for the other 4, or clear its points to leave it uncounted")
+    assert warning in capsys.readouterr().err
+    assert warning.removeprefix("WARNING: ") in (out / "summary.txt").read_text()
     header, book_rows = by_student(out / "gradebook.csv")
     assert book_rows["max points"]["0.2 written (by hand)"] == "2"
     assert book_rows["max points"]["total"] == "6"
     assert book_rows["alice"]["0.2 written (by hand)"] == "1.5"
     assert book_rows["alice"]["total"] == str(1 + 2 + 1.5)
     assert "by hand, not graded yet: 0.1, 0.2 written" in book_rows["bob"]["notes"]
+    # every student graded (the others 0): no warning
+    for row in rows:
+        if row["exercise"] == "0.2 written" and row["student"] != "alice":
+            row["points"] = "0"
+    with (out / "by_hand" / "points.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
     capsys.readouterr()
+    assert run(folder, "--roster", roster, "--out", out, "--source", source) == 0
+    assert "0.2 written: points entered" not in capsys.readouterr().err
 
 
 @functools.cache

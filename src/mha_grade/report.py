@@ -406,6 +406,7 @@ def summary(book: gradebook.Gradebook, out: Path, complete: bool, pages: int, po
     if ungraded_hand:
         lines.append(f"{ungraded_hand} by-hand answer(s) not graded yet: fill in {points} and "
                      "run the report again")
+    lines += [f"WARNING: {line}" for line in written_partly_graded(book)]
     lines += [f"note: {terminal(note)}" for note in book.notes + more_notes]
     lines += [f"not taken: {error}" for error in errors]
     if shifted:
@@ -414,6 +415,27 @@ def summary(book: gradebook.Gradebook, out: Path, complete: bool, pages: int, po
     lines += [f"WARNING: {points} holds points for {terminal(uncell(r.get('student') or ''))}, "
               f"exercise {terminal(r.get('exercise') or '')} that {terminal(str(read_from))} "
               "has not: not in the gradebook" for r in unused]
+    return lines
+
+
+def written_partly_graded(book: gradebook.Gradebook) -> list[str]:
+    """A line for each written answer graded for some students and not others: once one has
+    points it counts for the whole class (the chapter's maximum rises for every student), which
+    an instructor rewarding one good answer does not expect."""
+    lines = []
+    for exercise, number_ in book.written.items():
+        chapter = next(c for c in book.chapters if c.number == number_)
+        if exercise not in chapter.exercises:
+            continue  # no points entered: it counts for nobody
+        handed_in = [s for s in book.students if number_ in s.notebooks]
+        missing = [s for s in handed_in if book.points(s, chapter, exercise) is None]
+        if missing:
+            lines.append(
+                f"{exercise}: points entered for {len(handed_in) - len(missing)} of "
+                f"{len(handed_in)} notebook(s), so it now counts "
+                f"{gradebook.fmt_points(book.hand_max[exercise])} point(s) in chapter {number_}'s maximum for every "
+                f"student; enter points (0 for none) for the other {len(missing)}, or clear its "
+                "points to leave it uncounted")
     return lines
 
 
