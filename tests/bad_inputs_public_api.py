@@ -705,6 +705,7 @@ DECODER_CASES = [
     Case("build_decoder.unknown_name", lambda: mha.build_decoder("gpt"), ValueError, ("name",)),
     Case("build_decoder.name_int", lambda: mha.build_decoder(1), TV, ("name",)),
     Case("load_decoder.unknown_name", lambda: mha.load_decoder("gqa3"), ValueError, ("name",)),
+    Case("load_decoder.name_list", lambda: mha.load_decoder(["mha"]), ValueError, ("name",)),
 ]
 
 # ---------------------------------------------------------------- translator

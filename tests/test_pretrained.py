@@ -117,6 +117,23 @@ def test_pruned_encoder_equals_gated_encoder_even_with_an_empty_layer(ours):
     assert full_params - params == removed_heads * (3 * (384 * 32 + 32) + 384 * 32)
 
 
+def test_pruning_a_pruned_encoder_numbers_the_heads_as_they_are_now():
+    """Tester 47: a bool tensor (one column per original head) given to an encoder pruned
+    before removed other heads than the columns said; it is refused, and a dict numbers each
+    layer's heads as the layer has them now."""
+    torch.manual_seed(0)
+    encoder = pretrained.BertEncoder(20, 8, 2, 4, 16, 10).eval()
+    ids = torch.randint(0, 20, (2, 5))
+    once = pretrained.prune_encoder(encoder, {0: [0]})  # layer 0 keeps heads 1, 2, 3
+    with pytest.raises(ValueError, match=r"heads: this encoder was pruned before \(heads per "
+                                         r"layer: \[3, 4\]\).*pass a dict"):
+        pretrained.prune_encoder(once, torch.zeros(2, 4, dtype=torch.bool))
+    twice = pretrained.prune_encoder(once, {0: [1]})  # its head 1 now: the original head 2
+    gate = torch.tensor([[0.0, 1.0, 0.0, 1.0], [1.0] * 4])
+    torch.testing.assert_close(twice(ids).last_hidden_state,
+                               encoder(ids, head_mask=gate).last_hidden_state)
+
+
 def test_mean_pool_against_a_loop():
     torch.manual_seed(0)
     hidden = torch.randn(3, 6, 5, dtype=torch.float64)

@@ -184,6 +184,12 @@ def test_dtype_hint_suggests_another_dtype_than_the_refused_one():
     with pytest.raises(ValueError, match=r"masks are torch.float64.*dtype=torch.float32\)"):
         mha.pruning_curve(evaluate, [(0, 0)], (1, 2), dtype=torch.float64)
 
+    def loss_fn(batch, gates):  # tester 47: head_importance's hint repeated torch.float64
+        return layer(x, head_mask=gates[0])[0].sum()
+
+    with pytest.raises(ValueError, match=r"gates are torch.float64.*dtype=torch.float32\)"):
+        mha.head_importance(loss_fn, [None], 1, 2, dtype=torch.float64)
+
 
 def test_masks_along_explains_a_tensor_order():
     with pytest.raises(ValueError, match=r"got a tensor of shape \(1, 2\); pass order.tolist"):

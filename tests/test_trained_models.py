@@ -152,10 +152,15 @@ def test_train_that_raises_puts_back_the_modes_and_grads_and_one_that_returns_en
     lambda: trained_models.train_translator(stop_after=1),
     lambda: trained_models.train_agreement_translator(stop_after=1),
     lambda: trained_models.train_decoder_variant("mha", stop_after=1),
-], ids=["lookup_encoder", "translator", "agreement_translator", "decoder_variant"])
-def test_training_by_a_recipe_leaves_the_callers_global_rng_as_it_was(train):
-    """The recipes seed their own stream (torch.random.fork_rng, as train_position_model):
-    the draws a caller makes after training are those it would have made without it."""
+    mha.load_lookup_encoder, lambda: mha.load_decoder("mla"), trained_models.load_translator,
+    trained_models.load_agreement_translator,
+], ids=["lookup_encoder", "translator", "agreement_translator", "decoder_variant",
+        "load_lookup_encoder", "load_decoder", "load_translator", "load_agreement_translator"])
+def test_training_or_loading_by_a_recipe_leaves_the_callers_global_rng_as_it_was(train):
+    """The recipes seed their own stream (torch.random.fork_rng, as train_position_model), and
+    a loader's random start is overwritten by the saved weights: the draws a caller makes after
+    training or loading are those it would have made without it (tester 47: loading moved
+    the caller's RNG)."""
     torch.manual_seed(1234)
     expected = torch.rand(3)
     torch.manual_seed(1234)

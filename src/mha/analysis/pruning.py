@@ -80,6 +80,16 @@ def _require_plain_attention(module: object) -> None:
     require_built_projections(module, "prune_heads")
 
 
+def dtype_hint(error: ValueError, function: str, dtype: torch.dtype,
+               what: str = "masks") -> ValueError:
+    """The model refused ``function``'s ``what`` (of ``dtype``) deep inside the caller's
+    callable, in a message about a ``head_mask`` the caller never passed: point to ``dtype=``,
+    with an example dtype other than the one refused."""
+    example = "torch.float32" if dtype == torch.float64 else "torch.float64"
+    return ValueError(f"{error}. {function}'s {what} are {dtype}: pass the model's dtype as "
+                      f"dtype= (e.g. {function}(..., dtype={example}))")
+
+
 def head_importance(
     loss_fn: Callable[[object, torch.Tensor], torch.Tensor],
     batches: Iterable[object],
@@ -131,10 +141,7 @@ def head_importance(
         except ValueError as error:
             if "head_mask" not in str(error) or "dtype" not in str(error):
                 raise
-            # the model refused the gates' dtype deep inside loss_fn: point to the argument
-            raise ValueError(f"{error}. head_importance's gates are {dtype}: pass the model's "
-                             f"dtype as dtype= (e.g. head_importance(..., "
-                             f"dtype=torch.float64))") from error
+            raise dtype_hint(error, "head_importance", dtype, "gates") from error
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
             raise ValueError(f"loss_fn must return a scalar tensor that depends on gates, got "
                              f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
+from mha.analysis.pruning import dtype_hint
 from mha._validation import (
     check_allocation,
     check_output_allocation,
@@ -100,15 +101,6 @@ def masks_along(order: Sequence[tuple[int, int]], shape: tuple[int, int], *,
     return masks
 
 
-def _dtype_hint(error: ValueError, function: str, dtype: torch.dtype) -> ValueError:
-    """The model refused the masks' dtype deep inside the callable, in a message about a
-    ``head_mask`` the caller never passed: point to ``dtype=`` (as head_importance does)."""
-    # the example is a dtype other than the one that was refused
-    example = "torch.float32" if dtype == torch.float64 else "torch.float64"
-    return ValueError(f"{error}. {function}'s masks are {dtype}: pass the model's dtype as "
-                      f"dtype= (e.g. {function}(..., dtype={example}))")
-
-
 def pruning_curve(
     evaluate: Callable[[torch.Tensor], float],
     order: Sequence[tuple[int, int]],
@@ -137,7 +129,7 @@ def pruning_curve(
         except ValueError as error:
             if "head_mask" not in str(error) or "dtype" not in str(error):
                 raise
-            raise _dtype_hint(error, "pruning_curve", masks.dtype) from error
+            raise dtype_hint(error, "pruning_curve", masks.dtype) from error
         try:
             value = float(score)
         except (TypeError, ValueError, RuntimeError):
@@ -181,7 +173,7 @@ def iterative_pruning_order(
         except ValueError as error:
             if "head_mask" not in str(error) or "dtype" not in str(error):
                 raise
-            raise _dtype_hint(error, "iterative_pruning_order", dtype) from error
+            raise dtype_hint(error, "iterative_pruning_order", dtype) from error
         # removed heads' scores are ignored
         _check_scores(scores, shape, nan_ok=True, name="the scores importance(mask) returned")
         # choose among the live heads only: filling the removed ones with +inf let a live

@@ -262,12 +262,24 @@ def prune_encoder(encoder: BertEncoder,
     loses all its heads keeps only its output bias (:class:`NoHeads`). The copy computes what
     ``encoder`` computes with a ``head_mask`` that is 0 on the removed heads.
 
+    Heads are numbered as each layer has them now: in an encoder pruned before, a layer's heads
+    are ``0 .. heads_per_layer[layer] - 1``, the ones kept in their order, so pass a dict (a
+    bool tensor, one column per head of the unpruned model, is refused there).
+
     Raises ``ValueError`` naming ``encoder`` (not a :class:`BertEncoder`) or ``heads`` (another
-    type or shape, a layer or head index out of range, heads of a layer that has none left).
+    type or shape, a bool tensor for an encoder pruned before, a layer or head index out of
+    range, heads of a layer that has none left).
     """
     if not isinstance(encoder, BertEncoder):
         raise ValueError(f"expected mha.pretrained.BertEncoder, got {type(encoder).__name__}")
     if isinstance(heads, torch.Tensor):
+        if set(encoder.heads_per_layer) != {encoder.num_heads}:
+            # its columns would be read as the renumbered heads left, not the original ones
+            raise ValueError(
+                f"heads: this encoder was pruned before (heads per layer: "
+                f"{encoder.heads_per_layer}), so a bool tensor with a column per original head "
+                f"is ambiguous; pass a dict {{layer: [head, ...]}} numbering each layer's heads "
+                f"as it has them now (0 .. heads_per_layer[layer] - 1)")
         expected = (len(encoder.layers), encoder.num_heads)
         if heads.dtype != torch.bool or tuple(heads.shape) != expected:
             raise ValueError(f"heads must be a bool tensor of shape {expected}, got "

@@ -16,6 +16,7 @@ of the code that would make the recipe give other weights is caught without a fu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 
 import torch
@@ -103,7 +104,7 @@ def build_decoder(name: str) -> TinyDecoder:
 
     Raises ``ValueError`` naming ``name`` when it is not a variant."""
     r = DECODER_RECIPE
-    if name not in r["variants"]:
+    if not isinstance(name, str) or name not in r["variants"]:
         raise ValueError(f"name must be one of {sorted(r['variants'])}, got {name!r}")
     options = r["variants"][name]
     sizes = dict(embed_dim=r["embed_dim"], num_heads=r["num_heads"], num_layers=r["num_layers"],
@@ -250,7 +251,10 @@ def _saved(file: str) -> dict:
         return torch.load(f, weights_only=True)
 
 
-def _load(model: nn.Module, file: str, recipe: dict, key: str | int | None) -> nn.Module:
+def _load(build: Callable[[], nn.Module], file: str, recipe: dict,
+          key: str | int | None) -> nn.Module:
+    with torch.random.fork_rng(devices=[]):  # its random start is overwritten: keep the
+        model = build()                      # caller's RNG as it was (tester 47)
     saved = _saved(file)
     if saved["recipe"] != recipe:
         raise ValueError(f"data/{file} was trained with another recipe: run "
@@ -266,7 +270,7 @@ def load_lookup_encoder() -> TinyEncoder:
 
     Raises ``ValueError`` when the shipped weights were trained with another recipe (run
     ``tools/train_models.py``)."""
-    return _load(build_lookup_encoder(), "lookup_encoder.pt", ENCODER_RECIPE,
+    return _load(build_lookup_encoder, "lookup_encoder.pt", ENCODER_RECIPE,
                  None).requires_grad_(False)
 
 
@@ -280,7 +284,7 @@ def load_decoder(name: str) -> TinyDecoder:
 
     Raises ``ValueError`` naming ``name`` when it is not one of the trained ones, or when the
     shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
-    return _load(build_decoder(name), "decoders.pt", DECODER_RECIPE, name)
+    return _load(lambda: build_decoder(name), "decoders.pt", DECODER_RECIPE, name)
 
 
 def load_translator(init_seed: int = 0) -> TinyTranslator:
@@ -293,7 +297,7 @@ def load_translator(init_seed: int = 0) -> TinyTranslator:
     seeds = TRANSLATOR_RECIPE["init_seeds"]
     if isinstance(init_seed, bool) or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
-    return _load(build_translator(), "translator.pt", TRANSLATOR_RECIPE, init_seed)
+    return _load(build_translator, "translator.pt", TRANSLATOR_RECIPE, init_seed)
 
 
 def load_agreement_translator(init_seed: int = 0) -> TinyTranslator:
@@ -306,5 +310,5 @@ def load_agreement_translator(init_seed: int = 0) -> TinyTranslator:
     seeds = AGREEMENT_RECIPE["init_seeds"]
     if isinstance(init_seed, bool) or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
-    return _load(build_agreement_translator(), "agreement_translator.pt", AGREEMENT_RECIPE,
+    return _load(build_agreement_translator, "agreement_translator.pt", AGREEMENT_RECIPE,
                  init_seed)
