@@ -515,27 +515,18 @@ def test_threads_alive_beside_the_answer_are_watched_under_grading_only(monkeypa
         watch._forget_threads()
 
 
-def test_switching_the_ops_watch_off_from_c_alone_leaves_the_exercise_to_the_instructor(capsys):
-    """A known limit (module docstring): an answer that switches the ops' watch off and on from
-    builtins called by builtins (map) makes no event of the profile hook while it is off, so
-    the watch passes its torch.softmax. Its code is not plain (torch._C, __enter__), so the
-    grader does not take the watch's word: 1.2 is left to the instructor (issue 35)."""
-    from mha_grade.compare import LEFT_TO_INSTRUCTOR, leave_to_instructor
+def test_an_op_hidden_from_the_mode_by_builtins_is_recorded_by_the_profiler(capsys):
+    """An answer that switches the dispatch mode off and on from builtins called by builtins
+    (map) makes no event of the profile hook while it is off, so the mode does not see its
+    torch.softmax; torch's profiler, below the modes, records it: wrong (it was full marks
+    before attack 48's fix). Its code is not plain either (torch._C, __enter__)."""
     from mha_grade.plain_code import why_not_plain
 
     result = graded_here(ch01.stable_softmax, namespace()["all_called_from_c"])
-    assert result.points == result.max_points and SWITCHED_OFF not in result.entered  # unseen
+    assert result.points == 0 and "forbids what your answer ran: torch.softmax" in \
+        result.message, result
     answer = re.search(r"\ndef all_called_from_c.*?\n\n\n", ROUTES, re.S).group(0)
-    not_plain = why_not_plain([answer])
-    assert not_plain
-    assignment = assignments.load_assignment(next(
-        __import__("pathlib").Path(mha.__path__[0], "..", "..", "notebooks").glob(
-            "01_*.ipynb")))
-    index = next(i for i, info in assignment.info.items() if info.exercise == "1.2")
-    outcome = Outcome("hal.ipynb", assignment)
-    score(outcome, {str(index): result}, "", str)
-    leave_to_instructor(outcome, not_plain)
-    assert "1.2" not in outcome.points and outcome.status["1.2"] == LEFT_TO_INSTRUCTOR
+    assert why_not_plain([answer])
 
 
 def test_a_reference_is_known_by_its_code_not_its_line_numbers():
@@ -625,6 +616,58 @@ def test_a_forbidden_op_is_named_by_a_function_that_exists(child, capsys):
         name = _written_name(op).removeprefix("torch.")
         owner = torch.nn.functional if name.startswith("nn.functional.") else torch
         assert hasattr(owner, name.removeprefix("nn.functional.")), name
+
+
+# attack 48: a forbidden op run where the dispatch mode is suspended, by a callback made of
+# builtins (no Python frame) that a kernel runs as it frees a storage
+WEAK_CALLBACK = """
+import functools
+import weakref
+
+
+def by_a_weak_callback(scores, temperature):
+    out = torch.empty_like(scores)
+    work = functools.partial(dict.fromkeys, map(functools.partial(
+        torch.softmax, dim=-1, out=out), [scores / temperature]))
+    holder = torch.zeros(1)
+    storage = holder.untyped_storage()
+    keep = weakref.ref(storage, work)
+    del storage
+    holder.set_(torch.zeros(1))
+    return out
+
+
+def printing_honestly(scores, temperature):
+    s = scores / temperature
+    e = torch.exp(s - s.max(-1, keepdim=True).values)
+    print(e[:1], f"{e[0, 0]}", repr(e.sum()))
+    return e / e.sum(-1, keepdim=True)
+"""
+
+
+@pytest.mark.chapter(1)
+def test_an_op_run_where_the_mode_is_suspended_is_recorded_and_counts_wrong(capsys):
+    """Attack 48 (F2): a weak reference's callback made of builtins, run by the kernel that
+    frees a storage, where torch suspends the dispatch mode and no Python frame tells the
+    profile hook: 1.2 full marks with torch.softmax. torch's profiler records every op the call
+    dispatches: wrong, and named."""
+    found: dict = {"torch": torch}
+    exec(WEAK_CALLBACK, found)  # noqa: S102 (the test's own answers)
+    result = graded_here(ch01.stable_softmax, found["by_a_weak_callback"])
+    assert result.points == 0 and "forbids what your answer ran: torch.softmax" in \
+        result.message, result
+
+
+@pytest.mark.chapter(1)
+def test_an_honest_answer_that_prints_its_tensors_is_right(capsys):
+    """Attack 48 (F1): printing a tensor inside the answer (print, an f-string, repr) ran
+    contextlib's and a named tuple's code while torch's printer had switched the modes off:
+    'your answer switched off the watch', 0 points and a flag for an honest answer."""
+    found: dict = {"torch": torch}
+    exec(WEAK_CALLBACK, found)  # noqa: S102
+    result = graded_here(ch01.stable_softmax, found["printing_honestly"])
+    assert result.status == "correct" and result.entered == (), result
+    assert "tensor(" in capsys.readouterr().out  # it did print
 
 
 def _prompt(notebook: str, label: str) -> str:

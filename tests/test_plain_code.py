@@ -134,6 +134,14 @@ NOT_PLAIN = [
     ("import numpy as np\nm, n = np, np", "a module used as a value (np)"),
     ("import numpy as np\n[(m := np)][0]", "a module used as a value (np)"),
     ("import torch\nreturn_linalg = lambda: torch.linalg", "a module used as a value"),
+    # attack 48: a metaclass reached as an attribute makes a class with any dunder (a __del__
+    # made of builtins, freed inside a kernel), and a weak reference's callback runs inside
+    # the kernel that frees its object, where the answer watch's dispatch mode is suspended
+    ("import typing\nC = typing.ABCMeta('C', (), {})", "the metaclass ABCMeta"),
+    ("from typing import ABCMeta as M", "the metaclass ABCMeta"),
+    ("import typing\nM = typing.NamedTupleMeta", "the metaclass NamedTupleMeta"),
+    ("from torch.optim import lr_scheduler\nk = lr_scheduler.ref(s, f)", "a weak reference"),
+    ("from torch.optim.lr_scheduler import ref", "a weak reference"),
     # only the harmless forms of what honest notebooks write
     ("%matplotlib qt", "a cell IPython rewrites before it runs"),
     ("if 1:\n    %matplotlib inline", "a cell IPython rewrites before it runs"),
@@ -342,6 +350,31 @@ def test_the_rule_reads_what_the_grading_shell_runs():
     assert {"prun -q x = 1", "reset -f", "run -mthis",  # with automagic
             "exit getattr(F, 'x')", "quit setattr(F, 'softmax', torch.exp)"} <= set(rewritten)
     assert all(same), dict(zip(lines, same, strict=True))
+
+
+OUTPUT_CACHE = '''
+import json
+from mha_grade.run_notebook import grading_shell
+
+shell = grading_shell()
+shell.run_cell("type(int)")
+shell.run_cell("T = Out.get(1, None)")
+print(json.dumps([shell.user_ns["T"] is type, shell.user_ns.get("_") is type,
+                  "_1" in shell.user_ns]))
+'''
+
+
+def test_the_grading_shell_keeps_no_output():
+    """Attack 48: ``type(int)`` as a cell's last expression is plain (a read of ``type(x)``),
+    and IPython kept its value, ``type`` itself, in ``Out`` for the next cell: ``T =
+    Out[1]`` then made classes with any dunder. The grading shell displays and keeps nothing."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", OUTPUT_CACHE], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == [False, False, False], out
 
 
 def test_many_chained_aliases_are_judged_in_linear_time():

@@ -18,6 +18,12 @@ answer runs under :func:`observe`, which records
   exponent is a tensor, where ``s ** 2`` is ``pow.Tensor_Scalar``); and every entry into one
   of torch's Python decompositions (``torch/_refs``, ``_decomp``, ``_prims``) whose function's
   name holds a forbidden word (``torch._refs.softmax``, built from exp, sum and div);
+- every torch op the call dispatches, as torch's profiler records it below the dispatch modes
+  (the op's name, matched as above): an op run where the mode is suspended or switched off
+  (a weak reference's callback or an object's ``__del__`` made of builtins, run by a kernel
+  freeing a storage, which no Python frame tells the profile hook: attack 48; a Python kernel
+  registered for an op; the mode switched off and on from builtins) is recorded all the same.
+  A profiler already on, or switched off or on during the call, is the watch switched off;
 - while ops are watched, a tensor that leaves torch for NumPy (``Tensor.numpy``,
   ``Tensor.__array__``, which ``numpy.exp(t)``, ``np.asarray(t)`` and scipy's functions reach,
   ``Tensor.__dlpack__``) or whose elements are handed to Python one by one (``Tensor.apply_``,
@@ -100,10 +106,7 @@ record itself: the text flags name these); a getter of the hook called by a buil
 (``itertools.starmap(sys.getprofile, [()])``) makes no event, so the hook and its record are
 handed out unseen; it may re-implement a reference by editing its bytecode (the
 "rebuild" limit: any change to the code, a constant or a global name makes it another function),
-register a Python kernel for an op (``torch.library``), whose code runs where the mode is
-suspended, switch the ops' watch off and on again from builtins that builtins call (``map``
-over a guard's ``__enter__``, ``torch.softmax`` and ``__exit__``: no event reaches the profile
-hook meanwhile), or run work in a C thread that holds no Python frame. Nor does it see what an
+or run work in a C thread that holds no Python frame. Nor does it see what an
 answer computes with Python's own numbers (``math.exp`` over ``t.tolist()``), or builds from
 allowed ops (an exponential from sums and products). So an observation is evidence
 that a reference ran; its absence is no proof that the answer is the student's own.
@@ -200,7 +203,11 @@ def _switches() -> tuple[set[int], set[int], set[int]]:
     outside torch: torch's own code pops and pushes modes around its work), and the Python
     functions of ``threading`` that set hooks (their code's ``call``)."""
     hooks = [(sys, "setprofile"), (sys, "settrace"), (sys, "_setprofileallthreads"),
-             (sys, "_settraceallthreads")]
+             (sys, "_settraceallthreads"),
+             # the profiler that records every op the call dispatches (see observe)
+             *((torch._C._autograd, name) for name in (
+                 "_enable_profiler_legacy", "_disable_profiler_legacy", "_enable_profiler",
+                 "_disable_profiler", "_prepare_profiler", "_enable_record_function"))]
     modes = [(torch._C, name) for name in (
         "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack", "_set_dispatch_mode",
         "_unset_dispatch_mode", "_dispatch_tls_set_dispatch_key_excluded",
@@ -461,6 +468,8 @@ class _Ops(TorchDispatchMode):
 
 
 _DISPATCH_CODE = inspect.unwrap(_Ops.__torch_dispatch__).__code__  # torch wraps it
+# torch's profiler on the CPU, recording ops' names only (no shapes, memory or stacks)
+_RECORD_CONFIG = torch.autograd.profiler_legacy.profile().config()
 _TORCH_FILES = os.path.dirname(torch.__file__) + os.sep
 _PYTHON_KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
 
@@ -502,6 +511,10 @@ def _bound():
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
     dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
+    record_ops, recorded_ops, recording = (torch._C._autograd._enable_profiler_legacy,
+                                           torch._C._autograd._disable_profiler_legacy,
+                                           torch._C._autograd._profiler_enabled)
+    record_config = _RECORD_CONFIG
     # the hook calls it: a copy that reads a private snapshot of this module's names and the
     # builtins, taken now (a cell that replaces ``builtins.type`` changes nothing it does)
     exit_codes, leaves_torch = _EXIT_CODES, types.FunctionType(
@@ -588,6 +601,15 @@ def _bound():
                 caller = caller.f_back
             return caller is not None and not caller.f_code.co_filename.startswith(own_files)
 
+        def torch_context(frame) -> bool:
+            """Whether ``frame`` is contextlib's, or a named tuple's (its code is made from a
+            string), run by torch's own code (a ``with`` statement, ``forward_ad``'s result)."""
+            caller = frame
+            while caller is not None and caller.f_code.co_filename in (context_file, "<string>"):
+                caller = caller.f_back
+            return caller is not frame and caller is not None and \
+                caller.f_code.co_filename.startswith(torch_files)
+
         def importing(frame) -> bool:
             """Whether ``frame`` was called by an installed module's own code as the import
             system runs it (every caller up to the import is installed code), not by the
@@ -609,9 +631,12 @@ def _bound():
                     not code.co_filename.startswith(own_files):
                 found.add(switched)
             # torch itself suspends the mode while it dispatches an op to it, running only its
-            # own Python code and the mode's
+            # own Python code and the mode's, and switches the modes off to print a tensor
+            # (torch._tensor_str, through contextlib and a named tuple: an honest print(t) read
+            # as switched off, attack 48); the profiler still records every op run meanwhile
             if mode is not None and not mode.dispatching and switched_off() \
-                    and code is not dispatch_code and not code.co_filename.startswith(torch_files):
+                    and code is not dispatch_code and not code.co_filename.startswith(torch_files) \
+                    and not torch_context(frame):
                 found.add(switched)
             if event == "c_call":  # a switch called, even if switched back on before the end
                 if id(arg) in hook_switches and code is not observe_code or id(arg) in \
@@ -656,6 +681,17 @@ def _bound():
         # runs in the answer's own code, watched
         collecting = gc_enabled()
         gc_disable()
+        # every op the call dispatches, recorded by torch's profiler below the dispatch
+        # modes: an op run where the mode is suspended (a weak reference's callback, or an
+        # object's __del__, made of builtins, run by a kernel that frees a storage: attack 48)
+        # is recorded all the same
+        profiled = mode is not None
+        if profiled:
+            if recording():  # another profiler on: the ops cannot be recorded
+                found.add(switched)
+                profiled = False
+            else:
+                record_ops(record_config)
         try:
             if mode is not None:
                 mode.__enter__()
@@ -677,6 +713,15 @@ def _bound():
                     found.add(switched)
                 if stack_depth() == depth + 1:
                     mode.__exit__(None, None, None)
+            if profiled:
+                if recording():
+                    names = {event.name() for events in recorded_ops() for event in events}
+                    if not any(f.startswith("torch op ") for f in found):  # the mode's names
+                        found.update(f"torch op {op}" for op in
+                                     {name.rpartition("::")[2] for name in names}
+                                     if op and matches(op, mode.words))
+                else:
+                    found.add(switched)
         return outcome, found
 
     observe_code = observe.__code__  # its own sys.setprofile(previous) switches nothing off

@@ -31,6 +31,7 @@ import re
 import string
 import types
 import unicodedata
+import weakref
 from collections import deque
 from functools import cache
 
@@ -303,6 +304,9 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("format", "format_map"):
             found += [(line, why) for why in _format(node.func.value)]
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            found += [(line, why) for v in _value(node, modules, values)
+                      if (why := _runs_code_unseen(v))]
         if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load) \
                 and any(isinstance(v, types.ModuleType)
                         for v in _value(node, modules, values)) \
@@ -316,6 +320,22 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
                       for t in _stored(targets) if isinstance(t, ast.Attribute)
                       and _root(t) not in owned]
     return found
+
+
+# what runs a callable when an object is freed: inside whichever kernel frees it, where the
+# answer watch's dispatch mode is suspended (attack 48: torch.optim.lr_scheduler.ref)
+WEAK_HOOKS = (weakref.ref, weakref.proxy, weakref.finalize, weakref.WeakMethod)
+
+
+def _runs_code_unseen(value: object) -> str:
+    """Why an attribute of a library, reached by name, is not plain: a metaclass (like
+    ``type``, it makes a class with any dunder: ``typing.ABCMeta``, attack 48), or a weak
+    reference's maker (its callback runs where the object is freed); "" for anything else."""
+    if isinstance(value, type) and issubclass(value, type):
+        return f"the metaclass {value.__name__} (it makes classes, with any dunder)"
+    if any(value is hook for hook in WEAK_HOOKS):
+        return "a weak reference (its callback runs wherever the object is freed)"
+    return ""
 
 
 def _allowed_dunders(tree: list[ast.AST]) -> set[int]:
@@ -559,6 +579,7 @@ def _import(node: ast.Import | ast.ImportFrom) -> list[str]:
             value = MISSING if why else _step(_load(node.module), alias.name)
             if isinstance(value, types.ModuleType) and not _allowed_module(value):
                 why = f"an import of {value.__name__} (outside the allowed modules)"
+            why = why or _runs_code_unseen(value)
             found += [why] if why else []
         return found
     return [why for alias in node.names if (why := _import_of(alias.name))]

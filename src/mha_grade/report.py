@@ -433,9 +433,9 @@ def written_partly_graded(book: gradebook.Gradebook) -> list[str]:
             lines.append(
                 f"{exercise}: points entered for {len(handed_in) - len(missing)} of "
                 f"{len(handed_in)} notebook(s), so it now counts "
-                f"{gradebook.fmt_points(book.hand_max[exercise])} point(s) in chapter {number_}'s maximum for every "
-                f"student; enter points (0 for none) for the other {len(missing)}, or clear its "
-                "points to leave it uncounted")
+                f"{gradebook.fmt_points(book.hand_max[exercise])} point(s) in chapter "
+                f"{number_}'s maximum for every student; enter points (0 for none) for the "
+                f"other {len(missing)}, or clear its points to leave it uncounted")
     return lines
 
 

@@ -55,10 +55,13 @@ def grading_shell():
     cell that is no Python, or is other Python, into a magic or a call the rule never sees:
     automagic (``run -mthis``, ``prun -q <statements>``: attack 45), autocall, and the
     autocallables ``exit`` and ``quit`` that autocall off leaves on (``exit <expression>``
-    became ``exit(<expression>)``: attack 46). ``%magic`` with its ``%`` still runs."""
+    became ``exit(<expression>)``: attack 46). ``%magic`` with its ``%`` still runs. No
+    expression's value is displayed or kept (``Out``, ``_``, ``_1``: a cell ending in
+    ``type(int)``, plain there, handed ``type`` itself to the next cell as ``Out[0]``: attack
+    48), and nothing is shown: grading keeps no output."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    shell = InteractiveShell.instance()
+    shell = InteractiveShell.instance(cache_size=0, ast_node_interactivity="none")
     shell.automagic = False
     shell.autocall = 0
     for checker in shell.prefilter_manager.checkers:

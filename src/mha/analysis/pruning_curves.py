@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from mha.analysis.pruning import dtype_hint
 from mha._validation import (
     check_allocation,
     check_output_allocation,
@@ -18,6 +17,7 @@ from mha._validation import (
     require_tensor,
     require_values,
 )
+from mha.analysis.pruning import dtype_hint
 
 
 def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
