@@ -807,6 +807,9 @@ MISC = [
     Bad("previous-token-generator",
         lambda: mha.tasks.position_task.previous_token_batch(2, 4, 8, "g"),
         words=("generator", "'g'")),
+    Bad("previous-token-generator-none",  # tester 47: the global generator, silently
+        lambda: mha.tasks.position_task.previous_token_batch(2, 4, 8, None),
+        words=("generator", "None")),
     Bad("position-model-encoding", lambda: mha.tasks.position_task.PositionToyModel("rotary", 8),
         words=("encoding", "'rotary'")),
     Bad("position-model-float-tokens", lambda: toy(tokens.float()),
@@ -1013,6 +1016,10 @@ DECODERS = [
     Bad("text-encode-bytes", lambda: mha.tasks.text_corpus.encode(b"abc"), words=("text", "bytes")),
     Bad("text-decode-floats", lambda: mha.tasks.text_corpus.decode(torch.ones(3)),
         words=("tokens", "integer")),
+    Bad("text-decode-bools", lambda: mha.tasks.text_corpus.decode(torch.tensor([True, False])),
+        words=("tokens", "bool")),  # tester 47: decoded as control bytes
+    Bad("text-decode-complex", lambda: mha.tasks.text_corpus.decode(torch.tensor([65 + 0j])),
+        words=("tokens", "complex")),  # tester 47: torch's "min_all" not implemented
     Bad("text-splits-fraction-1", lambda: mha.text_splits(1.0), words=("fraction", "1.0")),
     Bad("translation-dictionary-1", lambda: mha.translation_dictionary(1),
         words=("vocab_size", "1")),

@@ -612,6 +612,9 @@ def test_a_forbidden_op_is_named_by_a_function_that_exists(child, capsys):
     assert [_written_name(op) for op in ("softmax", "elu", "safe_softmax", "special_erfcx")] == [
         "torch.softmax", "torch.nn.functional.elu", "torch's safe_softmax operation",
         "torch.special.erfcx"]
+    # review 47: a student who used nn.LSTM read "torch's mkldnn_rnn_layer operation"
+    assert {_written_name(op) for op in ("mkldnn_rnn_layer", "lstm", "gru_cell", "rnn_tanh")} \
+        == {"a recurrent layer (torch.nn.LSTM, GRU or RNN)"}
     for op in ("softplus", "elu", "softmax", "sigmoid", "exp2", "ldexp", "celu"):  # exists
         name = _written_name(op).removeprefix("torch.")
         owner = torch.nn.functional if name.startswith("nn.functional.") else torch

@@ -492,8 +492,13 @@ def require_callable(name: str, value: object) -> object:
     return value
 
 
-def require_generator(name: str, value: object) -> torch.Generator | None:
-    """``None`` or a ``torch.Generator``."""
+def require_generator(name: str, value: object,
+                      required: bool = False) -> torch.Generator | None:
+    """A ``torch.Generator``, or ``None`` unless ``required`` (the global generator would make
+    a batch irreproducible)."""
+    if value is None and required:
+        raise ValueError(f"{name} must be a torch.Generator, got None; make one with "
+                         f"torch.Generator().manual_seed(0)")
     if value is not None and not isinstance(value, torch.Generator):
         raise ValueError(f"{name} must be a torch.Generator (or None), got {_describe(value)}; "
                          f"make one with torch.Generator().manual_seed(0)")

@@ -587,6 +587,8 @@ def _written_name(op: str) -> str:
         return "complex numbers (with them cos and sin are exponentials)"
     if "scaled_dot_product" in op:  # a fused kernel: _scaled_dot_product_flash_attention_...
         return "torch.nn.functional.scaled_dot_product_attention"
+    if any(word in op.split("_") for word in ("rnn", "lstm", "gru")):  # mkldnn_rnn_layer...
+        return "a recurrent layer (torch.nn.LSTM, GRU or RNN)"
     if op.startswith("special_") and hasattr(torch.special, op.removeprefix("special_")):
         return f"torch.special.{op.removeprefix('special_')}"
     if hasattr(torch, op):

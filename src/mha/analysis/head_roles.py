@@ -98,11 +98,12 @@ def relative_offsets(
     queries whose largest weight falls exactly there.
 
     ``weights`` floating, ``token_mask`` bool; ``offsets`` are int64, ``shares`` floating.
-    Only each row's largest entry counts, so raw scores give the same result as their softmax:
-    unlike :func:`head_confidence`, rows need not sum to 1. Raises ``ValueError`` naming
-    ``weights`` (a wrong type or shape, NaN or inf) or ``token_mask`` (a wrong shape or device,
-    or no True); :class:`mha.MemoryBudgetError` when the analysis would exceed the memory
-    budget.
+    Only each row's largest entry counts, so finite raw scores give the same result as their
+    softmax: unlike :func:`head_confidence`, rows need not sum to 1 (masked scores, with
+    ``-inf`` where a mask forbids a key, are refused: pass the weights). Raises
+    ``ValueError`` naming ``weights`` (a wrong type or shape, NaN or inf) or ``token_mask`` (a
+    wrong shape or device, or no True); :class:`mha.MemoryBudgetError` when the analysis would
+    exceed the memory budget.
     """
     token_mask = _check(weights, token_mask)
     n = weights.shape[-1]

@@ -87,7 +87,9 @@ def _gqa_case(answer, gen: torch.Generator, heads: int, kv_heads: int, n: int = 
 
 
 # the fused kernels that do the whole exercise in one call (F.scaled_dot_product_attention with
-# enable_gqa, nn.MultiheadAttention, nn.TransformerEncoderLayer's fast path): review 45, F2
+# enable_gqa; nn.MultiheadAttention and nn.TransformerEncoderLayer on their fused paths, as with
+# need_weights=False: review 45, F2). nn.MultiheadAttention's default path (its weights
+# returned) is matmuls and a softmax, which the exercise allows: review 47
 FUSED_ATTENTION_OPS = ("scaled_dot_product", "multi_head_attention", "transformer_encoder_layer")
 
 

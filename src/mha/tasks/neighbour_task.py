@@ -84,10 +84,7 @@ def lookup_batch(
     batch_size = require_int("batch_size", batch_size)
     seq_len = require_int("seq_len", seq_len, minimum=3)
     vocab_size = require_int("vocab_size", vocab_size, minimum=2)
-    if generator is None:  # the global generator would make the batches irreproducible
-        raise ValueError("generator must be a torch.Generator, got None; make one with "
-                         "torch.Generator().manual_seed(0)")
-    require_generator("generator", generator)
+    require_generator("generator", generator, required=True)
     # lookup_targets compares every pair of tokens: (B, n, n)
     check_allocation("lookup_batch", (batch_size, seq_len, seq_len), torch.bool,
                      "use a smaller batch or shorter sequences")

@@ -57,11 +57,12 @@ def previous_token_batch(
     uniformly from ``0 .. vocab_size - 1``.
 
     Both int64. Raises ``ValueError`` naming a size that is not a positive int, or
-    ``generator``; :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget.
+    ``generator`` (not a ``torch.Generator``: ``None`` too, which would make the batch
+    irreproducible); :class:`mha.MemoryBudgetError` when the batch would exceed the memory budget.
     """
     batch, length = require_int("batch", batch), require_int("length", length)
     vocab_size = require_int("vocab_size", vocab_size)
-    require_generator("generator", generator)
+    require_generator("generator", generator, required=True)
     check_allocation("previous_token_batch", (batch, length), torch.int64,
                      f"use a smaller batch ({batch}) or length ({length})")
     tokens = torch.randint(vocab_size, (batch, length), generator=generator)

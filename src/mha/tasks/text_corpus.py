@@ -48,7 +48,8 @@ def encode(text: str) -> torch.Tensor:
 
 def decode(tokens: torch.Tensor) -> str:
     """The text whose UTF-8 bytes are ``tokens`` (an invalid byte sequence shows as U+FFFD)."""
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.is_floating_point():
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.is_floating_point() \
+            or tokens.is_complex() or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be a 1-D integer tensor, got "
                          f"{getattr(tokens, 'dtype', type(tokens).__name__)} of shape "
                          f"{tuple(getattr(tokens, 'shape', ()))}")
@@ -76,10 +77,7 @@ def windows(
         raise ValueError(f"data must be a 1-D tensor of tokens, got "
                          f"{tuple(getattr(data, 'shape', ()))}")
     require_int_tensor("data", data)  # float "tokens" would make float targets
-    if generator is None:  # the global generator would make the windows irreproducible
-        raise ValueError("generator must be a torch.Generator, got None; make one with "
-                         "torch.Generator().manual_seed(0)")
-    require_generator("generator", generator)  # else torch's randint names neither
+    require_generator("generator", generator, required=True)  # else randint names neither
     # any integer (numpy's too, as translation_batch and bits_per_byte take), never a bool
     batch_size, length = require_int("batch_size", batch_size), require_int("length", length)
     check_allocation("windows", (batch_size, length + 1), torch.int64,
