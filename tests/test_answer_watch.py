@@ -673,6 +673,27 @@ def test_an_honest_answer_that_prints_its_tensors_is_right(capsys):
     assert "tensor(" in capsys.readouterr().out  # it did print
 
 
+def seeding_honestly(scores, temperature):  # attack 49: torch keeps its call's stack
+    torch.manual_seed(0)
+    torch.seed()
+    with torch.autograd.detect_anomaly():
+        s = scores / temperature
+        e = torch.exp(s - s.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.chapter(1)
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled:UserWarning")
+def test_an_honest_answer_that_seeds_is_right(capsys):
+    """Attack 49: torch.manual_seed (without CUDA) keeps the stack of its call through
+    traceback.format_stack, whose walk_stack is one of the standard library's doors to frames:
+    an honest answer that seeded got 0 and every exercise a flag, as reaching past the watch.
+    A door torch's own code opens hands the answer no frame; one the answer opens still
+    counts (the tests of TAMPERED)."""
+    result = graded_here(ch01.stable_softmax, seeding_honestly)
+    assert result.status == "correct" and result.entered == (), result
+
+
 def _prompt(notebook: str, label: str) -> str:
     import json
     import pathlib

@@ -121,7 +121,6 @@ import gc
 import importlib
 import inspect
 import os
-import re
 import sys
 import sysconfig
 import threading
@@ -408,16 +407,23 @@ def watched_codes(names: tuple[str, ...]) -> dict[bytes, list[tuple[tuple, str]]
     return codes
 
 
-def op_matches(name: str, words: tuple[str, ...] | list[str], *, _any=any,
-               _search=re.search, _escape=re.escape) -> bool:
+def op_matches(name: str, words: tuple[str, ...] | list[str], *, _any=any, _len=len,
+               _range=range) -> bool:
     """Whether the torch op ``name`` holds one of ``words`` as a whole word between underscores:
     ``softmax`` matches ``_softmax`` and ``_log_softmax``, ``exp`` matches ``exp_`` but not
     ``expand``. A word with a dot names one overload, whole: ``pow.Scalar`` matches the name
     ``pow.Scalar`` only (the mode reports an overload so named), not ``pow`` nor
     ``pow.Tensor_Scalar``."""
-    # what it calls, bound at import: the dispatch mode calls it (round 41, F4)
-    return _any(name == word if "." in word else
-                "." not in name and _search(rf"(?:^|_){_escape(word)}(?:$|_)", name)
+    # what it calls, bound at import (the dispatch mode calls it: round 41, F4), and no module
+    # that looks up a builtin (re.escape reads ``str``, which a cell may have replaced)
+    parts = name.split("_")
+
+    def whole(word: str) -> bool:
+        pieces = word.split("_")
+        size = _len(pieces)
+        return _any(parts[i:i + size] == pieces for i in _range(_len(parts) - size + 1))
+
+    return _any(name == word if "." in word else "." not in name and whole(word)
                 for word in words)
 
 
@@ -511,6 +517,7 @@ def _bound():
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
     dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
+    standard_library = os.path.dirname(os.__file__) + os.sep
     record_ops, recorded_ops, recording = (torch._C._autograd._enable_profiler_legacy,
                                            torch._C._autograd._disable_profiler_legacy,
                                            torch._C._autograd._profiler_enabled)
@@ -610,6 +617,18 @@ def _bound():
             return caller is not frame and caller is not None and \
                 caller.f_code.co_filename.startswith(torch_files)
 
+        def torch_asked(frame) -> bool:
+            """Whether ``frame``, a door of the standard library, was called by torch's own
+            code through the standard library only: ``torch.manual_seed`` keeps the stack of
+            its call (traceback.format_stack, then walk_stack) and hands no frame out; an
+            honest answer that seeded read as reaching past the watch (attack 49)."""
+            if not frame.f_code.co_filename.startswith(standard_library):
+                return False  # torch.compile and torch.jit: never torch's own business here
+            caller = frame.f_back
+            while caller is not None and caller.f_code.co_filename.startswith(standard_library):
+                caller = caller.f_back
+            return caller is not None and caller.f_code.co_filename.startswith(torch_files)
+
         def importing(frame) -> bool:
             """Whether ``frame`` was called by an installed module's own code as the import
             system runs it (every caller up to the import is installed code), not by the
@@ -662,7 +681,7 @@ def _bound():
             elif mode is not None and code.co_filename.startswith(decompositions):
                 if matches(code.co_name, mode.words):
                     found.add(f"torch op {code.co_name}")
-            elif code in tamper_codes and not importing(frame) or \
+            elif code in tamper_codes and not importing(frame) and not torch_asked(frame) or \
                     code.co_filename.startswith(compiler_files) and \
                     code.co_filename not in not_compilers or (
                     code.co_name == compiled_name and code.co_filename == compiled_file):
