@@ -3,6 +3,7 @@ files took longest, schedule the test files over pytest-xdist's workers, and sel
 chapter's tests (``--chapter 06``, what ``make chapter`` runs)."""
 
 import re
+import resource
 from collections import defaultdict
 from pathlib import Path
 
@@ -10,22 +11,38 @@ import pytest
 
 _notebook_seconds: dict[str, float] = defaultdict(float)
 _file_seconds: dict[str, float] = defaultdict(float)  # setup, call and teardown of its tests
+_file_cpu: dict[str, float] = defaultdict(float)  # the CPU time they used, subprocesses too
+_phase_start = [0.0]  # in the worker: CPU seconds when the test's current phase began
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (a grader, a kernel)."""
+    own, children = (resource.getrusage(resource.RUSAGE_SELF),
+                     resource.getrusage(resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _phase_start[0] = _cpu_seconds()
 
 
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::")[0]
     _file_seconds[path] += report.duration
+    _file_cpu[path] += getattr(report, "cpu_seconds", 0.0)
     if path.endswith(".ipynb"):
         _notebook_seconds[Path(path).name] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
     if len(_file_seconds) > 1:  # what SLOW_FIRST below orders by
-        terminalreporter.section("the files that took longest (worker seconds)")
-        total = sum(_file_seconds.values())
+        # a file whose CPU seconds are far below its worker seconds waits (sleeps, time
+        # limits, a browser, another process): on two cores, the other core idles meanwhile
+        terminalreporter.section("the files that took longest (worker seconds, CPU seconds)")
+        total, cpu = sum(_file_seconds.values()), sum(_file_cpu.values())
         for path, seconds in sorted(_file_seconds.items(), key=lambda x: -x[1])[:15]:
-            terminalreporter.write_line(f"{path:45s} {seconds:6.1f} s")
-        terminalreporter.write_line(f"{'all files':45s} {total:6.1f} s")
+            terminalreporter.write_line(f"{path:45s} {seconds:6.1f} s {_file_cpu[path]:6.1f} s")
+        terminalreporter.write_line(f"{'all files':45s} {total:6.1f} s {cpu:6.1f} s")
     if not _notebook_seconds:
         return
     terminalreporter.section("notebook execution times (nbval)")
@@ -121,6 +138,8 @@ def pytest_runtest_makereport(item, call):
     chapter needs (a book test that finds no book means the loop did not build it)."""
     outcome = yield
     report = outcome.get_result()
+    now = _cpu_seconds()  # the phase's CPU time, carried to the controller with the report
+    report.cpu_seconds, _phase_start[0] = now - _phase_start[0], now
     if (item.config.getoption("--chapter") and report.skipped
             and not hasattr(report, "wasxfail")):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr

@@ -122,6 +122,42 @@ def test_a_check_meets_the_bad_values(check):
         f"({SECTION})")
 
 
+def instructors_parts_table() -> dict[str, tuple[list[float], list[float]]]:
+    """book/instructors.md's table of hidden parts: exercise -> (the visible parts' points,
+    the hidden parts' points), each part's points the number in parentheses that ends it."""
+    text = (TESTS.parent / "book" / "instructors.md").read_text()
+    section = text.split("### Hidden cases and partial credit", 1)[1].split("\n### ", 1)[0]
+    rows = {}
+    for exercise, visible, hidden in re.findall(
+            r"^\| (\d+\.\d+) \| (.*?) \| (.*?) \|$", section, re.MULTILINE):
+        def points(cell: str) -> list[float]:
+            return [] if cell == "none" else [float(p) for p in re.findall(
+                r"\(([\d.]+)\)(?:;|$)", cell)]
+        rows[exercise] = (points(visible), points(hidden))
+    return rows
+
+
+INSTRUCTORS_TABLE = "book/instructors.md, 'Hidden cases and partial credit'"
+
+
+@pytest.mark.parametrize("check", WITH_PARTS, ids=ids)
+def test_the_instructors_page_lists_a_checks_parts_and_their_points(check):
+    """Maintainer 47: a hidden part added to 5.2 passed every test while the instructors'
+    table still said 5.2 had none."""
+    row = instructors_parts_table().get(check.exercise)
+    parts = parts_of(check)
+    wanted = ([p.points for p in parts if not p.hidden], [p.points for p in parts if p.hidden])
+    assert row == wanted, (
+        f"{named(check)} has parts worth {wanted[0]} shown and {wanted[1]} hidden; the "
+        f"table in {INSTRUCTORS_TABLE} says {row} (a row '| {check.exercise} | <visible parts, "
+        f"each with its points in parentheses> | <hidden parts, or none> |')")
+
+
+def test_the_instructors_page_lists_no_check_without_parts():
+    stale = set(instructors_parts_table()) - {c.exercise for c in WITH_PARTS}
+    assert not stale, f"{INSTRUCTORS_TABLE} has rows for checks without parts: {sorted(stale)}"
+
+
 @pytest.mark.parametrize("check", CHAPTER_3, ids=ids)
 def test_a_chapter_3_check_is_worth_1_point(check):
     # test_the_instructors_chapter_3_without_any_tag_gets_full_marks grades the notebook on this
