@@ -21,6 +21,23 @@ def test_check_quadratic_scores():
     assert ch05.quadratic_scores(forgot_the_two).status == "wrong"
 
 
+def test_check_quadratic_scores_grades_size_one_and_empty_offsets_hidden():
+    from mha.exercises import LocalChannel, evaluate, set_grading_seed
+
+    def squeezed(delta, centre, alpha):  # right for the shapes the notebook shows
+        return (-alpha * (delta.pow(2).sum(-1) - 2 * (delta * centre).sum(-1))).squeeze()
+
+    shown = ch05.quadratic_scores(squeezed)
+    assert (shown.status, shown.points, shown.max_points) == ("correct", 0.75, 0.75)
+    set_grading_seed(7)
+    try:
+        graded = evaluate(ch05.quadratic_scores.checker, "5.2", 1,
+                          LocalChannel(squeezed).answer())
+    finally:
+        set_grading_seed(None)
+    assert graded.points == 0.75 and "(1, 1, 2)" in graded.message
+
+
 def test_check_kernel_from_attention():
     def right(layer):
         k = math.isqrt(layer.num_heads)

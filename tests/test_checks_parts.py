@@ -218,6 +218,14 @@ def repaired_rows(kpm, am):  # 4.2: lets a row with no key attend everywhere, to
     return allowed | ~allowed.any(-1, keepdim=True)
 
 
+def sign_flipped_scores(delta, centre, alpha):  # 5.2: +2 <Delta, delta> taken as -2
+    return -alpha * (delta.pow(2).sum(-1) + 2 * (delta * centre).sum(-1))
+
+
+def squeezed_scores(delta, centre, alpha):  # 5.2: right, then squeezed (shape () for (1, 1, 2))
+    return (-alpha * (delta.pow(2).sum(-1) - 2 * (delta * centre).sum(-1))).squeeze()
+
+
 def squeezed_kernel(layer):  # 5.3: right, then squeezed ((C_out, C_in) for a 1 x 1 kernel)
     import math
 
@@ -394,6 +402,10 @@ WRONG_FOR_PART = {
                                              "n = 1"): values_as_wide_as_tokens,
     ("ch04", "course_mask", "either mask, and both"): torch_convention,
     ("ch04", "course_mask", "rows with no key allowed (all False)"): repaired_rows,
+    ("ch05", "quadratic_scores", "offsets of shapes (2,), (5, 2) and (3, 4, 2)"):
+        sign_flipped_scores,
+    ("ch05", "quadratic_scores", "offsets with dimensions of size one, (1, 1, 2), and none, "
+                                 "(0, 2)"): squeezed_scores,
     ("ch05", "kernel_from_attention", "3 x 3 and 5 x 5 kernels"): spatially_transposed,
     ("ch05", "kernel_from_attention", "a 1 x 1 kernel (one head), one output channel"):
         squeezed_kernel,

@@ -9,24 +9,39 @@ from mha.analysis.convolution import conv_to_attention
 from mha.exercises import Built, Wrong, build, exercise_check, expect_close, seed
 
 
-@exercise_check("5.2", reference_names=("mha.quadratic_encoding", "mha.relative_scores",
-                                         "mha.convolution.quadratic_encoding",
-                                         "mha.convolution.relative_scores"))
+@exercise_check("5.2", points=0.75, part="offsets of shapes (2,), (5, 2) and (3, 4, 2)",
+                reference_names=("mha.quadratic_encoding", "mha.relative_scores",
+                                 "mha.convolution.quadratic_encoding",
+                                 "mha.convolution.relative_scores"))
 def quadratic_scores(answer) -> None:
     """``answer(delta, centre, alpha)``: the quadratic encoding's score of offsets ``delta``."""
     g = torch.Generator().manual_seed(seed(52))
     for shape in [(2,), (5, 2), (3, 4, 2)]:
-        delta = torch.randint(-3, 4, shape, generator=g).double()
-        centre = torch.randn(2, generator=g, dtype=torch.float64)
-        alpha = 0.5 + torch.rand(1, generator=g).item() * 3
-        # reference by completing the square: -alpha ||delta - centre||^2 + alpha ||centre||^2
-        expected = -alpha * (delta - centre).pow(2).sum(-1) + alpha * centre.pow(2).sum()
-        got = answer(delta, centre, alpha)
-        # tolerance: 1e-5 (absolute and relative). The inputs are float64; an answer that
-        # computes in float32 rounds scores of size ~50 by ~1e-6, and every slip (a sign, a
-        # factor 2, the constant term) moves them by far more
-        expect_close(f"quadratic_scores for delta of shape {shape}, alpha={alpha:.3f}",
-                     got, expected, atol=1e-5, rtol=1e-5)
+        _scores_case(answer, g, shape)
+
+
+@quadratic_scores.part("offsets with dimensions of size one, (1, 1, 2), and none, (0, 2)",
+                       points=0.25, hidden=True)
+def _size_one_and_empty(answer) -> None:
+    # the batch dimensions come back as they are: .squeeze() turns (1, 1) into (), and an
+    # answer that flattens or loops over the offsets has nothing to stack for (0, 2)
+    g = torch.Generator().manual_seed(seed(1052))
+    for shape in [(1, 1, 2), (0, 2)]:
+        _scores_case(answer, g, shape)
+
+
+def _scores_case(answer, g: torch.Generator, shape: tuple[int, ...]) -> None:
+    delta = torch.randint(-3, 4, shape, generator=g).double()
+    centre = torch.randn(2, generator=g, dtype=torch.float64)
+    alpha = 0.5 + torch.rand(1, generator=g).item() * 3
+    # reference by completing the square: -alpha ||delta - centre||^2 + alpha ||centre||^2
+    expected = -alpha * (delta - centre).pow(2).sum(-1) + alpha * centre.pow(2).sum()
+    got = answer(delta, centre, alpha)
+    # tolerance: 1e-5 (absolute and relative). The inputs are float64; an answer that
+    # computes in float32 rounds scores of size ~50 by ~1e-6, and every slip (a sign, a
+    # factor 2, the constant term) moves them by far more
+    expect_close(f"quadratic_scores for delta of shape {shape}, alpha={alpha:.3f}",
+                 got, expected, atol=1e-5, rtol=1e-5)
 
 
 def _kernel_case(answer, g: torch.Generator, c_in: int, c_out: int, size: int) -> None:
