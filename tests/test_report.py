@@ -1659,6 +1659,27 @@ def test_rubric_items_entered_in_points_csv_count_their_sum(reported, capsys):
     capsys.readouterr()
 
 
+def test_rubric_items_summing_past_max_points_are_named_as_the_source_of_the_points(reported,
+                                                                                     capsys):
+    """Points left blank, rubric items given whose sum passes max_points: the refusal names the
+    rubric, since the number it quotes (the sum) is typed nowhere in points.csv. Typed points
+    out of range keep the plain message."""
+    hand = reported["out"] / "by_hand"
+    (hand / "rubric.csv").write_text("exercise,item,points\n0.1,Adds c,0.75\n0.1,Cancels,0.5\n")
+    path = hand / "points.csv"
+    rows = list(csv.DictReader(path.open()))
+    entries = {"alice": ("", "R1 R2"), "bob": ("3", "R1")}
+    for row in rows:
+        row["points"], row["rubric"] = entries.get(row["student"], ("1", ""))
+    write_csv(path, by_hand.POINTS_HEADER, rows)
+    assert run(reported["folder"], "--roster", reported["roster"], "--out", reported["out"],
+               "--source", EXAMPLE) == 1
+    err = capsys.readouterr().err
+    assert ("points 1.25 (the sum of rubric 'R1 R2': its items' points in rubric.csv) for "
+            "alice, exercise 0.1 is not between 0 and 1") in err
+    assert "points 3 for bob, exercise 0.1 is not between 0 and 1" in err  # typed: as before
+
+
 LEFT = ("your notebook uses the builtin getattr (code cell 7, line 2), which the grader cannot "
         "see past: your instructor grades this exercise by hand")
 

@@ -754,8 +754,13 @@ class PointsEntries:
         if why:
             return why
         if points is not None and not 0 <= points <= most:
-            return (f"{where}: points {fmt_points(points)} for {display(key)}, exercise "
-                    f"{exercise} is not between 0 and {fmt_points(most)}")
+            # points left blank and rubric items given: the number is their sum, found nowhere
+            # in points.csv, so the message says where it comes from
+            given = uncell(row.get("rubric") or "").strip()
+            summed = (f" (the sum of rubric {display(given)!r}: its items' points in rubric.csv)"
+                      if given and not uncell(row.get("points") or "").strip() else "")
+            return (f"{where}: points {fmt_points(points)}{summed} for {display(key)}, "
+                    f"exercise {exercise} is not between 0 and {fmt_points(most)}")
         self.pending.append((student, exercise, points, uncell(row.get("comment") or "")))
         return ""
 
