@@ -1032,6 +1032,30 @@ DECODERS = [
     Bad("build-decoder-unknown", lambda: mha.build_decoder("gpt-5"), words=("name", "gpt-5")),
     Bad("load-translator-unknown-seed", lambda: mha.load_translator(99),
         words=("init_seed", "99")),
+    # tester 48: a 0-d tensor seed equals an int, then found no saved model (KeyError); a float
+    # seed failed inside torch.manual_seed
+    Bad("load-translator-tensor-seed", lambda: mha.load_translator(torch.tensor(0)),
+        words=("init_seed", "tensor(0)")),
+    Bad("load-agreement-translator-tensor-seed",
+        lambda: mha.models.trained_models.load_agreement_translator(torch.tensor(0)),
+        words=("init_seed", "tensor(0)")),
+    Bad("train-translator-float-seed",
+        lambda: mha.models.trained_models.train_translator(0.5, stop_after=1),
+        words=("init_seed", "0.5")),
+    Bad("translator-tokens-on-another-device",  # tester 48: meta scores, not a word
+        lambda: mha.build_translator().to("meta")(torch.zeros(1, 4, dtype=torch.long),
+                                                 torch.zeros(1, 4, dtype=torch.long)),
+        words=("source", "meta", "cpu")),
+    Bad("kind-curves-by-part-string", lambda: mha.models.seq2seq.kind_pruning_curves(
+        mha.build_translator(), torch.ones(3, 2, 4), torch.zeros(2, 4, dtype=torch.long),
+        torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long), by_part="no"),
+        words=("by_part", "'no'")),
+    Bad("kind-curves-model-on-meta", lambda: mha.models.seq2seq.kind_pruning_curves(
+        mha.build_translator().to("meta"), torch.ones(3, 2, 4),
+        torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long),
+        torch.zeros(2, 4, dtype=torch.long)), words=("importance", "meta", "cpu")),
+    Bad("loglog-complex", lambda: mha.analysis.measure.loglog_slope(
+        np.array([1 + 5j, 2, 4]), [1, 4, 16]), words=("sizes", "real")),
     Bad("train-stop-after-zero",
         lambda: mha.train_decoder(decoder(), text, 2, length=4, stop_after=0),
         words=("stop_after", "0")),

@@ -279,3 +279,13 @@ def test_numpy_arrays_torch_cannot_wrap_are_drawn_as_their_float64_values(view, 
     monkeypatch.setattr(torch, "from_numpy", writable_only)
     got = attention_explorer(list("abcd"), given)
     assert got.json == reference.json
+
+
+def test_repeated_tokens_get_distinct_rows_even_when_one_ends_in_a_zero_width_space():
+    """Tester 48: a token already ending in a zero-width space met the label made for a repeat
+    of another token, and Plotly drew the two rows in one place."""
+    from mha.figures.explorer import _unique
+
+    labels = _unique(["a", "a\u200b", "a", "b", "a"])
+    assert len(set(labels)) == 5 and [label.rstrip("\u200b") for label in labels] == [
+        "a", "a", "a", "b", "a"]

@@ -9,6 +9,7 @@ import mha
 from mha.models.seq2seq import (
     KINDS,
     agreement_pruning_curves,
+    agreement_translation_batch,
     kind_importance,
     kind_pruning_curves,
     translate,
@@ -634,3 +635,19 @@ def test_kind_importance_and_pruning_curves_measure_in_eval_mode_and_give_the_mo
     assert all(module.training for module in model.modules())
     assert torch.equal(scores[0], scores[1])
     assert torch.equal(scores[0], kind_importance(copy.deepcopy(model).eval(), [batch]))
+
+
+@pytest.mark.parametrize("dtype,vocab", [(torch.uint8, 200), (torch.int8, 100),
+                                         (torch.int16, 10_000), (torch.int32, 200)])
+def test_a_dictionary_of_a_narrow_integer_type_translates_as_an_int64_one(dtype, vocab):
+    """Tester 48: 2 T[w] and 4 T[w] were computed in the dictionary's dtype and wrapped around,
+    silently (a uint8 dictionary of 200 words translated word 150 as 85, a valid class)."""
+    wide = mha.translation_dictionary(vocab)
+    narrow = wide.to(dtype)
+    source = torch.randint(vocab, (3, 6), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(translate(source, narrow), translate(source, wide))
+    for make in (mha.translation_batch, agreement_translation_batch):
+        got = make(3, 6, narrow, torch.Generator().manual_seed(1))
+        expected = make(3, 6, wide, torch.Generator().manual_seed(1))
+        assert all(torch.equal(a, b) and a.dtype == torch.int64
+                   for a, b in zip(got, expected, strict=True)), make.__name__

@@ -238,9 +238,14 @@ def loglog_slope(sizes: object, values: object) -> float:
     Raises ``ValueError`` unless ``sizes`` and ``values`` are 1-D sequences of one length >= 2
     of positive finite numbers, with at least two different sizes."""
     try:
-        x, y = np.asarray(sizes, dtype=float), np.asarray(values, dtype=float)
+        x, y = (np.asarray(v.detach().cpu().double() if isinstance(v, torch.Tensor)
+                           and v.is_floating_point() else v)  # bfloat16: no NumPy dtype
+                for v in (sizes, values))
+        if np.iscomplexobj(x) or np.iscomplexobj(y):  # NumPy would drop the imaginary part
+            raise TypeError
+        x, y = x.astype(float), y.astype(float)
     except (TypeError, ValueError):
-        raise ValueError(f"sizes and values must be sequences of numbers, got "
+        raise ValueError(f"sizes and values must be sequences of real numbers, got "
                          f"{type(sizes).__name__} and {type(values).__name__}") from None
     if x.ndim != 1 or y.ndim != 1 or len(x) < 2:
         raise ValueError(f"sizes and values must be 1-D sequences of length >= 2 (a slope "

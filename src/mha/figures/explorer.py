@@ -96,12 +96,14 @@ def _as_array(weights: object) -> np.ndarray:
 def _unique(tokens: Sequence[str]) -> list[str]:
     """The tokens as distinct axis categories: a repeated token gets zero-width spaces added,
     so "the" twice gives two rows that both read "the" (Plotly merges equal categories)."""
-    seen: dict[str, int] = {}
+    used: set[str] = set()
     out = []
     for t in tokens:
-        t = str(t)
-        out.append(t + "\u200b" * seen.get(t, 0))
-        seen[t] = seen.get(t, 0) + 1
+        label = str(t)
+        while label in used:  # a token that already ends in one is another token (tester 48)
+            label += "\u200b"
+        used.add(label)
+        out.append(label)
     return out
 
 

@@ -35,10 +35,12 @@ from torch import nn
 from mha._validation import (
     check_allocation,
     check_output_allocation,
+    require_flag,
     require_generator,
     require_int,
     require_int_tensor,
     require_module,
+    require_module_device,
     require_no_nan,
     require_nonempty,
     require_optional_int,
@@ -67,17 +69,18 @@ def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
 
 
 def translate(source: torch.Tensor, dictionary: torch.Tensor) -> torch.Tensor:
-    """The translation ``y`` ``(B, n)`` of ``source`` ``(B, n)`` (values in ``0..2V-1``)."""
+    """The translation ``y`` ``(B, n)`` of ``source`` ``(B, n)`` (values in ``0..2V-1``), int64
+    whatever the integer dtypes of ``source`` and ``dictionary``."""
     if (not isinstance(source, torch.Tensor) or source.dim() != 2
             or source.is_floating_point()):
         raise ValueError(f"source must be an integer tensor of shape (batch, n), got "
                          f"{tuple(getattr(source, 'shape', ()))}")
-    _require_permutation(dictionary)
+    dictionary = _require_permutation(dictionary)
     require_token_ids("source", source, dictionary.numel())
-    words = source.flip(1)  # w_i = x_{n-1-i}: (B, n)
+    words = source.flip(1).long()  # w_i = x_{n-1-i}: (B, n)
     # the left neighbour of w_i in the source, x_{n-2-i}, is the next entry of the flipped row
     neighbours = torch.cat([words[:, 1:], torch.zeros_like(words[:, :1])], dim=1)
-    target = torch.zeros_like(source)
+    target = torch.zeros_like(words)
     for i in range(source.shape[1]):
         two_back = target[:, i - 2] if i >= 2 else torch.zeros_like(words[:, 0])
         bit = (neighbours[:, i] % 2) ^ (two_back % 2)
@@ -102,11 +105,8 @@ def translation_batch(
     # require_int, as agreement_translation_batch: numpy integers (np.int64(4)) are ints too
     batch_size = require_int("batch_size", batch_size, minimum=2)
     seq_len = require_int("seq_len", seq_len, minimum=2)
-    _require_permutation(dictionary)
-    if generator is None:
-        raise ValueError("generator must be a torch.Generator, e.g. "
-                         "torch.Generator().manual_seed(0), got None")
-    require_generator("generator", generator)
+    dictionary = _require_permutation(dictionary)
+    require_generator("generator", generator, required=True)
     check_allocation("translation_batch", (3, batch_size, seq_len), torch.int64,
                      "use smaller batches")
     vocab = dictionary.numel()
@@ -116,8 +116,10 @@ def translation_batch(
     return source, torch.cat([start, target[:, :-1]], dim=1), target
 
 
-def _require_permutation(dictionary: object) -> None:
-    """The dictionary ``T`` must be a permutation of ``0..V-1`` (one target word per word)."""
+def _require_permutation(dictionary: object) -> torch.Tensor:
+    """The dictionary ``T``, a permutation of ``0..V-1`` (one target word per word), as int64:
+    ``2 T[w]`` and ``4 T[w]`` in a narrower integer type wrap around, silently (tester 48:
+    a uint8 dictionary of 200 words translated word 150 as 85, a valid class)."""
     require_int_tensor("dictionary", dictionary, dim=1)
     if dictionary.numel() < 2:
         raise ValueError(f"dictionary must hold a permutation of 0..V-1 with V >= 2, got "
@@ -129,6 +131,7 @@ def _require_permutation(dictionary: object) -> None:
     if not torch.equal(dictionary.sort().values.cpu(), torch.arange(dictionary.numel())):
         raise ValueError("dictionary must be a permutation of 0..V-1 (each word once), as "
                          "translation_dictionary(V) makes; it repeats or skips a value")
+    return dictionary.long()
 
 
 #: The agreement task's first target positions, whose agreement bit is a free choice that no
@@ -153,11 +156,8 @@ def agreement_translation_batch(
     """
     batch_size = require_int("batch_size", batch_size, minimum=2)
     seq_len = require_int("seq_len", seq_len, minimum=FREE_POSITIONS + 1)
-    _require_permutation(dictionary)
-    if generator is None:
-        raise ValueError("generator must be a torch.Generator, e.g. "
-                         "torch.Generator().manual_seed(0), got None")
-    require_generator("generator", generator)
+    dictionary = _require_permutation(dictionary)
+    require_generator("generator", generator, required=True)
     check_allocation("agreement_translation_batch", (4, batch_size, seq_len), torch.int64,
                      "use smaller batches")
     vocab = dictionary.numel()
@@ -321,6 +321,7 @@ class TinyTranslator(nn.Module):
                                     (*tokens.shape, width), self.readout.weight.dtype,
                                     "use smaller batches")
             require_token_ids(name, tokens, vocab)  # ids out of range: say so, not torch
+            require_module_device(name, tokens, self, "model")  # as TinyDecoder (tester 48)
         if source.shape[0] != target_in.shape[0]:
             raise ValueError(f"source and target_in need the same batch size, got "
                              f"{tuple(source.shape)} and {tuple(target_in.shape)}")
@@ -455,6 +456,7 @@ def kind_pruning_curves(
     classes, one per position of ``target_in``).
     """
     _check_curve_inputs(model, importance, target_in, target_out)
+    by_part = require_flag("by_part", by_part)  # "no" is a true string (tester 48)
 
     def accuracies(scores):
         predicted = scores.argmax(-1)
@@ -509,6 +511,9 @@ def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: to
                    "kind_importance read")
     require_tensor("target_in", target_in, "int")  # the model checks ids; shape read here
     _check_targets(model, target_in, target_out)
+    for name, tensor in (("importance", importance), ("target_in", target_in),
+                         ("target_out", target_out)):
+        require_module_device(name, tensor, model, "model")  # else torch stops inside
 
 
 def _pruned_by_kind(model, importance, source, target_in,

@@ -16,12 +16,14 @@ of the code that would make the recipe give other weights is caught without a fu
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from importlib import resources
 
 import torch
 from torch import nn
 
+from mha._validation import require_int
 from mha.layers.latent_attention import MultiHeadLatentAttention
 from mha.models.decoder import TinyDecoder
 from mha.models.encoder import TinyEncoder
@@ -167,6 +169,7 @@ def train_translator(init_seed: int = 0,
     and ``train``'s log."""
     from mha.models.seq2seq import translation_batch, translation_dictionary
 
+    init_seed = require_int("init_seed", init_seed, minimum=0)  # torch's seed is an int
     r = TRANSLATOR_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(translator_data_seed(init_seed))
@@ -192,6 +195,7 @@ def train_agreement_translator(init_seed: int = 0,
     ``train``'s log."""
     from mha.models.seq2seq import agreement_translation_batch, translation_dictionary
 
+    init_seed = require_int("init_seed", init_seed, minimum=0)
     r = AGREEMENT_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(r["data_seed"] + 100 * init_seed)
@@ -295,7 +299,9 @@ def load_translator(init_seed: int = 0) -> TinyTranslator:
     Raises ``ValueError`` naming ``init_seed`` when it is not one of the trained ones, or when
     the shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
     seeds = TRANSLATOR_RECIPE["init_seeds"]
-    if isinstance(init_seed, bool) or init_seed not in seeds:
+    # an int: a 0-d tensor compares equal to one, then finds no saved model (tester 48)
+    if not isinstance(init_seed, numbers.Integral) or isinstance(init_seed, bool) \
+            or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
     return _load(build_translator, "translator.pt", TRANSLATOR_RECIPE, init_seed)
 
@@ -308,7 +314,8 @@ def load_agreement_translator(init_seed: int = 0) -> TinyTranslator:
     Raises ``ValueError`` naming ``init_seed`` when it is not one of the trained ones, or when
     the shipped weights were trained with another recipe (run ``tools/train_models.py``)."""
     seeds = AGREEMENT_RECIPE["init_seeds"]
-    if isinstance(init_seed, bool) or init_seed not in seeds:
+    if not isinstance(init_seed, numbers.Integral) or isinstance(init_seed, bool) \
+            or init_seed not in seeds:
         raise ValueError(f"init_seed must be one of {seeds}, got {init_seed!r}")
     return _load(build_agreement_translator, "agreement_translator.pt", AGREEMENT_RECIPE,
                  init_seed)
