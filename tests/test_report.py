@@ -448,6 +448,36 @@ def test_a_roster_entry_two_submissions_match_stops_the_report_until_resolved(tm
     assert "--match names no submission: 'Jon'" in capsys.readouterr().err
 
 
+def test_one_student_under_two_layouts_of_the_class_folder_is_one_student():
+    """Instructor 47: chapter 1 from a Canvas download (the key is the Canvas id) and chapter 9
+    in folders named by login: both keys match Alice exactly, and the report stopped for every
+    student, even with the --match its message suggested. Keys that match one student by a
+    login or an id, each with other chapters, are that student; look-alike keys, a match by
+    name, or one chapter under two keys still stop it, and --match settles those."""
+    from mha_grade.copies import Owner
+    from mha_grade.gradebook import Ambiguous, Matcher, Notebook, Student, _match
+
+    alice = Student("alice", "Alice Archer", "1001", "", "alice", on_roster=True)
+    roster = [alice, Student("bob", "Bob Baker", "1002", "", "bob", on_roster=True)]
+    canvas = Owner("canvas-1001", "archeralice", "1001")
+
+    def matched(owners, chosen=None):
+        return _match([(Notebook(f"{o.key}/{ch}.ipynb", ch), o) for o, ch in owners],
+                      Matcher(roster), roster, chosen or {})
+
+    found = matched([(canvas, "01"), (Owner("alice", "alice"), "09")])
+    assert found["canvas-1001"] is alice and found["alice"] is alice
+    for owners in ([(canvas, "01"), (Owner("alice", "alice"), "01")],  # one chapter twice
+                   [(Owner("ALICE", "ALICE"), "01"), (Owner("alice", "alice"), "09")],  # alike
+                   [(canvas, "01"), (Owner("Alice Archer", "Alice Archer"), "09")]):  # by name
+        with pytest.raises(Ambiguous, match="all match Alice Archer"):
+            matched(owners)
+    # the instructor's word settles a key, which then claims nobody else's place
+    owners = [(canvas, "01"), (Owner("Alice Archer", "Alice Archer"), "01")]
+    found = matched(owners, {"Alice Archer": "alice"})
+    assert found["Alice Archer"] is alice and found["canvas-1001"] is alice
+
+
 def planted(tmp_path, folders, roster=None):
     """A class of ``{folder: spec}`` (each the example chapter), written in that order, one
     second apart; the report's exit status, and its stderr."""

@@ -626,6 +626,7 @@ def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
         for token in {student.id, student.sis_user_id, student.login} - {""}:
             tokens.setdefault(token, []).append(student)
     found: dict[str, Student | None] = {}
+    exact: set[str] = set()  # matched by a login, id or SIS id, not by name
     problems: list[str] = []
     for key, owner in keys.items():
         if key in chosen:
@@ -636,16 +637,21 @@ def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
                                  "SIS id")
             found[key] = tokens[token][0] if token else None
             continue
-        student, _, why = matcher.find(owner) if matcher is not None else (None, False, "")
+        student, is_exact, why = matcher.find(owner) if matcher is not None else (None, False, "")
         if why:
             problems.append(f"'{display(key)}' {why.removesuffix(': not matched')}")
         found[key] = student
+        if is_exact:
+            exact.add(key)
+    chapters: dict[str, set[str]] = {}
+    for book, owner in owned:
+        chapters.setdefault(identity(owner), set()).add(book.chapter)
     claims: dict[int, list[str]] = {}
     for key, student in found.items():
-        if student is not None:
+        if student is not None and key not in chosen:  # the instructor's word settles it
             claims.setdefault(id(student), []).append(key)
     for matched in claims.values():
-        if len(matched) > 1:
+        if len(matched) > 1 and not _one_student(matched, exact, chapters):
             student = found[matched[0]]
             problems.append(", ".join(f"'{display(k)}'" for k in matched) + " all match "
                             f"{display(student.name)} "
@@ -665,6 +671,18 @@ def _match(owned: list[tuple[Notebook, Owner]], matcher: Matcher | None,
             "the roster: a row of its own), or remove the copy that is not the student's, "
             "then run the report again.")
     return found
+
+
+def _one_student(keys: list[str], exact: set[str], chapters: dict[str, set[str]]) -> bool:
+    """Whether the keys that match one roster entry are that student's, each from another
+    layout of the class folder (a Canvas download's id for one chapter, a folder named by the
+    login for another: instructor 47): each matched by a login or an id (not by name), no two
+    alike but for case, width or spaces (look-alike folders: issue 35), and no chapter under
+    two of them (a copy under one would displace the other's)."""
+    held = [chapters.get(key, set()) for key in keys]
+    return all(key in exact for key in keys) \
+        and len({confusable(key) for key in keys}) == len(keys) \
+        and sum(len(c) for c in held) == len(set().union(*held))
 
 
 def _student(owner: Owner, match: Student | None, students: list[Student],
