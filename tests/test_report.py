@@ -92,14 +92,15 @@ def grader_files(folder, graded):
         shown = display(name)
         grades.append({"notebook": shown, "exercise": "0.1", "points": "", "max_points": ""})
         log.append({"notebook": shown, "exercise": "0.1", "status": "by hand", "message": "",
-                    "seconds": "3.0", "errors": 0, "flags": "", "problem": spec.get("problem", ""),
+                    "seconds": "3.0", "errors": 0, "flags": spec.get("flags", ""),
+                    "problem": spec.get("problem", ""),
                     "first_error": spec.get("first_error", "")})
         for index, (exercise, most) in enumerate((("0.2", 1), ("0.3", 2))):
             grades.append({"notebook": shown, "exercise": exercise,
                            "points": spec["points"][index], "max_points": most})
             log.append({"notebook": shown, "exercise": exercise,
                         "status": spec["status"][index], "message": spec["messages"][index],
-                        "seconds": "3.0", "errors": 0, "flags": "",
+                        "seconds": "3.0", "errors": 0, "flags": spec.get("flags", ""),
                         "problem": spec.get("problem", ""),
                         "first_error": spec.get("first_error", ""),
                         "parts": spec.get("parts", ("", ""))[index]})
@@ -1722,9 +1723,11 @@ def test_an_autograded_exercise_left_to_the_instructor_is_graded_in_points_csv(t
     graded until points are entered (never a silent 0), and the points entered count."""
     folder, roster = make_class(tmp_path)
     graded = {f"{who}/{NAME}": spec for who, spec in CLASS.items()}
-    graded[f"bob/{NAME}"] = dict(CLASS["bob"], points=("", 0),
-                                 status=("left to the instructor", "wrong"),
-                                 messages=(LEFT, "wrong"))
+    graded[f"bob/{NAME}"] = dict(
+        CLASS["bob"], points=("", 0), status=("left to the instructor", "wrong"),
+        messages=(LEFT, "wrong"),
+        flags="exercise 0.2 left to the instructor: its code is not plain (the builtin getattr "
+              "(code cell 7, line 2)); the check alone found correct, 1/1")
     grader_files(folder, graded)
     out = tmp_path / "out"
     assert run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE) == 0
@@ -1734,6 +1737,8 @@ def test_an_autograded_exercise_left_to_the_instructor_is_graded_in_points_csv(t
             if r["exercise"] == "0.2"] == [("bob", "0.2", "1")]
     page_ = (out / "by_hand" / "0.2.html").read_text()
     assert "left to you by the grader" in page_ and "getattr (code cell 7, line 2)" in page_
+    # instructor 47: what the check found on its own was in the gradebook's notes only
+    assert "(the check alone found: correct, 1/1)" in page_
     assert "Alice Archer" not in page_  # autograded for her
     _, gradebook = by_student(out / "gradebook.csv")
     assert gradebook["bob"]["0.2"] == "" and "by hand, not graded yet: 0.1, 0.2" in \
@@ -1751,7 +1756,8 @@ def test_an_autograded_exercise_left_to_the_instructor_is_graded_in_points_csv(t
     assert run(folder, "--roster", roster, "--out", out, "--source", EXAMPLE) == 0
     _, gradebook = by_student(out / "gradebook.csv")
     assert (gradebook["bob"]["0.2"], gradebook["bob"]["0.3"]) == ("1", "0")
-    assert "0.2" not in gradebook["bob"]["notes"]
+    notes = gradebook["bob"]["notes"]  # (the grader's review flag names 0.2 still)
+    assert "not graded yet: 0.1, 0.2" not in notes and "not graded yet: 0.1" in notes
     # more than the exercise is worth is refused
     rows = [dict(r, max_points="5", points="5") if (r["student"], r["exercise"]) == ("bob", "0.2")
             else r for r in rows]

@@ -44,6 +44,7 @@ from mha_grade._shared import (
 )
 from mha_grade.gradebook import (
     Gradebook,
+    Notebook,
     Student,
     exercise_key,
     fmt_points,
@@ -469,6 +470,15 @@ class Answer:
     left: str = ""
 
 
+def left_why(nb: Notebook, exercise: str) -> str:
+    """Why the grader left ``exercise`` of ``nb`` to the instructor, and what its check found
+    on its own (in the notebook's flags: instructor 47 saw it only in the gradebook's notes)."""
+    found = re.search(rf"exercise {re.escape(exercise)} left to the instructor: .*?the check "
+                      r"alone found ([^,|]+, [^ |]+)", nb.flags)
+    why = nb.results[exercise].message
+    return f"{why} (the check alone found: {found.group(1)})" if found else why
+
+
 SAVED = ("Outputs and figures are the ones saved in the student's notebook, not the ones the "
          "grader's run produced.")
 
@@ -585,8 +595,7 @@ def collect(book: Gradebook, files: dict[str, Path], sources: dict[str, Source]
                 else:
                     answers.append(Answer(student.key, student.name, nb.name,
                                           answer(cells, label, chapter_source),
-                                          left=nb.results[name].message if name in left
-                                          else ""))
+                                          left=left_why(nb, name) if name in left else ""))
             prompt = chapter_source.prompts.get(exercise, "") if chapter_source else ""
             pages[name] = (prompt, answers, nothing, exercise if name in written else "")
     return pages

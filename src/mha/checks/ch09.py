@@ -82,7 +82,8 @@ def _gqa_case(answer, gen: torch.Generator, heads: int, kv_heads: int, n: int = 
     # tolerance: 1e-5 (absolute and relative). The inputs are float64; mha.attention, the
     # fused kernel, expand + reshape, or a float32 computation agree to well under 1e-5, and
     # each mistake above changes outputs of size ~1 by order 0.1 or more
-    expect_close(f"{heads} query heads sharing {kv_heads} key/value heads, {n} tokens", got,
+    tokens = "1 token" if n == 1 else f"{n} tokens"  # (instructor 47 read "1 tokens")
+    expect_close(f"{heads} query heads sharing {kv_heads} key/value heads, {tokens}", got,
                  expected, atol=1e-5, rtol=1e-5, mistakes=mistakes)
 
 
