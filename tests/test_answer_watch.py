@@ -694,6 +694,42 @@ def test_an_honest_answer_that_seeds_is_right(capsys):
     assert result.status == "correct" and result.entered == (), result
 
 
+LIBRARIES_ASK_FOR_FRAMES = """
+import json
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+import mha
+from mha.answer_watch import observe
+
+def plots(scores):  # matplotlib logs a warning: logging finds its caller's frame
+    plt.imshow([[[0.5, 1.5, 0.2]]])
+    plt.close("all")
+    return scores.exp()
+
+def old_path(scores):  # an old module path's first use warns at the caller's line
+    return scores * mha.alibi.alibi_slopes(4)[0]
+
+print(json.dumps([sorted(observe(lambda: f(torch.ones(2)), ("mha.repeat_kv",), ("softmax",))[1])
+                  for f in (plots, old_path)]))
+"""
+
+
+def test_a_library_that_asks_for_frames_for_itself_is_not_the_answer_reaching_past_the_watch():
+    """Attack 50: matplotlib's own warning (logging.currentframe) inside an honest answer that
+    plots, and mha's warning about an old module path (sys._getframe), read as the answer
+    reaching past the watch: 0 points and a flag. A library's own code that opens a door to
+    frames hands the answer none; the answer opening one still counts (the tests above)."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", LIBRARIES_ASK_FOR_FRAMES], capture_output=True,
+                         text=True, check=True)
+    assert json.loads(run.stdout.splitlines()[-1]) == [[], []], run.stdout + run.stderr
+
+
 def _prompt(notebook: str, label: str) -> str:
     import json
     import pathlib

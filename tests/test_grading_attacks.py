@@ -351,6 +351,24 @@ def attacks(paths):
     made["builtins_sorted"] = (with_cells(quiet_sorted, nb=answer(student(), "scaled_scores",
                                                                   solved_02_calling)),
                                {"0.2": 1, "0.3": 0})
+    # 27. attack 50, F1: the answer records the inputs of a call and computes nothing; a cell
+    # outside the watched call computes their results and calls the check again, until the
+    # answer only looks results up (the same inputs at every call: 1.2 full marks with
+    # torch.softmax in that cell). Each call now draws inputs of its own: 0.
+    replay = ("_seen, _store = [], {}\n"
+              "def _key(q, k):\n"
+              "    return str(q.tolist()) + str(k.tolist())\n"
+              "def scaled_scores(q, k):\n"
+              "    if _key(q, k) in _store:\n"
+              "        return _store[_key(q, k)]\n"
+              "    _seen.append((q, k))\n"
+              "    return torch.zeros(q.shape[0], k.shape[0])\n"
+              "for _ in range(4):\n"
+              "    mha.checks.ch00.scaled_scores(scaled_scores)\n"
+              "    for q, k in _seen:\n"
+              "        _store[_key(q, k)] = q @ k.T / math.sqrt(k.shape[-1])\n")
+    made["replays_recorded_inputs"] = (answer(student(), "scaled_scores", replay),
+                                       {"0.2": 0, "0.3": 0})
     return made | watch_blind_spots()
 
 
@@ -501,7 +519,8 @@ ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_fil
            "patches_mha_exercises", "tensor_subclass", "obfuscated_hook",
            "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
            "kills_processes", "hangs_in_call", "vandal", "watch_replaced", "timeit_b64",
-           "frame_walk", "record_cleared", "helper_process", "json_encoder", "builtins_sorted"]
+           "frame_walk", "record_cleared", "helper_process", "json_encoder", "builtins_sorted",
+           "replays_recorded_inputs"]
 
 
 @pytest.mark.parametrize("who", ATTACKS)

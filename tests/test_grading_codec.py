@@ -145,6 +145,28 @@ def test_the_hidden_seed_is_the_notebooks_until_the_grader_sets_one():
     assert seed(12) == 12
 
 
+def test_each_call_of_a_check_under_grading_draws_inputs_of_its_own():
+    """Attack 50: the inputs of every call of a check were the same in one grading run, so an
+    answer could record them and have a cell outside the watch compute their results. Under
+    grading, seed_of_call gives each call its own seed (the same call, the same seed: a run
+    is reproducible), and the run's seed back after; in a notebook nothing changes."""
+    from mha.exercises import seed_of_call
+
+    with seed_of_call("0:1"):
+        assert seed(12) == 12
+    try:
+        set_grading_seed(5)
+        run = seed(12)
+        seeds = []
+        for call in ("0:1", "0:2", "1:1", "0:1"):
+            with seed_of_call(call):
+                seeds.append(seed(12))
+            assert seed(12) == run
+        assert len(set(seeds[:3] + [run])) == 4 and seeds[3] == seeds[0]
+    finally:
+        set_grading_seed(None)
+
+
 def test_in_a_notebook_a_subclass_that_agrees_with_everything_still_fails(capsys):
     class Agreeable(torch.Tensor):
         @classmethod

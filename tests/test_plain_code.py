@@ -453,7 +453,9 @@ def test_every_answer_that_evades_the_watch_is_not_plain(name):
 # watch: the sandbox stops them (an endless loop, a memory bomb), their points do not come
 # from the watch
 NOT_AT_THE_WATCH = {"honest_other", "honest_full", "honest_untouched", "honest_ch01_print",
-                    "hangs_in_call", "memory_bomb", "partial_line_then_raise"}
+                    "hangs_in_call", "memory_bomb", "partial_line_then_raise",
+                    # plain code: each call's own inputs defeat it, not the rule (attack 50)
+                    "replays_recorded_inputs"}
 
 
 def _attack_notebooks() -> dict[str, dict]:

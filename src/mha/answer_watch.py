@@ -297,14 +297,18 @@ _COMPILED_CALL = ("compile_wrapper", os.path.join(os.path.dirname(torch.__file__
 # imports torch._dynamo; ``typing.Optional[...]`` reads a frame in typing_extensions): only calls
 # from elsewhere (the answer's own code) count; the standard library's doors to them (inspect,
 # timeit, runpy, code) count by their own code
-_OWN_FILES = tuple(dict.fromkeys([
-    os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep,
-    *(sysconfig.get_paths()[key] + os.sep for key in ("purelib", "platlib")), "<frozen ",
-    __file__]))  # the watch's own look at the threads alive
+_STANDARD_LIBRARY = os.path.dirname(os.__file__) + os.sep
+# the libraries' files: torch's, the installed packages', and this package's (mha's code asks
+# for a frame of its own only to warn about an old module path at the caller's line)
+_LIBRARY_FILES = tuple(dict.fromkeys([
+    os.path.dirname(torch.__file__) + os.sep,
+    *(sysconfig.get_paths()[key] + os.sep for key in ("purelib", "platlib")),
+    os.path.dirname(__file__) + os.sep]))
+_OWN_FILES = tuple(dict.fromkeys([*_LIBRARY_FILES, _STANDARD_LIBRARY, "<frozen "]))
 # the files a student cannot write (the sandbox binds them read-only): an installed module's own
 # code, run as it is first imported, reads frames for itself (sympy's multipledispatch calls
 # inspect.currentframe, which torch.broadcast_shapes imports on its first call: review 45, F3)
-_INSTALLED_FILES = tuple(f for f in _OWN_FILES if f not in ("<frozen ", __file__))
+_INSTALLED_FILES = tuple(f for f in _OWN_FILES if f != "<frozen ")
 
 
 MAX_NAMES = 64  # names a check may ask to watch; a reply names no more than these
@@ -517,7 +521,7 @@ def _bound():
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
     python_key, snapshot_key = _PYTHON_KEYS
     dispatch_code, torch_files = _DISPATCH_CODE, _TORCH_FILES
-    standard_library = os.path.dirname(os.__file__) + os.sep
+    standard_library, library_files = _STANDARD_LIBRARY, _LIBRARY_FILES
     record_ops, recorded_ops, recording = (torch._C._autograd._enable_profiler_legacy,
                                            torch._C._autograd._disable_profiler_legacy,
                                            torch._C._autograd._profiler_enabled)
@@ -617,17 +621,19 @@ def _bound():
             return caller is not frame and caller is not None and \
                 caller.f_code.co_filename.startswith(torch_files)
 
-        def torch_asked(frame) -> bool:
-            """Whether ``frame``, a door of the standard library, was called by torch's own
-            code through the standard library only: ``torch.manual_seed`` keeps the stack of
-            its call (traceback.format_stack, then walk_stack) and hands no frame out; an
-            honest answer that seeded read as reaching past the watch (attack 49)."""
+        def library_asked(frame) -> bool:
+            """Whether ``frame``, a door of the standard library, was called by a library's
+            own code (torch's, an installed package's, mha's) through the standard library
+            only, which hands no frame to the answer: ``torch.manual_seed`` keeps the stack of
+            its call (traceback.format_stack: attack 49), matplotlib logs a warning (logging
+            finds its caller's frame) and pyparsing reads its caller's line (attack 50):
+            honest answers read as reaching past the watch."""
             if not frame.f_code.co_filename.startswith(standard_library):
-                return False  # torch.compile and torch.jit: never torch's own business here
+                return False  # torch.compile and torch.jit: never a library's business here
             caller = frame.f_back
             while caller is not None and caller.f_code.co_filename.startswith(standard_library):
                 caller = caller.f_back
-            return caller is not None and caller.f_code.co_filename.startswith(torch_files)
+            return caller is not None and caller.f_code.co_filename.startswith(library_files)
 
         def importing(frame) -> bool:
             """Whether ``frame`` was called by an installed module's own code as the import
@@ -681,7 +687,7 @@ def _bound():
             elif mode is not None and code.co_filename.startswith(decompositions):
                 if matches(code.co_name, mode.words):
                     found.add(f"torch op {code.co_name}")
-            elif code in tamper_codes and not importing(frame) and not torch_asked(frame) or \
+            elif code in tamper_codes and not importing(frame) and not library_asked(frame) or \
                     code.co_filename.startswith(compiler_files) and \
                     code.co_filename not in not_compilers or (
                     code.co_name == compiled_name and code.co_filename == compiled_file):

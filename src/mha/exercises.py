@@ -32,7 +32,7 @@ import io
 import json
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -97,6 +97,24 @@ def seed(default: int) -> int:
         return default
     digest = hashlib.sha256(f"{_GRADING_SEED}:{default}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 2
+
+
+@contextlib.contextmanager
+def seed_of_call(call: str) -> Iterator[None]:
+    """Within it, the grading seed of one call of a check (``call``: the check and the call's
+    number in the notebook): every call under grading draws other inputs, so an answer that
+    records the inputs of one call and has a cell outside the watched call compute their
+    results (with what the exercise forbids) has nothing to look up at the next (attack 50:
+    1.2 full marks, torch.softmax in a top-level cell). Nothing changes outside grading."""
+    global _GRADING_SEED
+    base = _GRADING_SEED
+    if base is not None:
+        digest = hashlib.sha256(f"{base}:call:{call}".encode()).digest()
+        _GRADING_SEED = int.from_bytes(digest[:8], "little") >> 2
+    try:
+        yield
+    finally:
+        _GRADING_SEED = base
 
 
 def set_grading_seed(value: int | None) -> None:

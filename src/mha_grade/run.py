@@ -17,7 +17,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha.exercises import Channel, ProtocolError, Result, dumps, evaluate, loads, with_hidden
+from mha.exercises import (
+    Channel,
+    ProtocolError,
+    Result,
+    dumps,
+    evaluate,
+    loads,
+    seed_of_call,
+    with_hidden,
+)
 from mha_grade import ROOT, sandbox
 from mha_grade.assignments import Assignment
 from mha_grade.compare import (
@@ -395,6 +404,7 @@ class Conversation:
         self.finished = self.started = self.hidden_started = False
         self.hidden_done: set[str] = set()  # the checks whose hidden parts were graded
         self.repeats = 0  # hidden phases sent again for such a check (ignored)
+        self.calls: dict[str, int] = {}  # shown captures graded so far, by check
 
     def run(self, grader_cpu: float) -> None:
         """Read messages until the notebook finishes or stops, or its messages and checks have
@@ -448,7 +458,12 @@ class Conversation:
             self.repeats += 1
             return
         if hidden or not self.hidden_started:
-            result = self.checked(message, self.checks[key], hidden)
+            if hidden:  # once, after the last cell, on the run's hidden seed
+                result = self.checked(message, self.checks[key], hidden)
+            else:  # each shown capture on inputs of its own (seed_of_call)
+                self.calls[key] = self.calls.get(key, 0) + 1
+                with seed_of_call(f"{key}:{self.calls[key]}"):
+                    result = self.checked(message, self.checks[key], hidden)
             if hidden:
                 self.hidden_done.add(key)
             self.results[key] = with_hidden(self.results.get(key), result) if hidden else result
