@@ -178,6 +178,10 @@ def test_review_flags_see_more_import_forms(code, flag):
     ('import sys\n_s = getattr (sys, "set" "profile")', "obfuscation"),
     ('import mha\nsetattr (mha, "x", 1)', "obfuscation"),
     ("exit exec (bytes.fromhex('7072696e74').decode())", "obfuscation"),  # attack 46
+    # attack 51: the builtin in brackets, in a string annotation that typing evaluates
+    ("def _(x: \"(exec)(bytes.fromhex('7072696e74').decode()) or int\"):\n    return x",
+     "obfuscation"),
+    ("def _(x: \"( eval ) ('1') or int\"):\n    return x", "obfuscation"),
     ("import mha\nx = mha . checks . ch06 . _rotate_reference", "patches the grading"),
     ("import mha\nx = (mha\n     .checks)", "patches the grading"),
     ("from mha . checks . ch06 import _rotate_reference as r", "patches the grading"),

@@ -134,6 +134,13 @@ NOT_PLAIN = [
     ("import numpy as np\nm, n = np, np", "a module used as a value (np)"),
     ("import numpy as np\n[(m := np)][0]", "a module used as a value (np)"),
     ("import torch\nreturn_linalg = lambda: torch.linalg", "a module used as a value"),
+    # attack 51: a singledispatch function's register evaluates the string annotations of
+    # what it registers (typing.get_type_hints): code the rule never reads
+    ("import functools\n@functools.singledispatch\ndef f(x):\n    return x\n"
+     "@f.register\ndef _(x: \"(exec)('print(1)') or int\"):\n    return x",
+     "singledispatch, a door"),
+    ("from functools import singledispatchmethod", "singledispatchmethod, a door"),
+    ("import typing\ndef h(x: typing.ForwardRef('int')):\n    return x", "ForwardRef, a door"),
     # attack 48: a metaclass reached as an attribute makes a class with any dunder (a __del__
     # made of builtins, freed inside a kernel), and a weak reference's callback runs inside
     # the kernel that frees its object, where the answer watch's dispatch mode is suspended

@@ -64,7 +64,8 @@ SUSPICIOUS = {
                               # the builtins, not a method (model.eval(), re.compile():
                               # attack 43 found an honest layer.eval() flagged)
                               # (spaces before the parenthesis too: attack 46, "exec (")
-                              r"(?<!\.)\bexec\s*\(|(?<!\.)\beval\s*\(|__import__|"
+                              # and the builtin itself, called in brackets: "(exec)(" (attack 51)
+                              r"(?<!\.)\bexec\s*\)?\s*\(|(?<!\.)\beval\s*\)?\s*\(|__import__|"
                               r"(?<!\.)\bcompile\s*\(|\bimportlib\b|\bvars\s*\(|\bglobals\s*\(|"
                               r"\b__dict__\b|\bimport_module\b|"
                               # a function's insides (a check's wrapper), a module by its name

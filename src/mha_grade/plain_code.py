@@ -109,9 +109,11 @@ DOORS = (
     # the course's machinery: the checks' runner and the watch itself
     ("exercises", "answer_watch"),
     # functions that run a string: numpy.testing's (its module is not allowed either), IPython's
-    # shell, typing's evaluation of string annotations, dataclasses' class factory
+    # shell, typing's evaluation of string annotations (and what calls it: a singledispatch
+    # function's register reads the annotations of what it registers, with typing; attack 51
+    # ran code hidden in one), dataclasses' class factory
     ("measure", "runstring", "get_ipython", "get_type_hints", "evaluate_forward_ref",
-     "make_dataclass"),
+     "ForwardRef", "singledispatch", "singledispatchmethod", "make_dataclass"),
     # writers of arbitrary bytes or text to a file (a .py file in the working folder is then
     # importable: matplotlib imports a backend named 'module://file'), and a pytest run
     # (numpy.test loads plugins by name)
