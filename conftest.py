@@ -36,9 +36,12 @@ def pytest_runtest_logreport(report):
 
 def pytest_terminal_summary(terminalreporter):
     if len(_file_seconds) > 1:  # what SLOW_FIRST below orders by
-        # a file whose CPU seconds are far below its worker seconds waits (sleeps, time
-        # limits, a browser, another process): on two cores, the other core idles meanwhile
-        terminalreporter.section("the files that took longest (worker seconds, CPU seconds)")
+        # CPU seconds: the worker's and its ended child processes' (a grader's, a kernel's);
+        # a sandbox's notebooks run in processes no child waits for, so a grading test's
+        # work is mostly not in them: there, worker seconds far above CPU seconds is no sign
+        # of waiting. Elsewhere it is (sleeps, time limits, a browser)
+        terminalreporter.section("the files that took longest (worker seconds, CPU seconds "
+                                 "without sandboxes)")
         total, cpu = sum(_file_seconds.values()), sum(_file_cpu.values())
         for path, seconds in sorted(_file_seconds.items(), key=lambda x: -x[1])[:15]:
             terminalreporter.write_line(f"{path:45s} {seconds:6.1f} s {_file_cpu[path]:6.1f} s")
