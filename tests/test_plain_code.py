@@ -134,6 +134,21 @@ NOT_PLAIN = [
     ("import numpy as np\nm, n = np, np", "a module used as a value (np)"),
     ("import numpy as np\n[(m := np)][0]", "a module used as a value (np)"),
     ("import torch\nreturn_linalg = lambda: torch.linalg", "a module used as a value"),
+    # attack 52: matplotlib's backend registry imports a module by a computed name and returns
+    # it (then its exec); Enum's functional API makes dunders from computed names; bar_label's
+    # format string reads attributes; figure hooks name a function to call by a string
+    ("import matplotlib.pyplot as plt\n"
+     "b = plt.backend_registry.load_backend_module('module:' + '//builtins')",
+     "backend_registry, a door"),
+    ("f = some_call()\nrun = f.exec", "exec, a door"),
+    ("f = some_call()\ng = f.getattr", "getattr, a door"),
+    ("import matplotlib.pyplot as plt\nE = plt.Enum('E', {'a': 1})", "Enum, a door"),
+    ("import matplotlib.pyplot as plt\nF = plt.Enum", "Enum, a door"),
+    ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, fmt='{0}')", "bar_label, a door"),
+    ("import matplotlib.pyplot as plt\nplt.rcParams['figure.hooks'] = ['builtins:print']",
+     "rcParams, a door"),
+    ("import matplotlib.pyplot as plt\nplt.rcParams['animation.ffmpeg_path'] = 'x'",
+     "rcParams, a door"),
     # attack 51: a singledispatch function's register evaluates the string annotations of
     # what it registers (typing.get_type_hints): code the rule never reads
     ("import functools\n@functools.singledispatch\ndef f(x):\n    return x\n"

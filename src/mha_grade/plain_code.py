@@ -105,7 +105,18 @@ DOORS = (
     # plt.rcParams['a.name'] with a literal name is allowed (_a_literal_setting)
     ("use", "switch_backend", "rcParams", "rc", "rc_context", "rc_file", "rcdefaults",
      "rc_file_defaults", "rc_params", "rc_params_from_file", "RcParams", "rcParamsDefault",
-     "rcParamsOrig"),
+     "rcParamsOrig",
+     # the backend registry imports a module by a computed name and returns it (attack 52:
+     # "module:" + "//builtins", then its exec); bar_label formats with a format string of
+     # the caller's, whose fields read attributes (a frame's, attack 52)
+     "backend_registry", "load_backend_module", "resolve_backend", "resolve_gui_or_backend",
+     "bar_label"),
+    # class factories that make dunders from computed names (as type with three arguments):
+    # Enum's functional API (attack 52: a __del__ run by the collector in a later cell)
+    ("Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "EnumMeta", "EnumType"),
+    # the builtins that are doors, reached as an attribute (of a module a call returned, which
+    # the rule does not follow: attack 52's builtins.exec)
+    ("exec", "getattr", "setattr", "delattr", "globals", "locals", "vars", "breakpoint"),
     # the course's machinery: the checks' runner and the watch itself
     ("exercises", "answer_watch"),
     # functions that run a string: numpy.testing's (its module is not allowed either), IPython's
@@ -369,12 +380,19 @@ def _allowed_dunders(tree: list[ast.AST]) -> set[int]:
     return allowed
 
 
+# settings that name code to run: a backend's module, figure hooks ("module:function", called
+# by plt.figure: attack 52), the animation writers' programs
+CODE_SETTINGS = ("backend", "backend_fallback", "figure.hooks")
+
+
 def _a_literal_setting(node: ast.AST, parent: ast.AST | None) -> bool:
     """Whether ``node`` (``plt.rcParams``) is read or set at one setting named by a literal
-    string other than the backend's: ``plt.rcParams['figure.figsize'] = (8, 4)``."""
-    return isinstance(parent, ast.Subscript) and parent.value is node \
-        and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str) \
-        and parent.slice.value.strip() != "backend"
+    string that names no code: ``plt.rcParams['figure.figsize'] = (8, 4)``."""
+    if not (isinstance(parent, ast.Subscript) and parent.value is node
+            and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str)):
+        return False
+    key = parent.slice.value.strip()
+    return key not in CODE_SETTINGS and not key.startswith("animation.")
 
 
 def _names_a_module(node: ast.AST, parent: ast.AST | None) -> bool:
