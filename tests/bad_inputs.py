@@ -35,6 +35,16 @@ class Bad:
     check: Callable[[object], bool] | None = None
 
 
+def _without_gradients(call):
+    with torch.no_grad():
+        return call()
+
+
+def _in_inference_mode(call):
+    with torch.inference_mode():
+        return call()
+
+
 def budget() -> contextlib.AbstractContextManager:
     """The laptop budget (a no-op where mha has no budget: the old code the tally measures)."""
     if hasattr(mha, "memory_budget"):
@@ -1056,6 +1066,28 @@ DECODERS = [
         torch.zeros(2, 4, dtype=torch.long)), words=("importance", "meta", "cpu")),
     Bad("loglog-complex", lambda: mha.analysis.measure.loglog_slope(
         np.array([1 + 5j, 2, 4]), [1, 4, 16]), words=("sizes", "real")),
+    # tester 49: NaN curves when no position is scored; gradients off; complex weights drawn
+    # as their real part; a meta tensor
+    Bad("agreement-curves-two-positions", lambda: mha.models.seq2seq.agreement_pruning_curves(
+        mha.build_translator(), torch.ones(3, 2, 4), torch.zeros(2, 2, dtype=torch.long),
+        torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long)),
+        words=("target_out", "2")),
+    Bad("kind-curves-empty-batch", lambda: mha.models.seq2seq.kind_pruning_curves(
+        mha.build_translator(), torch.ones(3, 2, 4), torch.zeros(0, 4, dtype=torch.long),
+        torch.zeros(0, 4, dtype=torch.long), torch.zeros(0, 4, dtype=torch.long)),
+        words=("target_out", "(0, 4)")),
+    Bad("kind-importance-no-grad", lambda: _without_gradients(
+        lambda: mha.models.seq2seq.kind_importance(mha.build_translator(), [(
+            torch.zeros(2, 4, dtype=torch.long),) * 3])), words=("kind_importance", "no_grad")),
+    Bad("head-importance-inference-mode", lambda: _in_inference_mode(
+        lambda: mha.head_importance(lambda b, g: g.sum(), [None], 1, 2)),
+        words=("head_importance", "inference_mode")),
+    Bad("train-no-grad", lambda: _without_gradients(
+        lambda: mha.train_decoder(decoder(), text, 2, length=4)), words=("training", "no_grad")),
+    Bad("explorer-complex-weights", lambda: mha.attention_explorer(
+        ["a", "b"], torch.rand(1, 1, 2, 2, dtype=torch.complex64)), words=("weights", "complex")),
+    Bad("loglog-meta", lambda: mha.analysis.measure.loglog_slope(
+        torch.ones(3, device="meta"), [1, 2, 3]), words=("sizes", "meta")),
     Bad("train-stop-after-zero",
         lambda: mha.train_decoder(decoder(), text, 2, length=4, stop_after=0),
         words=("stop_after", "0")),

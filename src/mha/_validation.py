@@ -270,6 +270,14 @@ def check_attention_inputs(
     return require_number("scale", scale), batch
 
 
+def require_gradients(function: str) -> None:
+    """``function`` computes gradients: under ``torch.no_grad()`` or ``torch.inference_mode()``
+    torch would stop inside it, naming no cause (tester 49)."""
+    if not torch.is_grad_enabled() or torch.is_inference_mode_enabled():
+        raise ValueError(f"{function} computes gradients, and they are off here "
+                         f"(torch.no_grad() or torch.inference_mode()): call it outside them")
+
+
 def require_values(name: str, x: torch.Tensor) -> torch.Tensor:
     """Return ``x`` if it holds values: a tensor on the ``meta`` device has only a shape, and
     code that must read ``x`` (token ids, weights to draw) cannot work on it."""

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
-from mha._validation import check_allocation, require_callable, require_choice, require_int
+from mha._validation import (
+    check_allocation,
+    require_callable,
+    require_choice,
+    require_int,
+    require_values,
+)
 
 #: The attention implementations ``peak_memory`` can run.
 METHODS = ("plain", "chunked", "fused")
@@ -237,6 +243,9 @@ def loglog_slope(sizes: object, values: object) -> float:
 
     Raises ``ValueError`` unless ``sizes`` and ``values`` are 1-D sequences of one length >= 2
     of positive finite numbers, with at least two different sizes."""
+    for name, v in (("sizes", sizes), ("values", values)):
+        if isinstance(v, torch.Tensor):
+            require_values(name, v)  # meta: torch's "no data!" named neither (tester 49)
     try:
         x, y = (np.asarray(v.detach().cpu().double() if isinstance(v, torch.Tensor)
                            and v.is_floating_point() else v)  # bfloat16: no NumPy dtype

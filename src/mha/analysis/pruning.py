@@ -11,6 +11,7 @@ from mha._validation import (
     require_callable,
     require_flag,
     require_float_dtype,
+    require_gradients,
     require_indices,
     require_int,
 )
@@ -122,6 +123,7 @@ def head_importance(
     gradient; :class:`mha.MemoryBudgetError` when the scores would exceed the memory budget.
     """
     require_callable("loss_fn", loss_fn)
+    require_gradients("head_importance")
     num_layers = require_int("num_layers", num_layers)
     num_heads = require_int("num_heads", num_heads)
     normalize_layers = require_flag("normalize_layers", normalize_layers)

@@ -63,10 +63,13 @@ def _as_array(weights: object) -> np.ndarray:
     given = None  # a float tensor as passed: checked as distributions in its own dtype
     if isinstance(weights, torch.Tensor):
         require_values("weights", weights)  # the chart shows the values: meta has none
-        given = weights.detach().cpu()
-        weights = given.double().numpy()
-        if not given.is_floating_point() or given.dtype.itemsize == 1:
-            given = None  # float8 has no sum in torch: checked in float64, as before
+        if weights.is_complex():  # .double() would drop the imaginary part (tester 49)
+            weights = weights.detach().cpu().numpy()  # refused below, as a complex array is
+        else:
+            given = weights.detach().cpu()
+            weights = given.double().numpy()
+    if given is not None and (not given.is_floating_point() or given.dtype.itemsize == 1):
+        given = None  # float8 has no sum in torch: checked in float64, as before
     if isinstance(weights, np.ndarray) and np.issubdtype(weights.dtype, np.floating):
         # torch.from_numpy below refuses negative strides (w[..., ::-1]), a non-native byte
         # order (">f8") and np.longdouble, and warns that a read-only array is not writable:
@@ -78,7 +81,8 @@ def _as_array(weights: object) -> np.ndarray:
         weights = np.array(weights, dtype=native, order="C", copy=True)
     if not isinstance(weights, np.ndarray) or not np.issubdtype(weights.dtype, np.floating):
         raise ValueError(f"weights must be a float torch.Tensor or numpy array, got "
-                         f"{type(weights).__name__}")
+                         f"{type(weights).__name__}"
+                         f"{f' of dtype {weights.dtype}' if hasattr(weights, 'dtype') else ''}")
     if weights.ndim == 3:
         weights = weights[None]  # (heads, n_q, n_k) -> (1, heads, n_q, n_k)
     if weights.ndim != 4 or 0 in weights.shape:

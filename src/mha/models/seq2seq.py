@@ -37,6 +37,7 @@ from mha._validation import (
     check_output_allocation,
     require_flag,
     require_generator,
+    require_gradients,
     require_int,
     require_int_tensor,
     require_module,
@@ -128,10 +129,12 @@ def _require_permutation(dictionary: object) -> torch.Tensor:
     # the check sorts a copy (a stride-0 view costs nothing, its sort does)
     check_output_allocation("the permutation check", "dictionary", dictionary,
                             (2, dictionary.numel()), torch.int64, "use a smaller vocabulary")
+    # as int64 first: torch compares no unsigned type of 16 bits or more with int64 (tester 49)
+    dictionary = dictionary.long()
     if not torch.equal(dictionary.sort().values.cpu(), torch.arange(dictionary.numel())):
         raise ValueError("dictionary must be a permutation of 0..V-1 (each word once), as "
                          "translation_dictionary(V) makes; it repeats or skips a value")
-    return dictionary.long()
+    return dictionary
 
 
 #: The agreement task's first target positions, whose agreement bit is a free choice that no
@@ -397,6 +400,7 @@ def kind_importance(
 
     require_module("model", model, TinyTranslator)
     batches = require_nonempty("batches", batches, " (the importance is an average over them)")
+    require_gradients("kind_importance")
     shape = (len(KINDS), model.num_layers, model.num_heads)
     gate_dtype = model.readout.weight.dtype
     # a running sum over the batches: in float16 it would pass 65,504 (inf) and in bfloat16
@@ -486,6 +490,10 @@ def agreement_pruning_curves(
 
     Raises ``ValueError`` as :func:`kind_pruning_curves` does."""
     _check_curve_inputs(model, importance, target_in, target_out)
+    if target_out.shape[1] <= FREE_POSITIONS:  # the mean of no position is NaN (tester 49)
+        raise ValueError(f"target_out must have more than {FREE_POSITIONS} positions (the first "
+                         f"{FREE_POSITIONS} agreement bits are free choices, not scored), got "
+                         f"{target_out.shape[1]}")
     target = target_out[:, FREE_POSITIONS:]
 
     def accuracies(scores):
@@ -511,6 +519,9 @@ def _check_curve_inputs(model: TinyTranslator, importance: object, target_in: to
                    "kind_importance read")
     require_tensor("target_in", target_in, "int")  # the model checks ids; shape read here
     _check_targets(model, target_in, target_out)
+    if target_out.numel() == 0:  # an accuracy over no position is NaN (tester 49)
+        raise ValueError(f"target_out must hold at least one position to score, got shape "
+                         f"{tuple(target_out.shape)}")
     for name, tensor in (("importance", importance), ("target_in", target_in),
                          ("target_out", target_out)):
         require_module_device(name, tensor, model, "model")  # else torch stops inside

@@ -32,6 +32,7 @@ from mha._validation import (
     require_callable,
     require_float_tensor,
     require_generator,
+    require_gradients,
     require_int,
     require_int_tensor,
     require_positive,
@@ -257,6 +258,7 @@ def train(
     if stop_after is not None:
         require_int("stop_after", stop_after, minimum=1)
     require_positive("lr", lr)
+    require_gradients("training")
     require_callable("batches", batches)
     if forward is not None:
         require_callable("forward", forward)
