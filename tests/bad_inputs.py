@@ -1052,6 +1052,24 @@ DECODERS = [
     Bad("train-translator-float-seed",
         lambda: mha.models.trained_models.train_translator(0.5, stop_after=1),
         words=("init_seed", "0.5")),
+    # tester 49: a seed above torch's 2**64 - 1 (or, for the translators, one whose batches'
+    # seed data_seed + 100 init_seed is) failed in torch: "Overflow when unpacking long long"
+    Bad("translation-dictionary-seed-too-big",
+        lambda: mha.translation_dictionary(5, seed=2**64), words=("seed", "0..")),
+    Bad("train-translator-seed-too-big",
+        lambda: mha.models.trained_models.train_translator(2**62, stop_after=1),
+        words=("init_seed", str(2**62))),
+    Bad("train-agreement-translator-seed-too-big",
+        lambda: mha.models.trained_models.train_agreement_translator(2**62, stop_after=1),
+        words=("init_seed", str(2**62))),
+    Bad("train-decoder-seed-below-torch",
+        lambda: mha.train_decoder(mha.build_decoder("mha"), torch.zeros(64, dtype=torch.long), 1,
+                                  length=8, seed=-2**63 - 1), words=("seed", str(-2**63 - 1))),
+    Bad("position-accuracy-seed-too-big", lambda: mha.tasks.position_task.previous_token_accuracy(
+        toy, 4, seed=2**64), words=("seed", str(2**64))),
+    Bad("train-lookup-seed-too-big",
+        lambda: mha.train_lookup(lookup_model, 4, 2, steps=1, seed=2**64),
+        words=("seed", str(2**64))),
     Bad("translator-tokens-on-another-device",  # tester 48: meta scores, not a word
         lambda: mha.build_translator().to("meta")(torch.zeros(1, 4, dtype=torch.long),
                                                  torch.zeros(1, 4, dtype=torch.long)),

@@ -166,3 +166,15 @@ def test_training_or_loading_by_a_recipe_leaves_the_callers_global_rng_as_it_was
     torch.manual_seed(1234)
     train()
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("train, recipe", [
+    (trained_models.train_translator, trained_models.TRANSLATOR_RECIPE),
+    (trained_models.train_agreement_translator, trained_models.AGREEMENT_RECIPE)])
+def test_the_largest_init_seed_whose_batch_seed_torch_takes_trains_and_the_next_is_named(
+        train, recipe):
+    # the batches' seed is data_seed + 100 init_seed, and torch takes seeds up to 2**64 - 1
+    largest = (2**64 - 1 - recipe["data_seed"]) // 100
+    train(largest, stop_after=1)
+    with pytest.raises(ValueError, match=f"init_seed must lie in 0..{largest}, got {largest + 1}"):
+        train(largest + 1, stop_after=1)

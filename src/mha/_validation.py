@@ -382,6 +382,18 @@ def require_int(name: str, value: object, minimum: int | None = 1,
     return value
 
 
+#: The largest seed torch's ``manual_seed`` takes (it takes -2**63 too); above it torch says
+#: "Overflow when unpacking long long", naming nothing.
+SEED_MAX = 2**64 - 1
+
+
+def require_seed(name: str, value: object, minimum: int | None = 0,
+                 maximum: int = SEED_MAX) -> int:
+    """Return ``value`` as an ``int`` seed in [minimum, maximum] (``minimum=None``: torch's own
+    lower end, -2**63); ``maximum`` lower than SEED_MAX where the seed is scaled before use."""
+    return require_int(name, value, -2**63 if minimum is None else minimum, maximum)
+
+
 def require_optional_int(name: str, value: object, minimum: int = 1) -> int | None:
     """``None``, or an int as :func:`require_int` wants it."""
     return None if value is None else require_int(name, value, minimum)

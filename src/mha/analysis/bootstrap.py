@@ -23,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha._validation import check_allocation, require_int, require_number, require_values
+from mha._validation import (
+    check_allocation,
+    require_int,
+    require_number,
+    require_seed,
+    require_values,
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ def spearman_difference_bootstrap(
     """
     x, y, grades = _vector("x", x), _vector("y", y), _vector("grades", grades)
     draws = require_int("draws", draws, minimum=2)
-    seed = require_int("seed", seed, minimum=0)
+    seed = require_seed("seed", seed)
     level = require_number("level", level, greater_than=0.0)
     if not level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level:g}")

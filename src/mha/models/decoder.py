@@ -23,6 +23,7 @@ from mha._validation import (
     require_module_device,
     require_number,
     require_optional_int,
+    require_seed,
     require_tensor,
     require_token_ids,
 )
@@ -489,7 +490,7 @@ def train_decoder(
     require_module("model", model)
     steps, length = require_int("steps", steps), require_int("length", length)
     _require_length_fits(model, length)
-    seed = require_int("seed", seed, minimum=None)  # manual_seed would say "expected a long"
+    seed = require_seed("seed", seed, minimum=None)  # manual_seed would say "expected a long"
     require_int_tensor("data", data)  # else the model would complain about "tokens"
     if hasattr(model, "vocab_size"):
         require_token_ids("data", data, model.vocab_size)

@@ -45,6 +45,7 @@ from mha._validation import (
     require_no_nan,
     require_nonempty,
     require_optional_int,
+    require_seed,
     require_tensor,
     require_token_ids,
     require_values,
@@ -63,7 +64,7 @@ def translation_dictionary(vocab_size: int, seed: int = 0) -> torch.Tensor:
     int64. Raises ``ValueError`` naming ``vocab_size`` (an int >= 2) or ``seed``;
     :class:`mha.MemoryBudgetError` when the dictionary would exceed the memory budget."""
     vocab_size = require_int("vocab_size", vocab_size, minimum=2)
-    seed = require_int("seed", seed, minimum=0)
+    seed = require_seed("seed", seed)
     check_allocation("translation_dictionary", (vocab_size,), torch.int64, "use a smaller "
                      "vocab_size")
     return torch.randperm(vocab_size, generator=torch.Generator().manual_seed(seed))

@@ -23,7 +23,7 @@ from importlib import resources
 import torch
 from torch import nn
 
-from mha._validation import require_int
+from mha._validation import SEED_MAX, require_seed
 from mha.layers.latent_attention import MultiHeadLatentAttention
 from mha.models.decoder import TinyDecoder
 from mha.models.encoder import TinyEncoder
@@ -157,6 +157,11 @@ def train_decoder_variant(name: str, stop_after: int | None = None) -> tuple[Tin
     return model.eval(), log
 
 
+def _largest_init_seed(recipe: dict) -> int:
+    """The largest ``init_seed`` whose batches' seed, ``data_seed + 100 init_seed``, torch takes."""
+    return (SEED_MAX - recipe["data_seed"]) // 100
+
+
 def translator_data_seed(init_seed: int) -> int:
     """The seed of the batches for the translator initialised with ``init_seed``."""
     return TRANSLATOR_RECIPE["data_seed"] + 100 * init_seed
@@ -166,10 +171,11 @@ def train_translator(init_seed: int = 0,
                      stop_after: int | None = None) -> tuple[TinyTranslator, dict]:
     """Initialise (``torch.manual_seed(init_seed)``) and train a translator by
     ``TRANSLATOR_RECIPE`` (``stop_after``: only the first steps of that run). Returns the model
-    and ``train``'s log."""
+    and ``train``'s log. Raises ``ValueError`` naming ``init_seed`` unless it is an int from 0 to
+    the largest whose batches' seed torch takes (:func:`translator_data_seed`)."""
     from mha.models.seq2seq import translation_batch, translation_dictionary
 
-    init_seed = require_int("init_seed", init_seed, minimum=0)  # torch's seed is an int
+    init_seed = require_seed("init_seed", init_seed, maximum=_largest_init_seed(TRANSLATOR_RECIPE))
     r = TRANSLATOR_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(translator_data_seed(init_seed))
@@ -192,10 +198,11 @@ def train_agreement_translator(init_seed: int = 0,
     """Initialise (``torch.manual_seed(init_seed)``) and train a translator of the agreement
     task by ``AGREEMENT_RECIPE``, on batches from a generator seeded with ``data_seed + 100
     init_seed`` (``stop_after``: only the first steps of that run). Returns the model and
-    ``train``'s log."""
+    ``train``'s log. Raises ``ValueError`` naming ``init_seed`` unless it is an int from 0 to
+    the largest that keeps that seed within torch's 2**64 - 1."""
     from mha.models.seq2seq import agreement_translation_batch, translation_dictionary
 
-    init_seed = require_int("init_seed", init_seed, minimum=0)
+    init_seed = require_seed("init_seed", init_seed, maximum=_largest_init_seed(AGREEMENT_RECIPE))
     r = AGREEMENT_RECIPE
     dictionary = translation_dictionary(r["vocab_size"], r["dictionary_seed"])
     generator = torch.Generator().manual_seed(r["data_seed"] + 100 * init_seed)

@@ -21,6 +21,7 @@ from mha._validation import (
     require_generator,
     require_int,
     require_positive,
+    require_seed,
 )
 from mha.tasks.training_guard import (
     evaluating,
@@ -196,7 +197,7 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
         raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
     require_int("steps", steps)
     require_positive("lr", lr)
-    generator = torch.Generator().manual_seed(require_int("seed", seed, minimum=0))
+    generator = torch.Generator().manual_seed(require_seed("seed", seed))
     trainable = [p for p in model.parameters() if p.requires_grad]
     require_trainable(trainable)  # names a float16 model for what it is: untrainable
     _require_task_dtype(model)

@@ -33,6 +33,7 @@ from mha._validation import (
     require_int_tensor,
     require_nonempty,
     require_positive,
+    require_seed,
     require_token_ids,
 )
 from mha.layers.alibi import alibi_bias
@@ -186,7 +187,7 @@ def train_position_model(
                          f"{max_positions - length} or raise max_positions to at least "
                          f"{last_start + length}")
     require_positive("lr", lr)
-    seed = require_int("seed", seed, minimum=0)
+    seed = require_seed("seed", seed)
     # the initial weights come from the global RNG seeded with seed, as before, but on a fork
     # of it: the caller's RNG is left as it was (reseeding it changed the caller's later draws)
     with torch.random.fork_rng(devices=[]):
@@ -235,7 +236,7 @@ def previous_token_accuracy(
         raise ValueError(f"length must be at least 2, got {length}: token 0 has no previous "
                          f"token, so a sequence of 1 leaves no scored position")
     # manual_seed would say "expected a long, but got float"
-    seed = require_int("seed", seed, minimum=0)
+    seed = require_seed("seed", seed)
     vocab_size = model.readout.out_features
     generator = torch.Generator().manual_seed(seed)
     tokens, targets = previous_token_batch(batch, length, vocab_size, generator)
