@@ -763,6 +763,13 @@ PRUNING = [
     Bad("hard-concrete-temperature-str",
         lambda: mha.hard_concrete_sample(torch.zeros(3), torch.full((3,), 0.5), temperature="a"),
         words=("temperature", "'a'")),
+    # tester 49: 1e-46 rounds to 0 in float32, and logit(0.5) + 0 divided by it was a NaN gate
+    Bad("hard-concrete-temperature-rounds-to-zero",
+        lambda: mha.hard_concrete_sample(torch.zeros(2), torch.full((2,), 0.5), temperature=1e-46),
+        words=("temperature", "1e-46", "float32")),
+    Bad("hard-concrete-gates-temperature-rounds-to-zero",
+        lambda: mha.HardConcreteGates((2,), temperature=1e-46, init_log_alpha=0.0)(),
+        words=("temperature", "1e-46", "float32")),
     Bad("hard-concrete-stretch-int",
         lambda: mha.hard_concrete_sample(torch.zeros(3), torch.full((3,), 0.5), stretch=5),
         words=("stretch", "5")),

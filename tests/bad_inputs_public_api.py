@@ -905,6 +905,8 @@ BOOT_CASES = [
     Case("bootstrap.grades_constant", lambda: _boot(grades=[1.0] * 12), ValueError,
          ("grades",)),
     Case("bootstrap.seed_string", lambda: _boot(seed="a"), TV, ("seed",)),
+    Case("bootstrap.int64_beyond_float64", lambda: _boot(x=torch.arange(12) + 2**55),
+         ValueError, ("x", "2**53", "ranks")),
     Case("bootstrap.seed_too_big", lambda: _boot(seed=2**64), ValueError, ("seed", "0..")),
     Case("bootstrap.x_2d", lambda: _boot(x=torch.ones(12, 1)), ValueError, ("x",)),
     Case("bootstrap.x_strings", lambda: _boot(x=["a"] * 12), TV, ("x",)),

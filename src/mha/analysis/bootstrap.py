@@ -65,12 +65,18 @@ def _vector(name: str, values: object) -> np.ndarray:
         raise ValueError(f"{name} must be real numbers, got complex ones; pass their real part "
                          f"or magnitude explicitly")
     try:
+        raw = np.asarray(values)
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a 1-D sequence of real numbers, got "
                          f"{type(values).__name__}") from None
     if array.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+    # integers beyond 2**53 round in float64: distinct scores would tie, and the ranks (the
+    # correlations) change silently (tester 49)
+    if raw.dtype.kind in "iu" and (array.astype(raw.dtype) != raw).any():
+        raise ValueError(f"{name} holds integers beyond 2**53, which float64 cannot tell apart "
+                         f"(distinct values would tie): pass their ranks instead")
     if not np.isfinite(array).all():
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return array

@@ -50,6 +50,14 @@ def _check_params(temperature: float, stretch: tuple[float, float]) -> None:
         raise ValueError(f"stretch must be (low, high) with low < 0 and high > 1, got {stretch}")
 
 
+def _require_temperature_in(dtype: torch.dtype, temperature: float) -> None:
+    """Refuse a temperature that rounds to 0 in the dtype the gates are computed in: logit(u) +
+    log_alpha divided by it is 0 / 0 where the sum is 0, a NaN gate (tester 49: 1e-46)."""
+    if torch.tensor(temperature, dtype=dtype).item() == 0:
+        raise ValueError(f"temperature {temperature:g} rounds to 0 in {dtype}, the dtype the "
+                         f"gates are computed in (the gates would be NaN): use a larger one")
+
+
 def hard_concrete_sample(
     log_alpha: torch.Tensor,
     u: torch.Tensor,
@@ -61,8 +69,9 @@ def hard_concrete_sample(
     ``u``: uniform noise in (0, 1), broadcastable with ``log_alpha`` (any shape).
 
     ``log_alpha`` and ``u`` floating; the gates have the broadcast shape. Raises ``ValueError``
-    naming ``log_alpha`` (NaN), ``u`` (values outside ``(0, 1)``), ``temperature`` or
-    ``stretch``; :class:`mha.MemoryBudgetError` when the gates would exceed the memory budget.
+    naming ``log_alpha`` (NaN), ``u`` (values outside ``(0, 1)``), ``temperature`` (also one
+    that rounds to 0 in the gates' dtype) or ``stretch``; :class:`mha.MemoryBudgetError` when
+    the gates would exceed the memory budget.
     """
     _check_params(temperature, stretch)
     require_float_tensor("log_alpha", log_alpha, min_dim=0)
@@ -80,6 +89,7 @@ def hard_concrete_sample(
     require_values("u", u)  # noise must be read to be checked
     if not ((u > 0) & (u < 1)).all():  # written so that NaN fails too
         raise ValueError("u must be uniform noise strictly inside (0, 1), got values outside")
+    _require_temperature_in(torch.promote_types(log_alpha.dtype, u.dtype), temperature)
     return _squash(log_alpha, u, temperature, stretch)
 
 
@@ -183,6 +193,8 @@ class HardConcreteGates(nn.Module):
         # whose gates are computed in float32 and returned in log_alpha's dtype, as
         # documented, for its head_mask)
         u = torch.rand(size, generator=generator, device=device).clamp(1e-6, 1 - 1e-6)
+        _require_temperature_in(torch.promote_types(self.log_alpha.dtype, u.dtype),
+                                self.temperature)
         # u is in (0, 1) by construction: hard_concrete_sample's check of it would read its
         # values, which gates on the meta device do not have
         gates = _squash(self.log_alpha, u, self.temperature, self.stretch)
