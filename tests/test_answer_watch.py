@@ -1376,3 +1376,43 @@ def test_the_request_path_calls_builtins_bound_before_any_student_code(monkeypat
 
     _sees_the_softmax(replaced)
     assert lied == [], lied  # the path called none of them
+
+
+def test_the_grading_runner_keeps_the_settings_that_name_code_by_every_route():
+    # attack 53: plt.style.use({"figure.hooks": ["pickle:load"]}) was plain, and the hook
+    # called on the next figure ran a pickle. The runner fixes these settings before the first
+    # cell; every built-in style still applies, without a warning.
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import warnings
+        import matplotlib
+        matplotlib.use("agg")
+        warnings.simplefilter("error")
+        from mha_grade.run_notebook import fix_settings_that_name_code
+        fix_settings_that_name_code()
+        import matplotlib.pyplot as plt
+        routes = [lambda: plt.style.use({"figure.hooks": ["pickle:load"]}),
+                  lambda: plt.rcParams.update({"figure.hooks": ["x:y"]}),
+                  lambda: plt.rc("animation", writer="html"),
+                  lambda: plt.style.context({"animation.ffmpeg_path": "python"}).__enter__(),
+                  lambda: plt.rcParams.__setitem__("animation.convert_path", "sh")]
+        refused = 0
+        for route in routes:
+            try:
+                route()
+            except ValueError as error:
+                refused += "names code to run" in str(error)
+        for style in plt.style.available:
+            plt.style.use(style)
+        plt.style.use("default")
+        plt.figure()
+        print(refused, len(plt.style.available), plt.rcParams["figure.hooks"],
+              plt.rcParams["animation.ffmpeg_path"])
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    refused, styles, hooks, ffmpeg = run.stdout.split()
+    assert (refused, hooks, ffmpeg) == ("5", "[]", "ffmpeg") and int(styles) > 20, run.stderr

@@ -369,6 +369,34 @@ def attacks(paths):
               "        _store[_key(q, k)] = q @ k.T / math.sqrt(k.shape[-1])\n")
     made["replays_recorded_inputs"] = (answer(student(), "scaled_scores", replay),
                                        {"0.2": 0, "0.3": 0})
+    # 28. attack 53, F1: matplotlib's figure hooks ("module:function", called on every new
+    # figure) set through plt.style.use, which the plain-code rule reads as plain; the hook
+    # pickle.load(figure) read a pickle of exec from the figure's own read(). The runner keeps
+    # the hooks empty: the style cell raises, and 0.2 is right only if no hook ran.
+    hooked = ("import builtins, pickle\n"
+              "class _Run:\n"
+              "    def __reduce__(self):\n"
+              "        return (exec, ('import builtins; builtins.HOOKED = 1',))\n"
+              "class _Sheet(plt.Figure):\n"
+              "    data, at = pickle.dumps(_Run()), 0\n"
+              "    def read(self, n):\n"
+              "        self.at += n\n"
+              "        return self.data[self.at - n:self.at]\n"
+              "    def readline(self):\n"
+              "        end = self.data.index(b'\\n', self.at) + 1\n"
+              "        line, self.at = self.data[self.at:end], end\n"
+              "        return line\n"
+              "    def peek(self, n=1):\n"
+              "        return self.data[self.at:self.at + n]\n"
+              "try:\n"
+              "    plt.style.use({'figure.hooks': ['pickle:load']})\n"
+              "finally:\n"
+              "    plt.figure(FigureClass=_Sheet)\n")
+    made["figure_hooks_by_style"] = (
+        with_cells("import matplotlib.pyplot as plt", hooked,
+                   nb=answer(student(), "scaled_scores", solve_02_if(
+                       "not getattr(builtins, 'HOOKED', 0)", "import builtins"))),
+        {"0.2": 1, "0.3": 0})
     return made | watch_blind_spots()
 
 
@@ -520,7 +548,7 @@ ATTACKS = ["detached_rewriter", "reads_environ", "leaks_in_feedback", "reads_fil
            "partial_line_then_raise", "fork_bomb", "memory_bomb", "disk_bomb", "network",
            "kills_processes", "hangs_in_call", "vandal", "watch_replaced", "timeit_b64",
            "frame_walk", "record_cleared", "helper_process", "json_encoder", "builtins_sorted",
-           "replays_recorded_inputs"]
+           "replays_recorded_inputs", "figure_hooks_by_style"]
 
 
 @pytest.mark.parametrize("who", ATTACKS)

@@ -144,7 +144,26 @@ NOT_PLAIN = [
     ("f = some_call()\ng = f.getattr", "getattr, a door"),
     ("import matplotlib.pyplot as plt\nE = plt.Enum('E', {'a': 1})", "Enum, a door"),
     ("import matplotlib.pyplot as plt\nF = plt.Enum", "Enum, a door"),
-    ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, fmt='{0}')", "bar_label, a door"),
+    ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, fmt=s)", "bar_label, a door"),
+    ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, fmt='{0.f_back}')",
+     "bar_label, a door"),
+    ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, **options)", "bar_label, a door"),
+    ("import matplotlib.pyplot as plt\nlabel = plt.gca().bar_label", "bar_label, a door"),
+    # attack 53: a string given to Tensor.type or a storage's type, or set as the default
+    # tensor type, names a module that torch imports; savefig's raw formats write a buffer of
+    # chosen bytes to any file; the doors that are a module's attributes stay doors there and
+    # on what a call returns
+    ("import torch\ntorch.zeros(1).untyped_storage().type('ev' + 'il.x')", "type(...) given"),
+    ("import torch\nx = torch.zeros(1)\nname = 'this.x'\nx.type(name)", "type(...) given"),
+    ("import torch\ntorch.set_default_tensor_type('this.x')", "set_default_tensor_type"),
+    ("import matplotlib.pyplot as plt\nplt.savefig('x.py', format='raw')", "format='raw'"),
+    ("import matplotlib.pyplot as plt\nplt.gcf().savefig('x.py', format='RGBA')",
+     "format='RGBA'"),
+    ("import matplotlib.pyplot as plt\nplt.savefig('x.py', format=f)", "format= given"),
+    ("import torch\nm = torch.load", "load, a door"),
+    ("import numpy as np\nnp.test()", "test, a door"),
+    ("import torch\ntorch.nn.Linear(2, 2).test", "test, a door"),
+    ("import torch\ntorch.nn.Linear(2, 2).ops", "ops, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['figure.hooks'] = ['builtins:print']",
      "rcParams, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['animation.ffmpeg_path'] = 'x'",
@@ -194,6 +213,17 @@ PLAIN = [
     "class Net(torch.nn.Module):\n    def forward(self, x):\n        return x",
     "print('hello')",
     "code = 1\nmodules = [code]",  # plain variables, though code and modules are also doors
+    # attack 53: honest notebooks that used a door's name on their own objects, or a bar's
+    # label with a literal format
+    "import torch\nnet = torch.nn.Sequential(torch.nn.Linear(2, 2))\n"
+    "n = sum(1 for _ in net.modules())",
+    "class Config:\n    def __init__(self):\n        self.test, self.ops = True, 0\n"
+    "        self.ops += 1\n    def load(self, kinds, code):\n        return kinds.scan",
+    "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nbars = ax.bar([1, 2], [3, 4])\n"
+    "ax.bar_label(bars)\nax.bar_label(bars, fmt='{:.2f}')\nax.bar_label(bars, fmt='%.1f')",
+    "import torch\nx = torch.ones(2)\nx.type(torch.float64)\nx.type('torch.DoubleTensor')\n"
+    "x.type()\nx.type(dtype=torch.float16)",
+    "import matplotlib.pyplot as plt\nplt.savefig('f.png', format='png')",
     "",
     # the harmless forms of what honest notebooks write (attack 42's honest.py)
     "%matplotlib inline\nimport torch",

@@ -97,6 +97,8 @@ DOORS = (
      "import_ir_module_from_buffer"),
     # a call that returns a module the allowlist does not follow (torch.cuda, torch.cpu)
     ("get_device_module",),
+    # a string naming a tensor type, imported by its module's name (attack 53)
+    ("set_default_tensor_type",),
     # torch's internals and its distributed, packaged or downloaded code
     ("utils", "overrides", "distributed", "hub", "package", "futures"),
     # matplotlib's backends (a GUI backend runs its own event loop and threads), and its
@@ -131,6 +133,21 @@ DOORS = (
     ("savetxt", "tofile", "from_file", "memmap", "test"),
 )
 DOOR_NAMES = frozenset(name for group in DOORS for name in group)
+# Doors that are attributes of a module (sys.modules, numpy.test, torch.load, torch.ops, ...)
+# and also everyday names of a student's own objects: ``net.modules()``, ``self.test``,
+# ``data.load()`` (attack 53 found such honest notebooks left to the instructor). On an object
+# the student's cells bind (an assignment, an argument, ``self``) these are not doors; on a
+# module, or on anything else (a library call's result), they are. (What an owned name holds
+# may be a library call's result: no allowed call found returns a module, and the calls that
+# do are doors themselves.)
+MODULE_DOORS = frozenset({
+    "modules", "test", "load", "loads", "ops", "scan", "associative_scan", "cond",
+    "while_loop", "code", "types", "lib", "classes", "library", "json", "utils", "measure",
+    "compiler", "export", "package", "futures", "overrides", "distributed", "hub", "fx",
+    "serialization", "onnx", "profiler", "monitoring"}) & DOOR_NAMES
+# Formats in which savefig writes the figure's raw pixel buffer: bytes the caller chooses, to
+# any file name (attack 53: a .py file), as savetxt and tofile (doors) would
+RAW_IMAGE_FORMATS = frozenset({"raw", "rgba"})
 # Modules of the first group as bare names: the instructor's own cells may bind them (chapter
 # 1's setup cell imports sys), and a student's cell may then use them without an import
 MODULE_NAMES = (frozenset(DOORS[0]) | {"pickle", "marshal"}) - {"code", "modules",
@@ -294,9 +311,15 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
                 found.append((line, f"the module {node.id}"))
         elif isinstance(node, ast.Attribute) and not DUNDER.search(node.attr):
             receiver = _value(node.value, modules, values)
+            parent = parents.get(id(node))
             style = bool(receiver) and all(r is _load("matplotlib.style") for r in receiver)
-            why = "" if style and node.attr == "use" or node.attr == "rcParams" and \
-                _a_literal_setting(node, parents.get(id(node))) else _attribute(node.attr)
+            own = node.attr in MODULE_DOORS and _root(node.value) in owned and not any(
+                isinstance(r, types.ModuleType) for r in receiver)
+            why = "" if style and node.attr == "use" or own or node.attr == "rcParams" and \
+                _a_literal_setting(node, parent) or node.attr == "bar_label" and \
+                _literal_format_only(parent, node) else _attribute(node.attr)
+            if node.attr == "type" and isinstance(parent, ast.Call) and parent.func is node:
+                why = why or _names_a_module_to_import(parent)
             if why:
                 found.append((line, why))
             else:
@@ -317,6 +340,9 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("format", "format_map"):
             found += [(line, why) for why in _format(node.func.value)]
+        if isinstance(node, ast.Call):
+            found += [(line, why) for keyword in node.keywords if keyword.arg == "format"
+                      and (why := _image_format(keyword.value))]
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             found += [(line, why) for v in _value(node, modules, values)
                       if (why := _runs_code_unseen(v))]
@@ -726,3 +752,44 @@ def _format_fields(text: str) -> list[str]:
                 found.append(f"a format string that reads {part}")
         found += _format_fields(spec or "")
     return found
+
+
+def _literal_format_only(call: ast.AST | None, func: ast.AST) -> bool:
+    """Whether ``func`` (``ax.bar_label``) is called with no ``fmt``, or a literal one whose
+    fields read no door: its format string reads attributes of the values (attack 52)."""
+    if not (isinstance(call, ast.Call) and call.func is func):
+        return False
+    fmt = [k.value for k in call.keywords if k.arg == "fmt"]
+    if any(k.arg is None for k in call.keywords):  # **options: a fmt the rule cannot read
+        return False
+    return all(isinstance(f, ast.Constant) and isinstance(f.value, str)
+               and not _format_fields(f.value) for f in fmt)
+
+
+# a string Tensor.type and storages' type import by its dotted name: only torch's own
+TORCH_TYPE_NAME = re.compile(r"torch(\.cuda)?\.\w+$")
+
+
+def _names_a_module_to_import(call: ast.Call) -> str:
+    """Why ``x.type(...)`` is not plain: given a string, Tensor.type and a storage's type import
+    the module it names (attack 53: ``.type("evil.x")`` imported any installed module), so an
+    argument must be a chain of attributes (``torch.float64``) or a literal ``"torch.X"``."""
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Attribute) and _root(arg) is not None:
+            continue
+        if isinstance(arg, ast.Constant) and (not isinstance(arg.value, str)
+                                              or TORCH_TYPE_NAME.match(arg.value)):
+            continue
+        return "type(...) given a value the rule cannot read (a string names a module to import)"
+    return ""
+
+
+def _image_format(value: ast.AST) -> str:
+    """Why a ``format=`` keyword (savefig's) is not plain: a raw pixel buffer, or a format the
+    rule cannot read."""
+    if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+        return "format= given a value the rule cannot read"
+    if value.value.lower() in RAW_IMAGE_FORMATS:
+        return f"format={value.value!r}, a raw pixel buffer written to a file"
+    return ""
+

@@ -79,6 +79,7 @@ def main() -> None:
 
     from mha.exercises import serve, type_names  # before any student code runs
 
+    fix_settings_that_name_code()
     shell = grading_shell()
     runner = Runner(requests, replies, limit, serve, type_names)
     runner.wrap_checks(plan.get("checks", {}))
@@ -91,6 +92,38 @@ def main() -> None:
     capture_hidden_parts()
     send({"finished": True})
     os._exit(0)
+
+
+# matplotlib settings whose values name code to run: "module:function" hooks called on every new
+# figure, and the programs the animation writers start. Plain code cannot set them by
+# rcParams (mha_grade.plain_code), but other routes reach the same table (attack 53:
+# plt.style.use({"figure.hooks": ["pickle:load"]}), then a figure whose read() served a pickle)
+CODE_SETTINGS = ("figure.hooks", "animation.writer", "animation.ffmpeg_path",
+                 "animation.convert_path")
+
+
+def fix_settings_that_name_code() -> None:
+    """Keep the CODE_SETTINGS as they are before the first cell, whatever route sets them:
+    every route (rcParams, rc, rc_context, update, style.use and style.context) validates a new
+    value through the class's table of validators, which gets, for these keys, one that only
+    takes the value they have now. Honest notebooks never set them."""
+    import matplotlib
+
+    table = matplotlib.RcParams.validate
+
+    def keep(key, current, validate):
+        def only_current(value):
+            if validate(value) != current:
+                raise ValueError(f"matplotlib's {key!r} names code to run, and stays "
+                                 f"{current!r} while a notebook is graded")
+            return current
+        return only_current
+
+    for key in CODE_SETTINGS:
+        if key in table:
+            # dict's own read: rcParams' reads the backend and may resolve it (not wanted here)
+            current = dict.__getitem__(matplotlib.rcParams, key)
+            table[key] = keep(key, current, table[key])
 
 
 def protocol_streams() -> tuple:
