@@ -1109,6 +1109,28 @@ DECODERS = [
         words=("head_importance", "inference_mode")),
     Bad("train-no-grad", lambda: _without_gradients(
         lambda: mha.train_decoder(decoder(), text, 2, length=4)), words=("training", "no_grad")),
+    # tester 50: two trainers missed the no_grad check; jagged nested and sparse tensors
+    # failed deep inside torch; float8 logits and scores reached kernels torch does not have
+    Bad("train-lookup-no-grad", lambda: _without_gradients(
+        lambda: mha.train_lookup(lookup_model, 4, 2, steps=1)), words=("train_lookup", "no_grad")),
+    Bad("train-position-inference-mode", lambda: _in_inference_mode(
+        lambda: mha.tasks.position_task.train_position_model("none", steps=1)),
+        words=("train_position_model", "inference_mode")),
+    Bad("layer-jagged-nested", lambda: mha.MultiHeadAttention(8, 2)(torch.nested.nested_tensor(
+        [torch.randn(3, 8), torch.randn(2, 8)], layout=torch.jagged)),
+        words=("query", "nested", "to_padded_tensor", "key_padding_mask")),
+    Bad("rotary-jagged-nested", lambda: mha.apply_rotary(torch.nested.nested_tensor(
+        [torch.randn(3, 8), torch.randn(2, 8)], layout=torch.jagged)), words=("x", "nested")),
+    Bad("attention-sparse", lambda: mha.attention(*[torch.randn(2, 3, 8).to_sparse()] * 3),
+        words=("query", "sparse_coo", "to_dense")),
+    Bad("chunked-sparse-csr", lambda: mha.chunked_attention(
+        torch.randn(3, 8).to_sparse_csr(), torch.randn(3, 8), torch.randn(3, 8)),
+        words=("query", "sparse_csr")),
+    Bad("token-accuracy-float8", lambda: mha.token_accuracy(
+        torch.zeros(2, 4, 5).to(torch.float8_e4m3fn), torch.zeros(2, 4, dtype=torch.long)),
+        words=("logits", "float8_e4m3fn")),
+    Bad("pruning-order-float8", lambda: mha.pruning_order(
+        torch.zeros(2, 2).to(torch.float8_e5m2)), words=("scores", "float8_e5m2")),
     Bad("explorer-complex-weights", lambda: mha.attention_explorer(
         ["a", "b"], torch.rand(1, 1, 2, 2, dtype=torch.complex64)), words=("weights", "complex")),
     Bad("loglog-meta", lambda: mha.analysis.measure.loglog_slope(

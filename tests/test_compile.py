@@ -517,3 +517,21 @@ def test_dynamic_compile_with_a_head_mask_and_a_first_length_of_num_heads(mark_s
         torch.testing.assert_close(compiled(x, gates),
                                    layer(x, head_mask=gates, need_weights=False)[0])
     assert counter.frame_count == (1 if mark_static else 2)
+
+
+@pytest.mark.parametrize("batch, first, graphs", [(3, "batch", 2), (2, "batch", 1),
+                                                  (3, "marked", 1), (3, "other", 1)])
+def test_dynamic_compile_with_a_first_length_equal_to_the_batch(batch, first, graphs):
+    """Duck sizing gives a first length equal to the batch size the batch's symbol: a later
+    length compiles once more (tester 50; the class docstring says so), unless both dimensions
+    are marked dynamic or the first length differs from the batch."""
+    torch.manual_seed(0)
+    layer = mha.MultiHeadAttention(8, 2).eval()
+    compiled, counter = counted_compile(lambda x: layer(x, need_weights=False)[0], dynamic=True)
+    for n in ((5, 3, 7, 9) if first == "other" else (3, 5, 7, 9)):
+        x = torch.randn(batch, n, 8)
+        if first == "marked":
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(x, 1)
+        torch.testing.assert_close(compiled(x), layer(x, need_weights=False)[0])
+    assert counter.frame_count == graphs

@@ -71,6 +71,16 @@ def require_tensor(name: str, x: object, kind: str | None = None) -> torch.Tenso
             f"{name} must be a torch.Tensor, got {_describe(x)}; convert it explicitly, "
             f"e.g. {_conversion(name, x, kind)}"
         )
+    # a sparse or nested tensor passes the dtype and shape checks, then fails deep inside
+    # torch ("'NestedIntNode' object has no attribute 'add'", "reshape is not implemented for
+    # sparse tensors": tester 50)
+    if x.is_nested:
+        raise ValueError(f"{name} is a nested tensor, and only dense ones are taken: pad it "
+                         f"(torch.nested.to_padded_tensor({name}, 0.0)) and mark the padding "
+                         f"with key_padding_mask where there is one")
+    if x.layout is not torch.strided:
+        raise ValueError(f"{name} is a {str(x.layout).removeprefix('torch.')} tensor, and only "
+                         f"dense ones are taken: pass {name}.to_dense()")
     return x
 
 

@@ -11,6 +11,7 @@ import torch
 from mha._validation import (
     check_allocation,
     check_output_allocation,
+    refuse_float8,
     require_callable,
     require_float_dtype,
     require_shape,
@@ -29,6 +30,8 @@ def _check_scores(scores: torch.Tensor, shape: tuple[int, int] | None = None,
     if scores.dim() != 2 or scores.is_complex() or scores.dtype == torch.bool or 0 in scores.shape:
         raise ValueError(f"{name} must be a real tensor of shape (layers, heads), got "
                          f"{scores.dtype} of shape {tuple(scores.shape)}")
+    if scores.is_floating_point():
+        refuse_float8(name, scores)  # torch has no float8 sort (tester 50)
     if shape is not None and tuple(scores.shape) != shape:
         raise ValueError(f"{name} must have shape {shape}, got {tuple(scores.shape)}")
     require_values(name, scores)  # a ranking reads the values

@@ -86,7 +86,10 @@ class MultiHeadAttention(nn.Module):
     whose length equals ``num_heads`` compiles one graph more (2 for lengths 4, 6, 9 with 4
     heads): Dynamo's duck sizing gives the length the gates' symbol, which their shape check
     ties to ``num_heads``; ``torch._dynamo.mark_static(head_mask)`` before each call keeps it
-    to one graph.
+    to one graph. Duck sizing also gives a first length equal to the batch size the batch's
+    symbol, and a later length then compiles once more (2 graphs for lengths 3, 5, 7, 9 at
+    batch 3, 1 at batch 2): ``torch._dynamo.mark_dynamic`` on both dimensions, or a first call
+    whose length differs from the batch, keeps one.
     ``torch.export`` with a dynamic length works, and
     ``torch.func.vmap`` maps the layer over an extra leading dimension (masks included; with
     autograd on, a float mask takes the weights path under vmap even with

@@ -19,6 +19,7 @@ from mha._validation import (
     require_callable,
     require_finite,
     require_generator,
+    require_gradients,
     require_int,
     require_positive,
     require_seed,
@@ -197,6 +198,7 @@ def train_lookup(model: nn.Module, n_tokens: int, content_dim: int, n_lookups: i
         raise ValueError(f"model must be an nn.Module, got {type(model).__name__}")
     require_int("steps", steps)
     require_positive("lr", lr)
+    require_gradients("train_lookup")  # torch's own error named no cause (tester 50)
     generator = torch.Generator().manual_seed(require_seed("seed", seed))
     trainable = [p for p in model.parameters() if p.requires_grad]
     require_trainable(trainable)  # names a float16 model for what it is: untrainable

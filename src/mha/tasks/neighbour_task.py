@@ -29,6 +29,7 @@ from mha._validation import (
     check_allocation,
     check_output_allocation,
     may_read_values,
+    refuse_float8,
     require_callable,
     require_float_tensor,
     require_generator,
@@ -102,6 +103,7 @@ def _scored_positions(logits: object, targets: object, logits_name: str = "logit
     IGNORE, with at least one scored position. Flattened, a ``(n, B)`` or ``(B * n,)``
     ``targets`` of the right size would pair each score with another position's answer."""
     require_float_tensor(logits_name, logits, dim=3)
+    refuse_float8(logits_name, logits)  # argmax and cross_entropy have no float8 kernels
     if logits.shape[-1] == 0:
         raise ValueError(f"{logits_name} need C >= 1 classes, got shape {tuple(logits.shape)}")
     # float targets would be cut to classes (0.99 to class 0) without a word

@@ -29,6 +29,7 @@ from mha._validation import (
     check_allocation,
     require_choice,
     require_generator,
+    require_gradients,
     require_int,
     require_int_tensor,
     require_nonempty,
@@ -187,6 +188,7 @@ def train_position_model(
                          f"{max_positions - length} or raise max_positions to at least "
                          f"{last_start + length}")
     require_positive("lr", lr)
+    require_gradients("train_position_model")  # torch's own error named no cause (tester 50)
     seed = require_seed("seed", seed)
     # the initial weights come from the global RNG seeded with seed, as before, but on a fork
     # of it: the caller's RNG is left as it was (reseeding it changed the caller's later draws)
