@@ -94,10 +94,12 @@ def test_a_canvas_download_grades_each_students_last_submission_once(tmp_path):
     kept, ignored = graded(tmp_path)
     assert set(kept) == {later, f"bakerbob_1002_700029_{NAME}"}
     assert kept[later].startswith("duplicate: chapter 00 handed in 2 times by canvas-1001: "
-                                  "this copy, handed in last (Canvas's submission order)")
+                                  "this copy (handed in last, by Canvas's submission "
+                                  "order) is graded")
     assert set(ignored) == {earlier}
     assert ignored[earlier].startswith(copies.IGNORED)
-    assert f"{later}, handed in last (Canvas's submission order), is graded" in ignored[earlier]
+    assert f"{later} (handed in last, by Canvas's submission order) is graded" in \
+        ignored[earlier]
 
 
 def test_a_gradescope_export_per_assignment_grades_every_submission(tmp_path):
@@ -177,6 +179,21 @@ def test_gradescope_grades_the_copy_handed_in_last_not_the_one_named_as_the_chap
     assert [k.relative for k in kept] == ["Ch0 final (2).ipynb"]
     assert [(i.relative, "Ch0 final (2).ipynb is graded, because it was handed in last" in why)
             for i, why in ignored] == [(NAME, True)]
+
+
+def test_copies_handed_in_at_the_same_time_say_the_name_chose_in_both_modes(tmp_path):
+    """Instructor 48: a blank old_00_... and the solved 00_... of one upload share a time; the
+    name picks one, and the notes say so instead of "handed in last"."""
+    write(tmp_path, [f"alice/{NAME}", f"alice/old_{NAME}"])
+    for path in (tmp_path / "alice").iterdir():
+        os.utime(path, (1.7e9, 1.7e9))
+    kept, _ = graded(tmp_path)
+    assert list(kept) == [f"alice/old_{NAME}"]
+    assert "handed in at the same time as another copy, so chosen by its name" in \
+        kept[f"alice/old_{NAME}"] and "check it is the one meant" in kept[f"alice/old_{NAME}"]
+    chapter = [assignments.load_assignment(EXAMPLE)]
+    _, ignored = gradescope.one_per_chapter(found_in(tmp_path / "alice"), chapter)
+    assert ["handed in at the same time as another copy" in why for _, why in ignored] == [True]
 
 
 def test_gradescope_best_grades_every_copy_and_keeps_the_most_points(tmp_path):

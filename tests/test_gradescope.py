@@ -13,6 +13,7 @@ from gradescope_root import CHAPTER
 
 from mha_grade import assignments, gradescope, late
 from mha_grade.compare import Outcome
+from mha_grade.submissions import Found
 
 from conventions import ROOT
 
@@ -222,3 +223,14 @@ def test_the_entry_points_are_bash_scripts_that_stop_on_errors(name):
 def test_a_tests_text_says_the_status_once_and_the_notebooks_problem_on_its_own_line(
         status, message, problem, shown):
     assert gradescope.student_text(status, message, problem) == shown
+
+
+def test_a_submission_of_another_chapter_alone_is_not_said_to_hold_no_notebook_of_the_course():
+    # instructor 48: chapter 4's notebook handed to chapter 3's assignment read "No notebook of
+    # the course was found", though its own test named it as chapter 04's
+    other = Found("04_multi_head_attention.ipynb", None)
+    wrong = gradescope.report([], [(other, "ignored: this assignment grades chapter 03 only")],
+                              [])
+    nothing = gradescope.report([], [], [])
+    assert "No notebook of the course" not in wrong["output"]
+    assert "No notebook of the course was found in the submission." in nothing["output"]

@@ -260,7 +260,8 @@ def test_one_chapter_handed_in_again_under_any_name_is_graded_once(attacked):
     ignored = [t for t in report["tests"] if t["name"].endswith(": ignored")]
     assert sorted(t["name"] for t in ignored) == sorted(f"{n}: ignored" for n in COPIES)
     assert all(t["score"] == t["max_score"] == 0 and f"{EXAMPLE.name} is graded, because it "
-               "was handed in last (modified last)" in t["output"] for t in ignored)
+               "was handed in last (by the files' modification times)" in t["output"]
+               for t in ignored)
 
 
 @pytest.mark.parametrize("where", ROOTS)

@@ -694,10 +694,10 @@ def test_ways_past_the_answer_watch_are_flagged_and_hide_no_reference(attacked, 
     (f"upper/{EXAMPLE.stem}.IPYNB", "the name must end in .ipynb"),
     ("upper/notes.txt", "not a notebook (.ipynb): skipped"),
     (f"link/{NAME}", "a symbolic link: not followed"),
-    (f"twice/{NAME}", f"ignored copy: chapter 00 handed in 2 times by twice: twice/copy {NAME}, "
-                      "handed in last (the files' modification times), is graded"),
-    (f"twice/copy {NAME}", "duplicate: chapter 00 handed in 2 times by twice: this copy, "
-                           f"handed in last (the files' modification times), is graded; not "
+    (f"twice/{NAME}", f"ignored copy: chapter 00 handed in 2 times by twice: twice/copy {NAME} "
+                      "(handed in last, by the files' modification times) is graded"),
+    (f"twice/copy {NAME}", "duplicate: chapter 00 handed in 2 times by twice: this copy "
+                           f"(handed in last, by the files' modification times) is graded; not "
                            f"graded: twice/{NAME}"),
     ("wrong_name/01_attention_recap.ipynb", "saved as chapter 01 (01_attention_recap) but its "
                                             "exercises are chapter 00's"),

@@ -202,6 +202,8 @@ def test_flags_read_names_however_they_are_spaced(code, flag):
 @pytest.mark.parametrize("code, flag", [
     ("from mha.checks import ch00\nch00.scaled_scores = print", "patches the grading"),
     ("import mha.checks.ch00 as c\nc.scaled_scores = print", "patches the grading"),
+    ("import mha.checks.ch0 as c\nc.scaled_scores = print", "patches the grading"),
+    ("import mha.checks.ch01\nmha.checks.ch01.stable_softmax(print)", "patches the grading"),
     ("from mha.checks.ch00 import scaled_scores as s\n"
      "cells = [c.cell_contents for c in s.__closure__]", "obfuscation"),
     ("import mha\nf = mha.__getattribute__('pool_kv' + '_heads')", "obfuscation"),
@@ -221,6 +223,10 @@ def test_a_patched_wrapper_or_a_module_reached_through_its_insides_is_flagged(co
     "from mha.checks import ch00 as checks\n"
     "checks.scaled_scores(lambda q, k: q @ k.T / k.shape[-1] ** 0.5)",
     "import torch\nmodules = torch.nn.ModuleList([torch.nn.Linear(2, 2)])\nm = modules[0]",
+    # instructor 48: a mistyped checks module (ch0 for ch00) raises when imported or called,
+    # and patches nothing
+    "import mha.checks.ch0\nmha.checks.ch0.scaled_scores(lambda q, k: q @ k.T)",
+    "from mha.checks import ch0 as c",
 ])
 def test_honest_code_raises_no_flag(code):
     assignment = assignments.load_assignment(EXAMPLE)

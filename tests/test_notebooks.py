@@ -1,6 +1,7 @@
 """Conventions of the chapter notebooks (see CONTRIBUTING.md)."""
 
 import json
+import re
 
 import pytest
 
@@ -48,3 +49,23 @@ def test_title_cell_and_seed(path):
     assert cells[1]["cell_type"] == "markdown" and cell_source(cells[1]).startswith("# ")
     code = "\n".join(cell_source(c) for c in cells if c["cell_type"] == "code")
     assert "torch.manual_seed(" in code
+
+
+# a list marker at the start of a line is read as a list before inline maths is: an inline
+# formula broken there is typeset as a bullet and text (instructor 48: "+ hd_v$" in 4.3)
+LIST_MARKER = re.compile(r"\s*([-+*]|\d+[.)])\s")
+INLINE_DOLLAR = re.compile(r"(?<![\\$])\$(?!\$)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_inline_formula_is_broken_at_a_line_that_reads_as_a_list(path):
+    broken = []
+    for number, cell in enumerate(json.loads(path.read_text())["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        opened = 0
+        for line in "".join(cell["source"]).split("\n"):
+            if opened % 2 and LIST_MARKER.match(line):
+                broken.append(f"cell {number}: {line[:60]!r}")
+            opened += len(INLINE_DOLLAR.findall(line))
+    assert not broken, f"an inline formula continues on a line read as a list item: {broken}"

@@ -202,10 +202,12 @@ def one_per_chapter(found: list[Found], assignments: list[chapters.Assignment],
         shown = escape.display(chosen.relative)
         others = [i for i in items if i is not chosen]
         chosen.problem = (f"graded: chapter {name} was handed in {len(items)} times; this one "
-                          f"is graded because it was {why} (modified last); ignored: "
+                          f"is graded because it was {why} (by the files' modification "
+                          f"times); ignored: "
                           + submissions.named(others))
         ignored.extend((i, f"ignored: chapter {name} was handed in {len(items)} times and "
-                           f"{shown} is graded, because it was {why} (modified last)")
+                           f"{shown} is graded, because it was {why} (by the files' "
+                           f"modification times)")
                        for i in others)
     dropped = {id(i) for i, _ in ignored}
     return [i for i in found if id(i) not in dropped], ignored
@@ -288,7 +290,8 @@ def report(outcomes: list[Outcome], ignored: list[tuple[Found, str]],
         tests.append({"name": f"{escape.display(item.relative)}: ignored", "score": 0.0,
                       "max_score": 0.0, "output": why})
     skipped = [f"{o.notebook}: {o.problem}" for o in outcomes if o.assignment is None]
-    if not any(o.assignment for o in outcomes):
+    if not any(o.assignment for o in outcomes) and not ignored:
+        # (a notebook of another chapter is named among the ignored: instructor 48)
         notes = [*notes, "No notebook of the course was found in the submission."]
     score = sum(t.get("score", 0.0) for t in tests)
     if cap is not None and score > cap:  # cannot happen with one notebook per chapter

@@ -233,8 +233,8 @@ def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
         def when(f):
             return copies.handed_in(f.relative, f.path)
 
-        kept, _ = copies.counted(items, "latest", when)
-        how = copies.order_name(kept.relative)
+        kept, why = copies.counted(items, "latest", when)
+        how = f"{why}, by {copies.order_name(kept.relative)}"
         whose = f"chapter {chapter} handed in {len(items)} times by {display(owner)}"
         others = named([o for o in items if o is not kept])
         if rule == "best":
@@ -250,14 +250,14 @@ def mark_copies(found: list[Found], assignments: list[Assignment], rule: str,
                     item.problem = (f"{copies.IGNORED}{whose}: only the last "
                                     f"{MAX_COPIES_GRADED} copies are graded, not this one")
             continue
-        kept.problem = (f"duplicate: {whose}: this copy, handed in last ({how}), is graded; "
-                        f"not graded: {others}")
+        kept.problem = (f"duplicate: {whose}: this copy ({how}) is graded; not graded: "
+                        f"{others}")
         for item in items:
             if item is not kept:
                 item.path = None
-                item.problem = (f"{copies.IGNORED}{whose}: {display(kept.relative)}, handed in "
-                                f"last ({how}), is graded, not this one (grade every copy "
-                                "with --copies best)")
+                item.problem = (f"{copies.IGNORED}{whose}: {display(kept.relative)} ({how}) "
+                                f"is graded, not this one (grade every copy with --copies "
+                                "best)")
 
 
 def same_chapter(found: list[Found], assignments: list[Assignment], exports: list[str] = ()
