@@ -1416,3 +1416,25 @@ def test_the_grading_runner_keeps_the_settings_that_name_code_by_every_route():
                          timeout=120)
     refused, styles, hooks, ffmpeg = run.stdout.split()
     assert (refused, hooks, ffmpeg) == ("5", "[]", "ffmpeg") and int(styles) > 20, run.stderr
+
+
+def test_the_grading_runner_lets_torch_import_only_its_own_types_by_name():
+    # attack 53: a storage's type("this.x") imported any installed module (running its code)
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        import torch
+        from mha_grade.run_notebook import import_only_torchs_types_by_name
+        import_only_torchs_types_by_name()
+        try:
+            torch.zeros(1).untyped_storage().type("this.x")
+        except ValueError as error:
+            print("refused" if "not one of torch's types" in str(error) else error)
+        print("this" in sys.modules, torch.ones(1).double().type(torch.float32).dtype)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.stdout.split() == ["refused", "False", "torch.float32"], run.stderr

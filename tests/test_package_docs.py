@@ -74,7 +74,8 @@ def test_every_public_callable_has_a_docstring():
 def test_every_public_callable_says_what_it_raises():
     """A "Raises" sentence or section: the exceptions, or "Raises nothing of its own"."""
     silent = [name for name, obj in public_callables() if "Raises" not in (obj.__doc__ or "")]
-    assert not silent, silent
+    assert not silent, (f"{silent}: say in the docstring what it raises, in a sentence or section "
+                        f"with the word 'Raises' (or 'Raises nothing of its own')")
 
 
 def test_every_constant_a_docstring_names_is_given_by_its_path_from_mha():

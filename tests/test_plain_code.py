@@ -149,12 +149,10 @@ NOT_PLAIN = [
      "bar_label, a door"),
     ("import matplotlib.pyplot as plt\nplt.gca().bar_label(c, **options)", "bar_label, a door"),
     ("import matplotlib.pyplot as plt\nlabel = plt.gca().bar_label", "bar_label, a door"),
-    # attack 53: a string given to Tensor.type or a storage's type, or set as the default
-    # tensor type, names a module that torch imports; savefig's raw formats write a buffer of
-    # chosen bytes to any file; the doors that are a module's attributes stay doors there and
-    # on what a call returns
-    ("import torch\ntorch.zeros(1).untyped_storage().type('ev' + 'il.x')", "type(...) given"),
-    ("import torch\nx = torch.zeros(1)\nname = 'this.x'\nx.type(name)", "type(...) given"),
+    # attack 53: a string set as the default tensor type names a module that torch imports (a
+    # storage's type(...) too: the grading runner guards that one); savefig's raw formats
+    # write a buffer of chosen bytes to any file; the doors that are a module's attributes
+    # stay doors there and on what a call returns
     ("import torch\ntorch.set_default_tensor_type('this.x')", "set_default_tensor_type"),
     ("import matplotlib.pyplot as plt\nplt.savefig('x.py', format='raw')", "format='raw'"),
     ("import matplotlib.pyplot as plt\nplt.gcf().savefig('x.py', format='RGBA')",
@@ -164,6 +162,14 @@ NOT_PLAIN = [
     ("import numpy as np\nnp.test()", "test, a door"),
     ("import torch\ntorch.nn.Linear(2, 2).test", "test, a door"),
     ("import torch\ntorch.nn.Linear(2, 2).ops", "ops, a door"),
+    # attack 54: a module kept as a class's attribute, on a name the rule takes for the
+    # student's own (A.m.load, A.m.testing.measure); pathlib's Path re-exported
+    ("import numpy as np\nclass A:\n    m = np\nA.m.load", "a module used as a value (np)"),
+    ("import torch\nclass A:\n    m: object = torch", "a module used as a value (torch)"),
+    ("class A:\n    import numpy as m", "an import in a class body"),
+    ("class A:\n    class B:\n        from numpy import testing as t", "an import in a class body"),
+    ("import matplotlib\nmatplotlib.Path('x.py').write_text('1')", "Path, a door"),
+    ("from matplotlib import Path", "Path, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['figure.hooks'] = ['builtins:print']",
      "rcParams, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['animation.ffmpeg_path'] = 'x'",
@@ -223,6 +229,15 @@ PLAIN = [
     "ax.bar_label(bars)\nax.bar_label(bars, fmt='{:.2f}')\nax.bar_label(bars, fmt='%.1f')",
     "import torch\nx = torch.ones(2)\nx.type(torch.float64)\nx.type('torch.DoubleTensor')\n"
     "x.type()\nx.type(dtype=torch.float16)",
+    # attack 54: honest forms the fixes of attack 53 flagged: a cast back to a dtype held in a
+    # name, the course's own timer, a format= of one's own function, modules of a model
+    "import torch\ndef f(x, dtype=torch.float32):\n    d = x.dtype\n    return x.double().type(d)"
+    ".type(dtype)",
+    "import mha\nt = mha.measure.time_call(lambda: 1, repeats=3)\nfrom mha import measure\n"
+    "import mha.analysis.measure",
+    "def show(x, format):\n    return x\nfor f in ('a', 'b'):\n    show(1, format=f)",
+    "import torch\nclass A:\n    size = 3\n    def f(self):\n        return torch.zeros(self.size)",
+
     "import matplotlib.pyplot as plt\nplt.savefig('f.png', format='png')",
     "",
     # the harmless forms of what honest notebooks write (attack 42's honest.py)

@@ -125,12 +125,14 @@ DOORS = (
     # shell, typing's evaluation of string annotations (and what calls it: a singledispatch
     # function's register reads the annotations of what it registers, with typing; attack 51
     # ran code hidden in one), dataclasses' class factory
-    ("measure", "runstring", "get_ipython", "get_type_hints", "evaluate_forward_ref",
+    ("runstring", "get_ipython", "get_type_hints", "evaluate_forward_ref",
      "ForwardRef", "singledispatch", "singledispatchmethod", "make_dataclass"),
     # writers of arbitrary bytes or text to a file (a .py file in the working folder is then
     # importable: matplotlib imports a backend named 'module://file'), and a pytest run
     # (numpy.test loads plugins by name)
-    ("savetxt", "tofile", "from_file", "memmap", "test"),
+    ("savetxt", "tofile", "from_file", "memmap", "test",
+     # pathlib's Path, which matplotlib and mha re-export: files written and read (attack 54)
+     "Path"),
 )
 DOOR_NAMES = frozenset(name for group in DOORS for name in group)
 # Doors that are attributes of a module (sys.modules, numpy.test, torch.load, torch.ops, ...)
@@ -142,12 +144,13 @@ DOOR_NAMES = frozenset(name for group in DOORS for name in group)
 # do are doors themselves.)
 MODULE_DOORS = frozenset({
     "modules", "test", "load", "loads", "ops", "scan", "associative_scan", "cond",
-    "while_loop", "code", "types", "lib", "classes", "library", "json", "utils", "measure",
+    "while_loop", "code", "types", "lib", "classes", "library", "json", "utils", "Path",
     "compiler", "export", "package", "futures", "overrides", "distributed", "hub", "fx",
     "serialization", "onnx", "profiler", "monitoring"}) & DOOR_NAMES
 # Formats in which savefig writes the figure's raw pixel buffer: bytes the caller chooses, to
 # any file name (attack 53: a .py file), as savetxt and tofile (doors) would
 RAW_IMAGE_FORMATS = frozenset({"raw", "rgba"})
+SAVERS = frozenset({"savefig", "print_figure", "imsave"})
 # Modules of the first group as bare names: the instructor's own cells may bind them (chapter
 # 1's setup cell imports sys), and a student's cell may then use them without an import
 MODULE_NAMES = (frozenset(DOORS[0]) | {"pickle", "marshal"}) - {"code", "modules",
@@ -318,8 +321,6 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
             why = "" if style and node.attr == "use" or own or node.attr == "rcParams" and \
                 _a_literal_setting(node, parent) or node.attr == "bar_label" and \
                 _literal_format_only(parent, node) else _attribute(node.attr)
-            if node.attr == "type" and isinstance(parent, ast.Call) and parent.func is node:
-                why = why or _names_a_module_to_import(parent)
             if why:
                 found.append((line, why))
             else:
@@ -330,6 +331,9 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
             found += [(line, why) for name in node.kwd_attrs if (why := _attribute(name))]
         elif isinstance(node, ast.Import | ast.ImportFrom):
             found += [(line, why) for why in _import(node)]
+            if isinstance(parents.get(id(node)), ast.ClassDef):  # class A: import numpy as m
+                found.append((line, "an import in a class body (a module as a class's "
+                                    "attribute, which the rule does not follow)"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if DUNDER.search(node.value):
                 found.append((line, "a string that names a dunder"))
@@ -340,7 +344,8 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("format", "format_map"):
             found += [(line, why) for why in _format(node.func.value)]
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name) and (
+                getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in SAVERS:
             found += [(line, why) for keyword in node.keywords if keyword.arg == "format"
                       and (why := _image_format(keyword.value))]
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
@@ -349,7 +354,8 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load) \
                 and any(isinstance(v, types.ModuleType)
                         for v in _value(node, modules, values)) \
-                and not _names_a_module(node, parents.get(id(node))):
+                and not _names_a_module(node, parents.get(id(node)),
+                                        parents.get(id(parents.get(id(node))))):
             found.append((line, f"a module used as a value ({ast.unparse(node)[:60]}): only "
                                 "its attributes or a plain alias are followed"))
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
@@ -421,11 +427,16 @@ def _a_literal_setting(node: ast.AST, parent: ast.AST | None) -> bool:
     return key not in CODE_SETTINGS and not key.startswith("animation.")
 
 
-def _names_a_module(node: ast.AST, parent: ast.AST | None) -> bool:
+def _names_a_module(node: ast.AST, parent: ast.AST | None,
+                     grandparent: ast.AST | None = None) -> bool:
     """Whether expression ``node``, whose value is a module, only names it where the rule
-    follows it: as an attribute's receiver, or as the value of a plain alias."""
+    follows it: as an attribute's receiver, or as the value of a plain alias, not one in a
+    class body (``class A: m = np`` makes ``A.m`` a module on a name the rule takes for the
+    student's own object: attack 54)."""
     if isinstance(parent, ast.Attribute):
         return parent.value is node
+    if isinstance(grandparent, ast.ClassDef):
+        return False
     if isinstance(parent, ast.Assign):
         return parent.value is node and all(isinstance(t, ast.Name) for t in parent.targets)
     if isinstance(parent, ast.AnnAssign):
@@ -764,24 +775,6 @@ def _literal_format_only(call: ast.AST | None, func: ast.AST) -> bool:
         return False
     return all(isinstance(f, ast.Constant) and isinstance(f.value, str)
                and not _format_fields(f.value) for f in fmt)
-
-
-# a string Tensor.type and storages' type import by its dotted name: only torch's own
-TORCH_TYPE_NAME = re.compile(r"torch(\.cuda)?\.\w+$")
-
-
-def _names_a_module_to_import(call: ast.Call) -> str:
-    """Why ``x.type(...)`` is not plain: given a string, Tensor.type and a storage's type import
-    the module it names (attack 53: ``.type("evil.x")`` imported any installed module), so an
-    argument must be a chain of attributes (``torch.float64``) or a literal ``"torch.X"``."""
-    for arg in [*call.args, *(k.value for k in call.keywords)]:
-        if isinstance(arg, ast.Attribute) and _root(arg) is not None:
-            continue
-        if isinstance(arg, ast.Constant) and (not isinstance(arg.value, str)
-                                              or TORCH_TYPE_NAME.match(arg.value)):
-            continue
-        return "type(...) given a value the rule cannot read (a string names a module to import)"
-    return ""
 
 
 def _image_format(value: ast.AST) -> str:

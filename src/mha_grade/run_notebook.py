@@ -80,6 +80,7 @@ def main() -> None:
     from mha.exercises import serve, type_names  # before any student code runs
 
     fix_settings_that_name_code()
+    import_only_torchs_types_by_name()
     shell = grading_shell()
     runner = Runner(requests, replies, limit, serve, type_names)
     runner.wrap_checks(plan.get("checks", {}))
@@ -124,6 +125,24 @@ def fix_settings_that_name_code() -> None:
             # dict's own read: rcParams' reads the backend and may resolve it (not wanted here)
             current = dict.__getitem__(matplotlib.rcParams, key)
             table[key] = keep(key, current, table[key])
+
+
+def import_only_torchs_types_by_name() -> None:
+    """A storage's ``type("a.b")`` imports module ``a`` by the string it is given (attack 53:
+    any installed module, whose import runs its code); honest code names torch's own types
+    (``"torch.DoubleTensor"``) or passes a dtype. torch's importer, private to plain code,
+    takes only torch's names while the notebook runs."""
+    import torch._utils
+
+    importer = torch._utils._import_dotted_name
+
+    def torch_only(name):
+        if not isinstance(name, str) or name.split(".")[0] != "torch":
+            raise ValueError(f"{name!r} is not one of torch's types (while a notebook is "
+                             f"graded, only torch's own are imported by name)")
+        return importer(name)
+
+    torch._utils._import_dotted_name = torch_only
 
 
 def protocol_streams() -> tuple:
