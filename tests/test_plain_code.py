@@ -158,6 +158,8 @@ NOT_PLAIN = [
     ("import matplotlib.pyplot as plt\nplt.gcf().savefig('x.py', format='RGBA')",
      "format='RGBA'"),
     ("import matplotlib.pyplot as plt\nplt.savefig('x.py', format=f)", "format= given"),
+    ("import matplotlib.pyplot as plt\nplt.gcf().canvas.print_figure('x.py', 72, 'w', 'w', "
+     "'portrait', 'raw')", "'raw', a raw pixel buffer"),
     ("import torch\nm = torch.load", "load, a door"),
     ("import numpy as np\nnp.test()", "test, a door"),
     ("import torch\ntorch.nn.Linear(2, 2).test", "test, a door"),

@@ -139,9 +139,10 @@ DOOR_NAMES = frozenset(name for group in DOORS for name in group)
 # and also everyday names of a student's own objects: ``net.modules()``, ``self.test``,
 # ``data.load()`` (attack 53 found such honest notebooks left to the instructor). On an object
 # the student's cells bind (an assignment, an argument, ``self``) these are not doors; on a
-# module, or on anything else (a library call's result), they are. (What an owned name holds
-# may be a library call's result: no allowed call found returns a module, and the calls that
-# do are doors themselves.)
+# module, or on anything else (a library call's result), they are. An owned name holds no
+# module a plain alias put there: a module bound in a class body is not plain (attack 54:
+# ``class A: m = np``, then ``A.m.load``); a library call's result may be one, but no allowed
+# call found returns a module, and the calls that do are doors themselves.
 MODULE_DOORS = frozenset({
     "modules", "test", "load", "loads", "ops", "scan", "associative_scan", "cond",
     "while_loop", "code", "types", "lib", "classes", "library", "json", "utils", "Path",
@@ -348,6 +349,9 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
                 getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in SAVERS:
             found += [(line, why) for keyword in node.keywords if keyword.arg == "format"
                       and (why := _image_format(keyword.value))]
+            found += [(line, f"{arg.value!r}, a raw pixel buffer written to a file")
+                      for arg in node.args if isinstance(arg, ast.Constant)
+                      and isinstance(arg.value, str) and arg.value.lower() in RAW_IMAGE_FORMATS]
         if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             found += [(line, why) for v in _value(node, modules, values)
                       if (why := _runs_code_unseen(v))]
