@@ -361,7 +361,7 @@ def test_one_students_copies_of_a_chapter_cost_one_grading_by_default(tmp_path, 
             assert problem.startswith("duplicate:") and all(o in problem for o in others)
         else:
             assert problem.startswith("ignored copy:")
-            assert "ann/final_answer.ipynb, handed in last" in problem
+            assert "ann/final_answer.ipynb (handed in last, by" in problem
 
 
 # ---------------------------------------------------------------------------------------------
