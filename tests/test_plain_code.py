@@ -172,6 +172,17 @@ NOT_PLAIN = [
     ("class A:\n    class B:\n        from numpy import testing as t", "an import in a class body"),
     ("import matplotlib\nmatplotlib.Path('x.py').write_text('1')", "Path, a door"),
     ("from matplotlib import Path", "Path, a door"),
+    # attack 55: the same under a statement of the class body; functools' wrappers set
+    # attributes whose names are strings (a computed __code__)
+    ("import numpy as np\nclass Box:\n    if True:\n        lib = np\nBox.lib.load",
+     "a module used as a value (np)"),
+    ("class A:\n    try:\n        import numpy as m\n    except ImportError:\n        pass",
+     "an import in a class body"),
+    ("import numpy as np\nclass A:\n    for _ in [1]:\n        with x:\n            m: object = np",
+     "a module used as a value (np)"),
+    ("import functools\nD = '_' * 2 + 'code' + '_' * 2\nfunctools.update_wrapper(f, g, "
+     "assigned=[D], updated=[])", "update_wrapper, a door"),
+    ("from functools import wraps", "wraps, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['figure.hooks'] = ['builtins:print']",
      "rcParams, a door"),
     ("import matplotlib.pyplot as plt\nplt.rcParams['animation.ffmpeg_path'] = 'x'",
@@ -239,6 +250,7 @@ PLAIN = [
     "import mha.analysis.measure",
     "def show(x, format):\n    return x\nfor f in ('a', 'b'):\n    show(1, format=f)",
     "import torch\nclass A:\n    size = 3\n    def f(self):\n        return torch.zeros(self.size)",
+    "import numpy as np\nclass A:\n    def f(self):\n        m = np\n        return m.zeros(2)",
 
     "import matplotlib.pyplot as plt\nplt.savefig('f.png', format='png')",
     "",

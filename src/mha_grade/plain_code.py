@@ -127,6 +127,9 @@ DOORS = (
     # ran code hidden in one), dataclasses' class factory
     ("runstring", "get_ipython", "get_type_hints", "evaluate_forward_ref",
      "ForwardRef", "singledispatch", "singledispatchmethod", "make_dataclass"),
+    # functions that read and set attributes by names given as strings (a computed
+    # "__code__": attack 55 swapped the code of mha.exercises' functions with them)
+    ("update_wrapper", "wraps"),
     # writers of arbitrary bytes or text to a file (a .py file in the working folder is then
     # importable: matplotlib imports a backend named 'module://file'), and a pytest run
     # (numpy.test loads plugins by name)
@@ -332,7 +335,7 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
             found += [(line, why) for name in node.kwd_attrs if (why := _attribute(name))]
         elif isinstance(node, ast.Import | ast.ImportFrom):
             found += [(line, why) for why in _import(node)]
-            if isinstance(parents.get(id(node)), ast.ClassDef):  # class A: import numpy as m
+            if _in_class_body(node, parents):  # class A: import numpy as m
                 found.append((line, "an import in a class body (a module as a class's "
                                     "attribute, which the rule does not follow)"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -358,8 +361,8 @@ def _findings(tree: list[ast.AST], parents: dict[int, ast.AST], owned: set[str],
         if isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Load) \
                 and any(isinstance(v, types.ModuleType)
                         for v in _value(node, modules, values)) \
-                and not _names_a_module(node, parents.get(id(node)),
-                                        parents.get(id(parents.get(id(node))))):
+                and not _names_a_module(node, parents.get(id(node)), _in_class_body(
+                    parents.get(id(node)), parents)):
             found.append((line, f"a module used as a value ({ast.unparse(node)[:60]}): only "
                                 "its attributes or a plain alias are followed"))
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
@@ -431,15 +434,27 @@ def _a_literal_setting(node: ast.AST, parent: ast.AST | None) -> bool:
     return key not in CODE_SETTINGS and not key.startswith("animation.")
 
 
-def _names_a_module(node: ast.AST, parent: ast.AST | None,
-                     grandparent: ast.AST | None = None) -> bool:
+def _in_class_body(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Whether statement ``node`` runs in a class body: a ``ClassDef`` before any function or
+    lambda on the way up (under an ``if``, ``try``, ``with`` or loop of the body too: attack
+    55)."""
+    parent = parents.get(id(node))
+    while parent is not None and not isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef
+                                                | ast.Lambda | ast.Module):
+        if isinstance(parent, ast.ClassDef):
+            return True
+        parent = parents.get(id(parent))
+    return False
+
+
+def _names_a_module(node: ast.AST, parent: ast.AST | None, in_class_body: bool = False) -> bool:
     """Whether expression ``node``, whose value is a module, only names it where the rule
     follows it: as an attribute's receiver, or as the value of a plain alias, not one in a
     class body (``class A: m = np`` makes ``A.m`` a module on a name the rule takes for the
     student's own object: attack 54)."""
     if isinstance(parent, ast.Attribute):
         return parent.value is node
-    if isinstance(grandparent, ast.ClassDef):
+    if in_class_body:
         return False
     if isinstance(parent, ast.Assign):
         return parent.value is node and all(isinstance(t, ast.Name) for t in parent.targets)
