@@ -213,12 +213,14 @@ def counted_compile(fn, **options):
     return torch.compile(fn, backend=counter, fullgraph=True, **options), counter
 
 
-def test_compiled_kv_cache_decode_of_64_steps_compiles_once():
+@pytest.mark.parametrize("num_kv_heads", [2, 1, 4])
+def test_compiled_kv_cache_decode_of_64_steps_compiles_once(num_kv_heads):
     """A growing cache changes a shape at every step: the compiled step must trace the length
-    as a symbol (KVCache marks it) and read no size into a constant, or it recompiles per step."""
+    as a symbol (KVCache marks it) and read no size into a constant, or it recompiles per step.
+    With one key/value head (tester 51) the prompt's cache had another stride than the steps'."""
     torch.manual_seed(0)
-    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=2).eval()
-    seq = torch.randn(1, 69, 16, generator=torch.Generator().manual_seed(10))
+    layer = mha.MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads).eval()
+    seq = torch.randn(2, 69, 16, generator=torch.Generator().manual_seed(10))
     step, counter = counted_compile(
         lambda x, cache: layer(x, cache=cache, is_causal=True, need_weights=False)[0])
     cache = mha.KVCache()

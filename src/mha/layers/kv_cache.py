@@ -163,9 +163,12 @@ class KVCache(LayerBound):
                          lambda: f"use shorter sequences (the cache holds {len(self)} tokens, "
                          f"keys adds {keys.shape[-2]}) or a smaller batch ({keys.shape[0]})")
         if self.keys is None or self.values is None:
-            # contiguous like every later torch.cat, so that a compiled step sees one layout
-            # (a head-split view of the projections has other strides: a recompile)
-            self.keys, self.values = keys.contiguous(), values.contiguous()
+            # the strides of every later torch.cat, so that a compiled step sees one layout (a
+            # head-split view of the projections has other strides: a recompile). A copy, not
+            # .contiguous(): with one key/value head that dimension's stride is free, and
+            # torch calls the view contiguous as it is (tester 51: a second graph)
+            self.keys = keys.clone(memory_format=torch.contiguous_format)
+            self.values = values.clone(memory_format=torch.contiguous_format)
         else:
             if keys.shape[:2] != self.keys.shape[:2] or keys.shape[-1] != self.keys.shape[-1]:
                 raise ValueError(
