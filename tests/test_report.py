@@ -798,6 +798,30 @@ def test_a_copy_the_grader_left_out_is_named_under_its_student(tmp_path, capsys)
     assert "not graded as any chapter" not in printed
 
 
+def test_a_copy_left_out_for_a_tie_says_the_name_chose_in_the_gradebook_and_summary(tmp_path,
+                                                                                     capsys):
+    # instructor 49: a tie's copy was "handed in earlier" there (the log said the name chose)
+    folder = tmp_path / "tie"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice" / NAME).write_text(json.dumps(student_nb("mine")))
+    (folder / "alice" / "old.ipynb").write_text(json.dumps(student_nb("old")))
+    grader_files(folder, {f"alice/{NAME}": CLASS["alice"]})
+    why = (f"chapter 00 handed in 2 times by alice: alice/{NAME} (handed in at the same time as "
+           "another copy, so chosen by its name (the last in alphabetical order): check it is "
+           "the one meant, by the files' modification times) is graded, not this one")
+    with (folder / "grading_log.csv").open("a", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerow(
+            ["alice/old.ipynb", "", "", "", "", "", "", "ignored copy: " + why, "", ""])
+    assert run(folder, "--out", tmp_path / "out", "--source", EXAMPLE) == 0
+    _, rows = by_student(tmp_path / "out" / "gradebook.csv")
+    assert "alice/old.ipynb: a copy handed in at the same time as the graded one, not graded " \
+        "(the name chose: check it is the one meant)" in rows["alice"]["notes"]
+    printed = capsys.readouterr().out
+    assert "copies handed in at the same time as a graded one, not graded (the name chose: " \
+        "check it is the one meant) (1):\n  alice/old.ipynb\n" in printed
+    assert "handed in earlier" not in printed + rows["alice"]["notes"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Feedback
 

@@ -594,6 +594,16 @@ def book_owners(book: Notebook, chapter_names: dict[str, str],
     return group or [owner]
 
 
+def left_out_because(book: Notebook) -> str:
+    """Why the grader left a copy out, as the gradebook and the summary say it: handed in
+    earlier, or at the same time as the graded one, whose name then chose (copies.counted;
+    instructor 49: "earlier" for a tie read as a later blank upload)."""
+    if "at the same time" in book.problem:
+        return ("a copy handed in at the same time as the graded one, not graded (the name "
+                "chose: check it is the one meant)")
+    return "a copy handed in earlier, not graded"
+
+
 def ignored_copies(notebooks: list[Notebook], owners, by_key: dict[str, Student]
                    ) -> list[Notebook]:
     """The copies the grader left out, each noted under its student (when known)."""
@@ -604,8 +614,7 @@ def ignored_copies(notebooks: list[Notebook], owners, by_key: dict[str, Student]
             for owner in owners(book):
                 student = by_key.get(identity(owner))
                 if student is not None:
-                    student.notes.append(f"{book.name}: a copy handed in earlier, not "
-                                         "graded")
+                    student.notes.append(f"{book.name}: {left_out_because(book)}")
     return ignored
 
 

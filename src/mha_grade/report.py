@@ -400,7 +400,11 @@ def summary(book: gradebook.Gradebook, out: Path, complete: bool, pages: int, po
     for nb in book.ungraded:
         lines.append(f"not graded as any chapter: {terminal(nb.name)}: {terminal(nb.problem)}")
     if book.ignored:  # why is in grading_log.csv, and the gradebook's notes
-        lines += listed("copies handed in earlier, not graded", [nb.name for nb in book.ignored])
+        for why in sorted({gradebook.left_out_because(nb) for nb in book.ignored}):
+            lines += listed(why.replace("a copy", "copies").replace("the graded one",
+                                                                    "a graded one"),
+                            [nb.name for nb in book.ignored
+                             if gradebook.left_out_because(nb) == why])
     if read_from:
         lines.append(f"by-hand points: {entered} entered, read from {terminal(str(read_from))}")
     if ungraded_hand:
